@@ -1,0 +1,89 @@
+"""The one entry point: ``kai-py simulate | crds | dev``.
+
+Each sub-command imports its implementation lazily so that ``kai-py crds``
+does not pay for the emulator and ``kai-py simulate`` does not load Kopf.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kai-py", description="A KAI-compatible batch and GPU scheduler for Kubernetes."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sim = sub.add_parser(
+        "simulate",
+        help="run the scheduling cycle offline on Kubernetes manifests",
+        description="Run the scheduler offline on YAML manifests (files or folders).",
+    )
+    sim.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    sim.add_argument(
+        "--cycles",
+        type=int,
+        default=None,
+        help="run exactly N cycles (default: until nothing changes, at most 10)",
+    )
+    sim.add_argument("--output", choices=["text", "json"], default="text")
+    sim.add_argument("--placement", choices=["binpack", "spread"], default="binpack")
+    sim.add_argument(
+        "--now",
+        default=None,
+        help="the simulated clock, RFC 3339 (default: the latest timestamp in the input)",
+    )
+    sim.add_argument(
+        "--recreate-evicted",
+        action="store_true",
+        help="between cycles, evicted pods come back as new Pending pods of the same name",
+    )
+
+    crds = sub.add_parser("crds", help="write the CustomResourceDefinitions generated from the models")
+    crds.add_argument("--output-dir", "-o", type=Path, default=Path("crds"))
+
+    dev = sub.add_parser("dev", help="start an emulated cluster with GPU nodes that kubectl can use")
+    dev.add_argument("--cluster", type=Path, default=None, help="cluster description (YAML)")
+    dev.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")
+    dev.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    dev.add_argument("--no-operator", action="store_true", help="run the emulator alone")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    if args.command == "simulate":
+        from kai_py.cluster.simulation import run_cli
+
+        return run_cli(
+            paths=args.paths,
+            cycles=args.cycles,
+            output=args.output,
+            placement=args.placement,
+            now=args.now,
+            recreate_evicted=args.recreate_evicted,
+        )
+    if args.command == "crds":
+        from kai_py.api.crdgen import write_crds
+
+        for path in write_crds(args.output_dir):
+            print(f"wrote {path}")
+        return 0
+    if args.command == "dev":
+        from kai_py.emulator.dev import run_dev
+
+        return run_dev(
+            cluster_file=args.cluster,
+            kubeconfig=args.kubeconfig,
+            port=args.port,
+            no_operator=args.no_operator,
+        )
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
