@@ -1,0 +1,60 @@
+"""Well-known names: API groups, labels, annotations and defaults shared with KAI.
+
+Every other module takes these names from here so that a KAI manifest means
+the same thing everywhere in kai-py.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "scheduling.run.ai"
+QUEUE_VERSION: Final = "v2"
+PODGROUP_VERSION: Final = "v2alpha2"
+BINDREQUEST_VERSION: Final = "v1alpha2"
+
+DEFAULT_SCHEDULER_NAME: Final = "kai-scheduler"
+
+# Labels
+QUEUE_LABEL: Final = "kai.scheduler/queue"
+PREEMPTIBILITY_LABEL: Final = "kai.scheduler/preemptibility"
+NODE_POOL_LABEL: Final = "kai.scheduler/node-pool"
+GPU_GROUP_LABEL: Final = "runai-gpu-group"
+PRIORITY_CLASS_LABEL: Final = "priorityClassName"
+GPU_COUNT_NODE_LABEL: Final = "nvidia.com/gpu.count"
+GPU_MEMORY_NODE_LABEL: Final = "nvidia.com/gpu.memory"
+GPU_PRODUCT_NODE_LABEL: Final = "nvidia.com/gpu.product"
+
+# Annotations
+GPU_FRACTION_ANNOTATION: Final = "gpu-fraction"
+GPU_MEMORY_ANNOTATION: Final = "gpu-memory"
+GPU_FRACTION_NUM_DEVICES_ANNOTATION: Final = "gpu-fraction-num-devices"
+POD_GROUP_ANNOTATION: Final = "pod-group-name"
+RECEIVED_RESOURCE_TYPE_ANNOTATION: Final = "received-resource-type"
+BATCH_MIN_MEMBER_ANNOTATION: Final = "kai.scheduler/batch-min-member"
+RESERVED_GPU_INDEX_ANNOTATION: Final = "run.ai/reserve_for_gpu_index"
+
+# Preemptibility values
+PREEMPTIBLE: Final = "preemptible"
+NON_PREEMPTIBLE: Final = "non-preemptible"
+
+# Resources
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+
+# Defaults
+DEFAULT_QUEUE: Final = "default-queue"
+DEFAULT_PARENT_QUEUE: Final = "default-parent-queue"
+DEFAULT_PRIORITY_CLASS: Final = "train"
+RESERVATION_NAMESPACE: Final = "kai-resource-reservation"
+DEFAULT_STALENESS_GRACE_SECONDS: Final = 60.0
+DEFAULT_QUEUE_PRIORITY: Final = 100
+# A job whose priority is below this is preemptible unless it says otherwise.
+PREEMPTIBLE_PRIORITY_THRESHOLD: Final = 100
+
+# The priority classes KAI ships; known to kai-py without being applied.
+STANDARD_PRIORITY_CLASSES: Final[dict[str, int]] = {
+    "train": 50,
+    "build-preemptible": 75,
+    "build": 100,
+    "inference": 125,
+}
