@@ -1,0 +1,1 @@
+"""Built-in controllers of the emulated cluster: Job, Deployment, ReplicaSet, default scheduler."""

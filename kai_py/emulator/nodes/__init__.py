@@ -1,0 +1,1 @@
+"""Simulated nodes: kubelet, NVIDIA device plugin and the pieces they share."""
