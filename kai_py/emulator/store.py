@@ -1,0 +1,1258 @@
+"""The emulated API server's state: objects, resourceVersions, watches, deletion, GC.
+
+This is the in-process interface controllers use without HTTP. The HTTP
+layer (:mod:`kai_py.emulator.server`) is a thin translation on top of it,
+so both see exactly the same behaviour.
+
+Concurrency model
+-----------------
+**Asyncio, single event loop.** Every read and write is a coroutine
+(``await store.create(...)``) because writes may call admission webhooks;
+``watch()`` returns an async iterator. The store itself never blocks and
+holds no locks: call it only from the loop that runs the server (from another
+thread use ``ThreadedServer.call``). State changes are atomic with respect
+to other coroutines: no ``await`` happens between the resourceVersion check
+and the write.
+
+Resources
+---------
+Every method takes ``resource`` as a :class:`~kai_py.emulator.resources.ResourceType`
+or a name the registry resolves: ``"pods"``, ``"jobs.batch"``,
+``"queues.scheduling.run.ai"``, a kind (``"Pod"``) or a short name
+(``"po"``). Objects are plain JSON dicts (what ``json.loads`` returns);
+the store copies what it is given and what it hands out, so callers may
+mutate their copies freely.
+
+Errors
+------
+Failures raise :class:`~kai_py.emulator.errors.ApiError` whose ``status``
+is the ``kind: Status`` object the HTTP layer sends (404 NotFound, 409
+AlreadyExists / Conflict, 410 Expired, 422 Invalid, 403 Forbidden, 400 ...).
+
+Summary of the interface::
+
+    store = Store()
+    obj = await store.create("pods", pod)                     # namespace from the body
+    obj = await store.get("pods", "default", "p1")
+    items, rv = await store.list("pods", "default", label_selector="app=x",
+                                 field_selector="spec.nodeName=n1")
+    page = await store.list_page("pods", limit=500, continue_=None)
+    obj = await store.update("pods", obj)                     # 409 on stale resourceVersion
+    obj = await store.update_status("pods", obj)              # only .status changes
+    obj = await store.patch("pods", "default", "p1", {"metadata": {...}}, "merge")
+    obj = await store.bind_pod("default", "p1", "node-1")     # the pods/binding subresource
+    obj = await store.evict_pod("default", "p1")              # the pods/eviction subresource
+    result = await store.delete("pods", "default", "p1", grace_period_seconds=0)
+    async with store.watch("pods", resource_version=rv) as w:
+        async for event_type, obj in w:                       # ADDED MODIFIED DELETED BOOKMARK
+            ...
+
+Kubelets and graceful pod deletion
+----------------------------------
+Deleting a pod that has ``spec.nodeName`` (and is not Succeeded/Failed) only
+sets ``deletionTimestamp`` and ``deletionGracePeriodSeconds`` (a MODIFIED
+event). A simulated kubelet calls ``store.attach_kubelet(node_name)`` when it
+starts serving a node; it then sees the MODIFIED event, stops the pod, and
+confirms the termination as the real kubelet does, with
+``await store.delete("pods", ns, name, grace_period_seconds=0)``, which
+removes the pod (DELETED). For a node without an attached kubelet the store
+removes the pod itself once the grace period has passed, as the node
+lifecycle controller eventually would. ``detach_kubelet`` undoes ``attach``.
+
+Garbage collection runs as background tasks after a deletion, like the real
+controller: ``await store.wait_idle()`` waits until it has finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import builtins
+import contextlib
+import json
+import random
+import time
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from . import builtin_validation, schema
+from .errors import (
+    ApiError,
+    FieldError,
+    already_exists,
+    bad_request,
+    conflict,
+    forbidden,
+    gone,
+    invalid,
+    not_found,
+)
+from .patches import copy_json, json_patch, merge_patch, strategic_merge
+from .resources import Registry, ResourceType, builtin_types, types_from_crd
+from .selectors import (
+    FieldRequirement,
+    Requirement,
+    fields_match,
+    labels_match,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+JSON = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+
+#: Accepted spellings of patch types (the short names and the HTTP content types).
+PATCH_TYPES = {
+    "merge": "merge", "application/merge-patch+json": "merge",
+    "json": "json", "application/json-patch+json": "json",
+    "strategic": "strategic", "application/strategic-merge-patch+json": "strategic",
+    "apply": "apply", "application/apply-patch+yaml": "apply",
+    "application/apply-patch+json": "apply",
+}
+
+#: Storage keys whose objects carry metadata.generation (as in Kubernetes 1.32).
+_GENERATION_KEYS = frozenset({
+    "customresourcedefinitions.apiextensions.k8s.io", "deployments.apps", "replicasets.apps",
+    "statefulsets.apps", "daemonsets.apps", "jobs.batch", "poddisruptionbudgets.policy",
+})
+#: Where the API's default propagationPolicy is Orphan (kubectl asks for Background).
+_ORPHAN_BY_DEFAULT = frozenset({"jobs.batch", "replicationcontrollers"})
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+def now_rfc3339(ts: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if ts is None else ts))
+
+
+@dataclass
+class AdmissionRequest:
+    """What an admission hook is asked about (one API write)."""
+
+    operation: str  # CREATE, UPDATE, DELETE, CONNECT
+    resource: ResourceType
+    namespace: str
+    name: str
+    obj: JSON | None
+    old_obj: JSON | None
+    subresource: str = ""
+    dry_run: bool = False
+    options: JSON = field(default_factory=dict)
+    user: JSON = field(default_factory=lambda: {"username": "system:admin",
+                                                 "groups": ["system:masters"]})
+
+
+class AdmissionHook(Protocol):
+    """Called for every write; the server installs the webhook dispatcher here."""
+
+    async def mutate(self, request: AdmissionRequest) -> JSON | None: ...
+
+    async def validate(self, request: AdmissionRequest) -> None: ...
+
+
+class ListResult(NamedTuple):
+    items: builtins.list[JSON]
+    resource_version: str
+    continue_token: str | None
+    remaining: int | None
+
+
+@dataclass
+class _Event:
+    rv: int
+    storage_key: str
+    type: str
+    obj: JSON
+    old: JSON | None
+
+
+class Watch:
+    """An open watch: an async iterator of ``(event_type, object)``.
+
+    Ends (StopAsyncIteration) when closed by :meth:`close`, by the store
+    (``Store.close_watches``), or when the resource type stops being served.
+    Objects are copies the caller may keep and mutate.
+    """
+
+    def __init__(self, store: Store, rt: ResourceType, namespace: str | None,
+                 labels: builtins.list[Requirement], fields: builtins.list[FieldRequirement],
+                 bookmark_interval: float | None) -> None:
+        self._store = store
+        self.resource = rt
+        self.namespace = namespace
+        self._labels = labels
+        self._fields = fields
+        self._queue: asyncio.Queue[tuple[str, JSON] | None] = asyncio.Queue()
+        self._bookmark_interval = bookmark_interval
+        self._closed = False
+
+    def _matches(self, obj: JSON) -> bool:
+        if self.namespace and (obj.get("metadata") or {}).get("namespace") != self.namespace:
+            return False
+        return labels_match(self._labels, obj) and fields_match(self._fields, obj)
+
+    def _offer(self, event: _Event) -> None:
+        new_ok = self._matches(event.obj)
+        if event.type == "MODIFIED" and event.old is not None:
+            old_ok = self._matches(event.old)
+            if old_ok and not new_ok:
+                self._put("DELETED", event.obj)
+            elif new_ok and not old_ok:
+                self._put("ADDED", event.obj)
+            elif new_ok:
+                self._put("MODIFIED", event.obj)
+        elif new_ok:
+            self._put(event.type, event.obj)
+
+    def _put(self, event_type: str, obj: JSON) -> None:
+        self._queue.put_nowait((event_type, self._store._present(self.resource, obj)))
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._store._watchers.get(self.resource.storage_key, set()).discard(self)
+            self._queue.put_nowait(None)
+
+    def __aiter__(self) -> Watch:
+        return self
+
+    async def __anext__(self) -> tuple[str, JSON]:
+        if self._closed and self._queue.empty():
+            raise StopAsyncIteration
+        if self._bookmark_interval is None:
+            item = await self._queue.get()
+        else:
+            try:
+                item = await asyncio.wait_for(self._queue.get(), self._bookmark_interval)
+            except TimeoutError:
+                return "BOOKMARK", {
+                    "kind": self.resource.kind, "apiVersion": self.resource.api_version,
+                    "metadata": {"resourceVersion": str(self._store.resource_version)},
+                }
+        if item is None:
+            self._closed = True
+            raise StopAsyncIteration
+        return item
+
+    async def __aenter__(self) -> Watch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Store:
+    """All objects of the emulated cluster, and everything that changes them."""
+
+    def __init__(self, *, history_size: int = 20_000, clock: Callable[[], float] = time.time,
+                 create_default_namespaces: bool = True) -> None:
+        self.registry = Registry(builtin_types())
+        self.admission: AdmissionHook | None = None
+        self.clock = clock
+        self._objects: dict[str, dict[Key, JSON]] = {}
+        self._rv = 0
+        self._history: deque[_Event] = deque(maxlen=history_size)
+        self._compacted_rv = 0
+        self._watchers: dict[str, set[Watch]] = {}
+        self._dependents: dict[str, set[tuple[str, Key]]] = {}
+        self._uids: dict[str, tuple[str, Key]] = {}
+        self._kubelets: set[str] = set()
+        self._terminated: set[Key] = set()  # pods whose kubelet confirmed (or timed out)
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._timers: dict[Key, asyncio.TimerHandle] = {}
+        if create_default_namespaces:
+            for ns in DEFAULT_NAMESPACES:
+                self._insert(self.registry.resolve("namespaces"),
+                             self._new_object_meta(self.registry.resolve("namespaces"), {
+                                 "apiVersion": "v1", "kind": "Namespace",
+                                 "metadata": {"name": ns, "labels": {
+                                     "kubernetes.io/metadata.name": ns}},
+                                 "spec": {"finalizers": ["kubernetes"]},
+                                 "status": {"phase": "Active"},
+                             }, "", ns))
+
+    # ---- public: reads --------------------------------------------------------------------
+
+    @property
+    def resource_version(self) -> int:
+        """The latest resourceVersion handed out (one counter for all resources)."""
+        return self._rv
+
+    def resolve(self, resource: str | ResourceType) -> ResourceType:
+        try:
+            return self.registry.resolve(resource)
+        except KeyError:
+            raise ApiError(404, "NotFound", f"the server could not find the requested "
+                           f"resource ({resource})") from None
+
+    async def get(self, resource: str | ResourceType, namespace: str | None, name: str) -> JSON:
+        rt = self.resolve(resource)
+        obj = self._bucket(rt).get(self._key(rt, namespace, name))
+        if obj is None:
+            raise not_found(rt.plural, rt.group, name)
+        return self._present(rt, obj)
+
+    async def list(self, resource: str | ResourceType, namespace: str | None = None, *,
+                   label_selector: str | None = None,
+                   field_selector: str | None = None) -> tuple[builtins.list[JSON], str]:
+        """All matching objects (sorted by namespace, name) and the list's resourceVersion."""
+        page = await self.list_page(resource, namespace, label_selector=label_selector,
+                                    field_selector=field_selector)
+        return page.items, page.resource_version
+
+    async def list_page(self, resource: str | ResourceType, namespace: str | None = None, *,
+                        label_selector: str | None = None, field_selector: str | None = None,
+                        limit: int | None = None, continue_: str | None = None) -> ListResult:
+        """One page of a list; ``continue_`` is the token from the previous page.
+
+        A token older than the kept event history is 410 Expired, as in
+        Kubernetes after compaction. Pages are read from the current state
+        (not a snapshot at the first page's resourceVersion).
+        """
+        rt = self.resolve(resource)
+        labels = parse_label_selector(label_selector)
+        fields = parse_field_selector(field_selector, rt.storage_key, rt.kind)
+        start_after: Key | None = None
+        list_rv = self._rv
+        if continue_:
+            start_after, list_rv = self._decode_continue(continue_)
+        bucket = self._bucket(rt)
+        keys = sorted(bucket)
+        if namespace and rt.namespaced:
+            keys = [k for k in keys if k[0] == namespace]
+        if start_after is not None:
+            keys = [k for k in keys if k > start_after]
+        items: builtins.list[JSON] = []
+        last: Key | None = None
+        remaining = 0
+        for i, k in enumerate(keys):
+            obj = bucket[k]
+            if not (labels_match(labels, obj) and fields_match(fields, obj)):
+                continue
+            if limit and len(items) >= limit:
+                remaining = sum(1 for k2 in keys[i:] if labels_match(labels, bucket[k2])
+                                and fields_match(fields, bucket[k2]))
+                break
+            items.append(self._present(rt, obj))
+            last = k
+        token = None
+        if remaining and last is not None:
+            token = self._encode_continue(last, list_rv)
+        return ListResult(items, str(list_rv), token, remaining if token else None)
+
+    def watch(self, resource: str | ResourceType, namespace: str | None = None, *,
+              resource_version: str | None = None, label_selector: str | None = None,
+              field_selector: str | None = None,
+              bookmark_interval: float | None = None) -> Watch:
+        """Open a watch. Raises ApiError 410 at once if ``resource_version`` is expired.
+
+        ``resource_version`` None, "" or "0": first an ADDED for every current
+        object, then changes. Otherwise: every change after that version.
+        ``bookmark_interval``: yield a BOOKMARK after that many idle seconds.
+        """
+        rt = self.resolve(resource)
+        labels = parse_label_selector(label_selector)
+        fields = parse_field_selector(field_selector, rt.storage_key, rt.kind)
+        w = Watch(self, rt, namespace if rt.namespaced else None, labels, fields,
+                  bookmark_interval)
+        if resource_version in (None, "", "0"):
+            for k in sorted(self._bucket(rt)):
+                obj = self._bucket(rt)[k]
+                if w._matches(obj):
+                    w._put("ADDED", obj)
+        else:
+            since = self._parse_rv(resource_version)
+            if since < self._compacted_rv:
+                raise gone(f"too old resource version: {since} ({self._compacted_rv + 1})")
+            for ev in self._history:
+                if ev.rv > since and ev.storage_key == rt.storage_key:
+                    w._offer(ev)
+        self._watchers.setdefault(rt.storage_key, set()).add(w)
+        return w
+
+    def close_watches(self, resource: str | ResourceType | None = None) -> int:
+        """End open watches (all, or of one resource); returns how many were closed."""
+        keys = [self.resolve(resource).storage_key] if resource else list(self._watchers)
+        count = 0
+        for k in keys:
+            for w in list(self._watchers.get(k, ())):
+                w.close()
+                count += 1
+        return count
+
+    # ---- public: writes -------------------------------------------------------------------
+
+    async def create(self, resource: str | ResourceType, obj: JSON, *,
+                     namespace: str | None = None, dry_run: bool = False,
+                     field_validation: str = "Warn",
+                     warnings: builtins.list[str] | None = None) -> JSON:
+        """Create an object; the namespace comes from ``namespace`` or the body.
+
+        ``field_validation`` is Strict (unknown fields: 400), Warn (appended to
+        ``warnings``) or Ignore, as the query parameter of the same name.
+        """
+        rt = self.resolve(resource)
+        if "create" not in rt.verbs:
+            raise ApiError(405, "MethodNotAllowed", f"create is not supported on {rt.plural}")
+        if not isinstance(obj, dict):
+            raise bad_request("the body of the request was not a JSON object")
+        obj = copy_json(obj)
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise bad_request("metadata must be an object")
+        self._check_type(rt, obj)
+        ns = self._request_namespace(rt, namespace, meta)
+        name = meta.get("name") or ""
+        if not name and meta.get("generateName"):
+            name = self._generate_name(rt, ns, str(meta["generateName"]))
+        if not name:
+            raise invalid(rt.kind, rt.group, "", [FieldError(
+                "metadata.name", "FieldValueRequired", "name or generateName is required")])
+        self._check_namespace_writable(rt, ns, name)
+        obj = self._new_object_meta(rt, obj, ns, name)
+        obj = self._prepare(rt, obj, None, field_validation, warnings)
+        if self.admission is not None:
+            req = AdmissionRequest("CREATE", rt, ns, name, obj, None, dry_run=dry_run)
+            mutated = await self.admission.mutate(req)
+            if mutated is not None:
+                obj = self._prepare(rt, mutated, None, "Ignore", None)
+        self._validate(rt, obj, None)
+        if self.admission is not None:
+            await self.admission.validate(
+                AdmissionRequest("CREATE", rt, ns, name, obj, None, dry_run=dry_run))
+        key = (ns, name)
+        if key in self._bucket(rt):
+            raise already_exists(rt.plural, rt.group, name)
+        self._check_namespace_writable(rt, ns, name)  # admission may have awaited
+        if dry_run:
+            return self._present(rt, obj)
+        stored = self._insert(rt, obj)
+        self._after_write(rt, None, stored)
+        return self._present(rt, stored)
+
+    async def update(self, resource: str | ResourceType, obj: JSON, *,
+                     namespace: str | None = None, dry_run: bool = False,
+                     field_validation: str = "Warn",
+                     warnings: builtins.list[str] | None = None) -> JSON:
+        """Replace an object (PUT). A stale ``metadata.resourceVersion`` is 409 Conflict.
+
+        Without a resourceVersion the update is unconditional, as Kubernetes
+        allows for built-ins and custom resources. ``.status`` is kept from the
+        stored object when the type has a status subresource.
+        """
+        return await self._replace(resource, obj, namespace, "", dry_run, field_validation,
+                                   warnings)
+
+    async def update_status(self, resource: str | ResourceType, obj: JSON, *,
+                            namespace: str | None = None, dry_run: bool = False) -> JSON:
+        """PUT on the ``/status`` subresource: only ``.status`` changes."""
+        return await self._replace(resource, obj, namespace, "status", dry_run, "Ignore", None)
+
+    async def patch(self, resource: str | ResourceType, namespace: str | None, name: str,
+                    patch: Any, patch_type: str = "merge", *, subresource: str = "",
+                    dry_run: bool = False, field_manager: str | None = None,
+                    force: bool = False, field_validation: str = "Warn",
+                    warnings: builtins.list[str] | None = None) -> JSON:
+        """Patch an object.
+
+        ``patch_type``: ``merge``, ``json``, ``strategic`` or ``apply`` (or the
+        matching content types). ``apply`` (server-side apply) creates the
+        object when it is missing and otherwise merges the applied
+        configuration like a strategic merge; it does not track field
+        ownership. ``subresource="status"`` patches only ``.status``.
+        """
+        rt = self.resolve(resource)
+        kind = PATCH_TYPES.get(patch_type.split(";")[0].strip())
+        if kind is None:
+            raise ApiError(415, "UnsupportedMediaType",
+                           f"the body of the request was in an unknown format - accepted "
+                           f"media types include: application/json-patch+json, "
+                           f"application/merge-patch+json, application/apply-patch+yaml "
+                           f"(got {patch_type})")
+        if kind == "strategic" and not rt.strategic_merge:
+            raise ApiError(415, "UnsupportedMediaType",
+                           "the body of the request was in an unknown format - accepted "
+                           "media types include: application/json-patch+json, "
+                           "application/merge-patch+json, application/apply-patch+yaml")
+        ns = namespace or "" if rt.namespaced else ""
+        current = self._bucket(rt).get(self._key(rt, ns, name))
+        if current is None:
+            if kind == "apply":
+                if not isinstance(patch, dict):
+                    raise bad_request("apply patches must be objects")
+                body = copy_json(patch)
+                body.setdefault("metadata", {}).setdefault("name", name)
+                return await self.create(rt, body, namespace=ns or None, dry_run=dry_run,
+                                         field_validation=field_validation, warnings=warnings)
+            raise not_found(rt.plural, rt.group, name)
+        base = self._present(rt, current)
+        if kind == "merge":
+            if not isinstance(patch, dict):
+                raise bad_request("json: cannot unmarshal into Go value of type map")
+            patched = merge_patch(base, patch)
+        elif kind == "json":
+            patched = json_patch(base, patch)
+        else:
+            if not isinstance(patch, dict):
+                raise bad_request("strategic merge and apply patches must be objects")
+            body = copy_json(patch)
+            if kind == "apply":
+                self._check_type(rt, body)
+                body.pop("apiVersion", None)
+                body.pop("kind", None)
+                (body.get("metadata") or {}).pop("resourceVersion", None)
+            patched = strategic_merge(base, body)
+        if not isinstance(patched, dict):
+            raise bad_request("the patch did not produce an object")
+        # A patch is conditional only if it names a resourceVersion itself.
+        patched_meta = patched.get("metadata")
+        if isinstance(patched_meta, dict) and patched_meta.get("resourceVersion") == (
+            current["metadata"]["resourceVersion"]
+        ):
+            patched_meta.pop("resourceVersion", None)
+        return await self._replace(rt, patched, ns or None, subresource, dry_run,
+                                   field_validation, warnings, expect_name=name)
+
+    async def delete(self, resource: str | ResourceType, namespace: str | None, name: str, *,
+                     grace_period_seconds: int | None = None,
+                     propagation_policy: str | None = None,
+                     preconditions: JSON | None = None, dry_run: bool = False) -> JSON:
+        """Delete an object; returns it as it is after the call.
+
+        With finalizers (or Foreground propagation, or a pod still on a node)
+        the object stays, with ``deletionTimestamp`` set; check
+        ``metadata.deletionTimestamp`` in the result to tell. ``propagation_policy``:
+        Background (default for most types), Foreground or Orphan.
+        """
+        rt = self.resolve(resource)
+        key = self._key(rt, namespace, name)
+        current = self._bucket(rt).get(key)
+        if current is None:
+            raise not_found(rt.plural, rt.group, name)
+        if preconditions:
+            meta = current["metadata"]
+            for field_name in ("uid", "resourceVersion"):
+                want = preconditions.get(field_name)
+                if want and want != meta.get(field_name):
+                    raise conflict(rt.plural, rt.group, name,
+                                   f"Precondition failed: {field_name.replace('rv', 'RV')} "
+                                   f"in precondition: {want}, {field_name} in object meta: "
+                                   f"{meta.get(field_name)}")
+        if self.admission is not None:
+            await self.admission.validate(AdmissionRequest(
+                "DELETE", rt, key[0], name, None, self._present(rt, current), dry_run=dry_run))
+            current = self._bucket(rt).get(key)
+            if current is None:
+                raise not_found(rt.plural, rt.group, name)
+        if dry_run:
+            return self._present(rt, current)
+        policy = propagation_policy or (
+            "Orphan" if rt.storage_key in _ORPHAN_BY_DEFAULT else "Background")
+        if policy not in ("Background", "Foreground", "Orphan"):
+            raise invalid("DeleteOptions", "", "", [FieldError(
+                "propagationPolicy", "FieldValueNotSupported",
+                'supported values: "Foreground", "Background", "Orphan", nil', policy)])
+        if rt.storage_key == "namespaces":
+            return self._present(rt, self._delete_namespace(rt, current))
+        grace = self._grace_period(rt, current, grace_period_seconds)
+        meta = current["metadata"]
+        updated = copy_json(current)
+        umeta = updated["metadata"]
+        if policy == "Orphan":
+            self._orphan_dependents(meta["uid"])
+        elif policy == "Foreground" and self._dependents.get(meta["uid"]):
+            fins = umeta.setdefault("finalizers", [])
+            if "foregroundDeletion" not in fins:
+                fins.append("foregroundDeletion")
+        if grace > 0 and key in self._terminated:
+            grace = 0
+        if grace == 0 and rt.storage_key == "pods":
+            self._terminated.add(key)
+        if not umeta.get("finalizers") and grace == 0:
+            return self._present(rt, self._remove(rt, current, policy))
+        shorter = grace < int(meta.get("deletionGracePeriodSeconds") or 0)
+        if "deletionTimestamp" not in meta or shorter:
+            umeta["deletionTimestamp"] = now_rfc3339(self.clock() + grace)
+            umeta["deletionGracePeriodSeconds"] = grace
+        elif umeta == meta:
+            return self._present(rt, current)
+        stored = self._write(rt, current, updated)
+        if grace > 0 and rt.storage_key == "pods":
+            self._arm_pod_timer(rt, stored, grace)
+        if "foregroundDeletion" in (umeta.get("finalizers") or []):
+            self._spawn(self._collect_foreground(meta["uid"]))
+        return self._present(rt, stored)
+
+    async def delete_collection(self, resource: str | ResourceType,
+                                namespace: str | None = None, *,
+                                label_selector: str | None = None,
+                                field_selector: str | None = None,
+                                grace_period_seconds: int | None = None,
+                                propagation_policy: str | None = None,
+                                dry_run: bool = False) -> builtins.list[JSON]:
+        """DELETE on a collection: delete every matching object; returns them."""
+        rt = self.resolve(resource)
+        items, _ = await self.list(rt, namespace, label_selector=label_selector,
+                                   field_selector=field_selector)
+        out = []
+        for item in items:
+            meta = item["metadata"]
+            with contextlib.suppress(ApiError):
+                out.append(await self.delete(rt, meta.get("namespace"), meta["name"],
+                                             grace_period_seconds=grace_period_seconds,
+                                             propagation_policy=propagation_policy,
+                                             dry_run=dry_run))
+        return out
+
+    async def bind_pod(self, namespace: str, name: str, node_name: str, *,
+                       dry_run: bool = False) -> JSON:
+        """The pods/binding subresource: set spec.nodeName and the PodScheduled condition.
+
+        An already-bound pod is 409 Conflict ("pod X is already assigned to node Y").
+        """
+        rt = self.resolve("pods")
+        current = self._bucket(rt).get((namespace, name))
+        if current is None:
+            raise not_found("pods", "", name)
+        if self.admission is not None:
+            binding = {"apiVersion": "v1", "kind": "Binding",
+                       "metadata": {"name": name, "namespace": namespace},
+                       "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+            await self.admission.validate(AdmissionRequest(
+                "CREATE", rt, namespace, name, binding, None, subresource="binding",
+                dry_run=dry_run))
+            current = self._bucket(rt).get((namespace, name))
+            if current is None:
+                raise not_found("pods", "", name)
+        if current["metadata"].get("deletionTimestamp"):
+            raise conflict("pods/binding", "", name,
+                           f"pod {name} is being deleted, cannot be assigned to a host")
+        bound = (current.get("spec") or {}).get("nodeName")
+        if bound:
+            raise conflict("pods/binding", "", name,
+                           f'pod {name} is already assigned to node "{bound}"')
+        if dry_run:
+            return self._present(rt, current)
+        updated = copy_json(current)
+        updated.setdefault("spec", {})["nodeName"] = node_name
+        status = updated.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                           "lastTransitionTime": now_rfc3339(self.clock())})
+        status["conditions"] = conditions
+        return self._present(rt, self._write(rt, current, updated))
+
+    async def evict_pod(self, namespace: str, name: str, *,
+                        grace_period_seconds: int | None = None, dry_run: bool = False) -> JSON:
+        """The pods/eviction subresource: a graceful delete (PodDisruptionBudgets are not
+        checked)."""
+        rt = self.resolve("pods")
+        if (namespace, name) not in self._bucket(rt):
+            raise not_found("pods", "", name)
+        if self.admission is not None:
+            eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
+                        "metadata": {"name": name, "namespace": namespace}}
+            await self.admission.validate(AdmissionRequest(
+                "CREATE", rt, namespace, name, eviction, None, subresource="eviction",
+                dry_run=dry_run))
+        return await self.delete(rt, namespace, name, grace_period_seconds=grace_period_seconds,
+                                 dry_run=dry_run)
+
+    # ---- public: kubelets, lifecycle ------------------------------------------------------
+
+    def attach_kubelet(self, node_name: str) -> None:
+        """A kubelet now serves this node: it confirms pod terminations itself."""
+        self._kubelets.add(node_name)
+
+    def detach_kubelet(self, node_name: str) -> None:
+        self._kubelets.discard(node_name)
+        pods = self.resolve("pods")
+        for obj in list(self._bucket(pods).values()):
+            if (obj.get("spec") or {}).get("nodeName") == node_name and \
+                    obj["metadata"].get("deletionTimestamp"):
+                self._arm_pod_timer(pods, obj, 0)
+
+    def has_kubelet(self, node_name: str) -> bool:
+        return node_name in self._kubelets
+
+    async def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait until background work (garbage collection, namespace cleanup) is done."""
+        deadline = time.monotonic() + timeout
+        while self._tasks:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("store background tasks did not finish")
+            await asyncio.wait(list(self._tasks), timeout=remaining)
+
+    def cancel_background(self) -> None:
+        """Stop timers and background tasks (the server calls this when it stops)."""
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        for task in list(self._tasks):
+            task.cancel()
+
+    def resume_background(self) -> None:
+        """Re-arm pod grace timers after a restart (on the new loop)."""
+        pods = self.resolve("pods")
+        for obj in list(self._bucket(pods).values()):
+            if obj["metadata"].get("deletionTimestamp"):
+                left = _parse_time(obj["metadata"]["deletionTimestamp"]) - self.clock()
+                self._arm_pod_timer(pods, obj, max(0.0, left))
+
+    # ---- internals: objects ---------------------------------------------------------------
+
+    def _bucket(self, rt: ResourceType) -> dict[Key, JSON]:
+        bucket = self._objects.get(rt.storage_key)
+        if bucket is None:
+            bucket = self._objects[rt.storage_key] = {}
+        return bucket
+
+    def _key(self, rt: ResourceType, namespace: str | None, name: str) -> Key:
+        return ((namespace or "") if rt.namespaced else "", name)
+
+    def _present(self, rt: ResourceType, obj: JSON) -> JSON:
+        out: JSON = copy_json(obj)
+        out["apiVersion"] = rt.api_version
+        out["kind"] = rt.kind
+        return out
+
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    @staticmethod
+    def _parse_rv(rv: str) -> int:
+        try:
+            return int(rv)
+        except ValueError:
+            raise bad_request(f"invalid resource version {rv!r}") from None
+
+    def _encode_continue(self, last: Key, rv: int) -> str:
+        raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": f"{last[0]}/{last[1]}"})
+        return base64.urlsafe_b64encode(raw.encode()).decode()
+
+    def _decode_continue(self, token: str) -> tuple[Key, int]:
+        try:
+            data = json.loads(base64.urlsafe_b64decode(token.encode()))
+            ns, name = str(data["start"]).split("/", 1)
+            rv = int(data["rv"])
+        except (ValueError, KeyError, TypeError):
+            raise bad_request("continue key is not valid: incorrect encoded start "
+                              "resourceVersion (version meta.k8s.io/v1)") from None
+        if rv < self._compacted_rv:
+            raise ApiError(410, "Expired",
+                           "The provided continue parameter is too old to display a consistent "
+                           "list result. You can start a new list without the continue "
+                           "parameter, or use the continue token in this response to retrieve "
+                           "the remainder of the results. Continuing with the provided token "
+                           "results in an inconsistent list - objects that were created, "
+                           "modified, or deleted between the time the first chunk was returned "
+                           "and now may show up in the list.")
+        return (ns, name), rv
+
+    def _check_type(self, rt: ResourceType, obj: JSON) -> None:
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if kind and kind != rt.kind:
+            raise bad_request(f"the kind of the object ({kind}) does not match the kind of the "
+                              f"resource ({rt.kind})")
+        if api_version:
+            group = api_version.split("/")[0] if "/" in api_version else ""
+            if group != rt.group:
+                raise bad_request(f"the API version in the data ({api_version}) does not match "
+                                  f"the expected API version ({rt.api_version})")
+
+    def _request_namespace(self, rt: ResourceType, namespace: str | None, meta: JSON) -> str:
+        if not rt.namespaced:
+            meta.pop("namespace", None)
+            return ""
+        body_ns = meta.get("namespace")
+        if namespace and body_ns and body_ns != namespace:
+            raise bad_request("the namespace of the provided object does not match the "
+                              "namespace sent on the request")
+        ns = namespace or body_ns
+        if not ns:
+            raise bad_request("an empty namespace may not be set during creation")
+        meta["namespace"] = ns
+        return str(ns)
+
+    def _check_namespace_writable(self, rt: ResourceType, ns: str, name: str) -> None:
+        if not rt.namespaced:
+            return
+        ns_obj = self._objects.get("namespaces", {}).get(("", ns))
+        if ns_obj is None:
+            raise not_found("namespaces", "", ns)
+        if ns_obj["metadata"].get("deletionTimestamp"):
+            raise forbidden(rt.plural, rt.group, name,
+                            f"unable to create new content in namespace {ns} because it is "
+                            f"being terminated")
+
+    def _generate_name(self, rt: ResourceType, ns: str, prefix: str) -> str:
+        bucket = self._bucket(rt)
+        for _ in range(100):
+            name = prefix + "".join(random.choices(_NAME_CHARS, k=5))
+            if (ns, name) not in bucket:
+                return name
+        raise ApiError(500, "AlreadyExists", "could not generate a unique name")
+
+    def _new_object_meta(self, rt: ResourceType, obj: JSON, ns: str, name: str) -> JSON:
+        meta = obj["metadata"]
+        meta["name"] = name
+        if rt.namespaced:
+            meta["namespace"] = ns
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_rfc3339(self.clock())
+        for drop in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
+                     "selfLink", "managedFields"):
+            meta.pop(drop, None)
+        if rt.storage_key in _GENERATION_KEYS or rt.custom:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        if rt.has_status and rt.custom:
+            # Status is set only through /status for custom resources.
+            obj.pop("status", None)
+        return obj
+
+    def _prepare(self, rt: ResourceType, obj: JSON, old: JSON | None,
+                 field_validation: str, warnings: builtins.list[str] | None) -> JSON:
+        """Defaults and pruning for the stored form (schema and built-in defaults)."""
+        if rt.schema is not None:
+            unknown = schema.default_and_prune(rt.schema, obj)
+            if unknown:
+                if field_validation == "Strict":
+                    paths = ", ".join(f'unknown field "{p}"' for p in unknown)
+                    raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled '
+                                      f'as a {rt.kind}: strict decoding error: {paths}')
+                if field_validation == "Warn" and warnings is not None:
+                    warnings.extend(f'unknown field "{p}"' for p in unknown)
+        builtin_validation.apply_defaults(rt, obj, old)
+        return obj
+
+    def _validate(self, rt: ResourceType, obj: JSON, old: JSON | None) -> None:
+        errors: builtins.list[FieldError] = []
+        errors.extend(builtin_validation.validate_metadata(rt, obj, old))
+        if rt.schema is not None:
+            errors.extend(schema.validate(rt.schema, obj))
+        errors.extend(builtin_validation.validate(rt, obj, old))
+        if errors:
+            raise invalid(rt.qualified_kind if rt.custom else rt.kind,
+                          "" if rt.custom else rt.group,
+                          (obj.get("metadata") or {}).get("name", ""), errors)
+
+    async def _replace(self, resource: str | ResourceType, obj: JSON, namespace: str | None,
+                       subresource: str, dry_run: bool, field_validation: str,
+                       warnings: builtins.list[str] | None, expect_name: str | None = None) -> JSON:
+        rt = self.resolve(resource)
+        if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
+            raise bad_request("the body of the request was not a JSON object")
+        obj = copy_json(obj)
+        meta = obj.setdefault("metadata", {})
+        self._check_type(rt, obj)
+        name = meta.get("name") or expect_name or ""
+        if expect_name and name != expect_name:
+            raise bad_request(f"the name of the object ({name}) does not match the name on "
+                              f"the URL ({expect_name})")
+        ns = self._request_namespace(rt, namespace, meta) if rt.namespaced else ""
+        key = (ns, name)
+        current = self._bucket(rt).get(key)
+        if current is None:
+            raise not_found(rt.plural, rt.group, name)
+        want_rv = meta.get("resourceVersion")
+        if want_rv and want_rv != current["metadata"]["resourceVersion"]:
+            raise conflict(rt.plural, rt.group, name)
+        if subresource == "status":
+            if not rt.has_status:
+                raise not_found(rt.plural, rt.group, name)
+            new = copy_json(current)
+            if "status" in obj:
+                new["status"] = obj["status"]
+            else:
+                new.pop("status", None)
+        else:
+            new = obj
+            if rt.has_status and rt.storage_key != "namespaces":
+                if "status" in current:
+                    new["status"] = copy_json(current["status"])
+                else:
+                    new.pop("status", None)
+            self._keep_system_meta(current, new)
+            self._check_finalizers(rt, current, new)
+        new = self._prepare(rt, new, current, field_validation, warnings)
+        if self.admission is not None:
+            req = AdmissionRequest("UPDATE", rt, ns, name, self._present(rt, new),
+                                   self._present(rt, current), subresource=subresource,
+                                   dry_run=dry_run)
+            mutated = await self.admission.mutate(req)
+            if mutated is not None:
+                new = self._prepare(rt, mutated, current, "Ignore", None)
+                self._keep_system_meta(current, new)
+        self._validate(rt, new, current)
+        if self.admission is not None:
+            await self.admission.validate(AdmissionRequest(
+                "UPDATE", rt, ns, name, self._present(rt, new), self._present(rt, current),
+                subresource=subresource, dry_run=dry_run))
+            latest = self._bucket(rt).get(key)
+            if latest is None:
+                raise not_found(rt.plural, rt.group, name)
+            if latest is not current:
+                # Someone wrote while webhooks ran: a real server's etcd CAS fails too.
+                raise conflict(rt.plural, rt.group, name)
+        if dry_run:
+            return self._present(rt, new)
+        stored = self._write(rt, current, new)
+        return self._present(rt, stored)
+
+    @staticmethod
+    def _keep_system_meta(current: JSON, new: JSON) -> None:
+        meta, cur = new["metadata"], current["metadata"]
+        for k in ("uid", "creationTimestamp", "deletionTimestamp",
+                  "deletionGracePeriodSeconds", "generation", "name", "namespace"):
+            if k in cur:
+                meta[k] = cur[k]
+            else:
+                meta.pop(k, None)
+        meta.pop("resourceVersion", None)
+        meta.pop("managedFields", None)
+
+    def _check_finalizers(self, rt: ResourceType, current: JSON, new: JSON) -> None:
+        if not current["metadata"].get("deletionTimestamp"):
+            return
+        old = set(current["metadata"].get("finalizers") or [])
+        added = [f for f in new["metadata"].get("finalizers") or [] if f not in old]
+        if added:
+            raise invalid(rt.qualified_kind if rt.custom else rt.kind,
+                          "" if rt.custom else rt.group,
+                          current["metadata"]["name"], [FieldError(
+                              "metadata.finalizers", "FieldValueForbidden",
+                              "no new finalizers can be added if the object is being deleted, "
+                              f"found new finalizers {json.dumps(added)}")])
+
+    def _write(self, rt: ResourceType, current: JSON, new: JSON) -> JSON:
+        """Store ``new`` in place of ``current``; removes it if deletion is complete."""
+        meta = new["metadata"]
+        cmeta = current["metadata"]
+        for k in ("uid", "creationTimestamp", "name"):
+            meta[k] = cmeta[k]
+        if "generation" in cmeta:
+            meta["generation"] = cmeta["generation"]
+            if _spec_of(new) != _spec_of(current):
+                meta["generation"] = cmeta["generation"] + 1
+        if _without_rv(new) == _without_rv(current):
+            return current  # a no-op write keeps the resourceVersion, as in Kubernetes
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and self._grace_done(
+                rt, new):
+            return self._remove(rt, current, "Background", final=new)
+        meta["resourceVersion"] = str(self._next_rv())
+        new["apiVersion"], new["kind"] = rt.api_version, rt.kind
+        key = self._key(rt, meta.get("namespace"), meta["name"])
+        self._bucket(rt)[key] = new
+        self._reindex_owners(rt, key, current, new)
+        self._emit(rt, "MODIFIED", new, current)
+        self._after_write(rt, current, new)
+        return new
+
+    def _grace_done(self, rt: ResourceType, obj: JSON) -> bool:
+        if rt.storage_key != "pods":
+            return True
+        key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        return key in self._terminated or int(
+            obj["metadata"].get("deletionGracePeriodSeconds") or 0) == 0
+
+    def _insert(self, rt: ResourceType, obj: JSON) -> JSON:
+        meta = obj["metadata"]
+        meta["resourceVersion"] = str(self._next_rv())
+        key = self._key(rt, meta.get("namespace"), meta["name"])
+        self._bucket(rt)[key] = obj
+        self._uids[meta["uid"]] = (rt.storage_key, key)
+        self._reindex_owners(rt, key, None, obj)
+        self._emit(rt, "ADDED", obj, None)
+        return obj
+
+    def _remove(self, rt: ResourceType, current: JSON, policy: str,
+                final: JSON | None = None) -> JSON:
+        """Take the object out of the store (DELETED) and start garbage collection."""
+        obj: JSON = copy_json(final if final is not None else current)
+        meta = obj["metadata"]
+        key = self._key(rt, meta.get("namespace"), meta["name"])
+        if self._bucket(rt).get(key) is not current:
+            return obj
+        meta["resourceVersion"] = str(self._next_rv())
+        del self._bucket(rt)[key]
+        self._uids.pop(meta["uid"], None)
+        self._terminated.discard(key)
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._reindex_owners(rt, key, current, None)
+        self._emit(rt, "DELETED", obj, None)
+        if policy != "Orphan" and self._dependents.get(meta["uid"]):
+            self._spawn(self._collect_background(meta["uid"]))
+        for ref in meta.get("ownerReferences") or []:
+            self._maybe_finish_foreground(ref.get("uid", ""))
+        if rt.storage_key == "customresourcedefinitions.apiextensions.k8s.io":
+            self._unregister_crd(obj)
+        if rt.namespaced:
+            self._maybe_finish_namespace(key[0])
+        return obj
+
+    def _emit(self, rt: ResourceType, event_type: str, obj: JSON, old: JSON | None) -> None:
+        if len(self._history) == self._history.maxlen:
+            self._compacted_rv = self._history[0].rv
+        ev = _Event(self._rv, rt.storage_key, event_type, obj, old)
+        self._history.append(ev)
+        for w in list(self._watchers.get(rt.storage_key, ())):
+            w._offer(ev)
+
+    def _after_write(self, rt: ResourceType, old: JSON | None, new: JSON) -> None:
+        if rt.storage_key == "customresourcedefinitions.apiextensions.k8s.io":
+            self._register_crd(rt, new)
+
+    # ---- internals: deletion --------------------------------------------------------------
+
+    def _grace_period(self, rt: ResourceType, obj: JSON, requested: int | None) -> int:
+        if rt.storage_key != "pods":
+            return 0
+        spec = obj.get("spec") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            return 0
+        if requested is not None:
+            return max(0, int(requested))
+        return int(spec.get("terminationGracePeriodSeconds", 30))
+
+    def _arm_pod_timer(self, rt: ResourceType, obj: JSON, grace: float) -> None:
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node in self._kubelets:
+            return
+        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._timers[key] = loop.call_later(grace, self._grace_expired, rt, key)
+
+    def _grace_expired(self, rt: ResourceType, key: Key) -> None:
+        self._timers.pop(key, None)
+        current = self._bucket(rt).get(key)
+        if current is None or not current["metadata"].get("deletionTimestamp"):
+            return
+        self._terminated.add(key)
+        if not current["metadata"].get("finalizers"):
+            self._remove(rt, current, "Background")
+
+    def _delete_namespace(self, rt: ResourceType, current: JSON) -> JSON:
+        if current["metadata"].get("deletionTimestamp"):
+            return current
+        updated = copy_json(current)
+        updated["metadata"]["deletionTimestamp"] = now_rfc3339(self.clock())
+        updated["metadata"]["deletionGracePeriodSeconds"] = 0
+        updated.setdefault("status", {})["phase"] = "Terminating"
+        ns = current["metadata"]["name"]
+        stored = self._write(rt, current, updated)
+        self._spawn(self._empty_namespace(ns))
+        return stored
+
+    async def _empty_namespace(self, ns: str) -> None:
+        for rt_key, bucket in list(self._objects.items()):
+            types = self.registry.versions_of(rt_key)
+            if not types or not types[0].namespaced:
+                continue
+            for key in [k for k in bucket if k[0] == ns]:
+                with contextlib.suppress(ApiError):
+                    await self.delete(types[0], ns, key[1], grace_period_seconds=0)
+        self._maybe_finish_namespace(ns)
+
+    def _maybe_finish_namespace(self, ns: str) -> None:
+        ns_rt = self.registry.resolve("namespaces")
+        ns_obj = self._bucket(ns_rt).get(("", ns))
+        if ns_obj is None or not ns_obj["metadata"].get("deletionTimestamp"):
+            return
+        for rt_key, bucket in self._objects.items():
+            if rt_key != "namespaces" and any(k[0] == ns for k in bucket):
+                return
+        self._remove(ns_rt, ns_obj, "Background")
+
+    # ---- internals: garbage collection ----------------------------------------------------
+
+    def _reindex_owners(self, rt: ResourceType, key: Key, old: JSON | None,
+                        new: JSON | None) -> None:
+        ref = (rt.storage_key, key)
+        for obj, add in ((old, False), (new, True)):
+            if obj is None:
+                continue
+            for owner in (obj["metadata"].get("ownerReferences") or []):
+                uid = owner.get("uid")
+                if not uid:
+                    continue
+                deps = self._dependents.setdefault(uid, set())
+                if add:
+                    deps.add(ref)
+                else:
+                    deps.discard(ref)
+                    if not deps:
+                        del self._dependents[uid]
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        try:
+            task = asyncio.ensure_future(coro)
+        except RuntimeError:
+            return
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _dependent_objects(self, uid: str) -> builtins.list[tuple[ResourceType, JSON]]:
+        out = []
+        for storage_key, key in sorted(self._dependents.get(uid, ())):
+            types = self.registry.versions_of(storage_key)
+            obj = self._objects.get(storage_key, {}).get(key)
+            if types and obj is not None:
+                out.append((types[0], obj))
+        return out
+
+    async def _collect_background(self, owner_uid: str) -> None:
+        await asyncio.sleep(0)
+        for rt, obj in self._dependent_objects(owner_uid):
+            await self._collect_one(rt, obj, owner_uid, "Background")
+
+    async def _collect_foreground(self, owner_uid: str) -> None:
+        await asyncio.sleep(0)
+        for rt, obj in self._dependent_objects(owner_uid):
+            await self._collect_one(rt, obj, owner_uid, "Foreground")
+        self._maybe_finish_foreground(owner_uid)
+
+    async def _collect_one(self, rt: ResourceType, obj: JSON, owner_uid: str,
+                           policy: str) -> None:
+        meta = obj["metadata"]
+        others = [r for r in meta.get("ownerReferences") or []
+                  if r.get("uid") != owner_uid and r.get("uid") in self._uids]
+        if others:
+            updated = copy_json(obj)
+            updated["metadata"]["ownerReferences"] = [
+                r for r in meta["ownerReferences"] if r.get("uid") != owner_uid]
+            self._write(rt, obj, updated)
+            return
+        if meta.get("deletionTimestamp") and policy == "Background":
+            return
+        with contextlib.suppress(ApiError):
+            await self.delete(rt, meta.get("namespace"), meta["name"], propagation_policy=policy)
+
+    def _maybe_finish_foreground(self, owner_uid: str) -> None:
+        where = self._uids.get(owner_uid)
+        if where is None or self._dependents.get(owner_uid):
+            return
+        storage_key, key = where
+        owner = self._objects.get(storage_key, {}).get(key)
+        types = self.registry.versions_of(storage_key)
+        if owner is None or not types:
+            return
+        fins = owner["metadata"].get("finalizers") or []
+        if "foregroundDeletion" not in fins or not owner["metadata"].get("deletionTimestamp"):
+            return
+        updated = copy_json(owner)
+        updated["metadata"]["finalizers"] = [f for f in fins if f != "foregroundDeletion"]
+        if not updated["metadata"]["finalizers"]:
+            del updated["metadata"]["finalizers"]
+        self._write(types[0], owner, updated)
+
+    def _orphan_dependents(self, owner_uid: str) -> None:
+        for rt, obj in self._dependent_objects(owner_uid):
+            updated = copy_json(obj)
+            refs = [r for r in obj["metadata"].get("ownerReferences") or []
+                    if r.get("uid") != owner_uid]
+            if refs:
+                updated["metadata"]["ownerReferences"] = refs
+            else:
+                updated["metadata"].pop("ownerReferences", None)
+            self._write(rt, obj, updated)
+
+    # ---- internals: CustomResourceDefinitions ---------------------------------------------
+
+    def _register_crd(self, rt: ResourceType, crd: JSON) -> None:
+        if crd["metadata"].get("deletionTimestamp"):
+            return
+        spec = crd.get("spec") or {}
+        group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
+        self.registry.remove_group_plural(group, plural)
+        for t in types_from_crd(crd):
+            self.registry.add(t)
+        status = crd.get("status") or {}
+        conds = {c.get("type"): c for c in status.get("conditions") or []}
+        if conds.get("Established", {}).get("status") == "True" and \
+                status.get("acceptedNames") == spec.get("names"):
+            return
+        updated = copy_json(crd)
+        ts = now_rfc3339(self.clock())
+        updated["status"] = {
+            "acceptedNames": copy_json(spec.get("names") or {}),
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found", "lastTransitionTime": ts},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted", "lastTransitionTime": ts},
+            ],
+            "storedVersions": [v["name"] for v in spec.get("versions") or []
+                               if v.get("storage")],
+        }
+        self._write(rt, crd, updated)
+
+    def _unregister_crd(self, crd: JSON) -> None:
+        spec = crd.get("spec") or {}
+        group, plural = spec.get("group", ""), (spec.get("names") or {}).get("plural", "")
+        gone_types = self.registry.remove_group_plural(group, plural)
+        if gone_types:
+            storage_key = gone_types[0].storage_key
+            for w in list(self._watchers.get(storage_key, ())):
+                w.close()
+            for obj in list(self._objects.pop(storage_key, {}).values()):
+                self._uids.pop(obj["metadata"]["uid"], None)
+
+    # ---- iteration helpers for controllers ------------------------------------------------
+
+    def iter_objects(self, resource: str | ResourceType) -> Iterable[JSON]:
+        """Read-only view of stored objects, without copies (do not mutate them)."""
+        return list(self._bucket(self.resolve(resource)).values())
+
+
+def _spec_of(obj: JSON) -> JSON:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def _without_rv(obj: JSON) -> JSON:
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    meta.pop("resourceVersion", None)
+    out["metadata"] = meta
+    out.pop("apiVersion", None)
+    out.pop("kind", None)
+    return out
+
+
+def _parse_time(text: str) -> float:
+    import calendar
+
+    return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+
+
+async def collect(aiter: AsyncIterator[tuple[str, JSON]], count: int,
+                  timeout: float = 5.0) -> builtins.list[tuple[str, JSON]]:
+    """Read ``count`` events from a watch (a test and controller convenience)."""
+    out: builtins.list[tuple[str, JSON]] = []
+
+    async def run() -> None:
+        async for ev in aiter:
+            out.append(ev)
+            if len(out) >= count:
+                return
+
+    await asyncio.wait_for(run(), timeout)
+    return out
