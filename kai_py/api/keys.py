@@ -58,3 +58,19 @@ STANDARD_PRIORITY_CLASSES: Final[dict[str, int]] = {
     "build": 100,
     "inference": 125,
 }
+
+# Resource names in KAI's queue and pod-group status maps (GPU_RESOURCE is the third).
+CPU_RESOURCE: Final = "cpu"
+MEMORY_RESOURCE: Final = "memory"
+
+# The priority class the pod-grouper gives to pods of a Deployment (serving workloads).
+INFERENCE_PRIORITY_CLASS: Final = "inference"
+
+# Event reason of every problem the pod-grouper reports.
+POD_GROUPER_WARNING_REASON: Final = "PodGrouperWarning"
+
+# Group of the Kubeflow training operator's job kinds.
+KUBEFLOW_GROUP: Final = "kubeflow.org"
+
+# The CRD category, so that `kubectl get kai` lists queues, pod groups and bind requests.
+CRD_CATEGORY: Final = "kai"

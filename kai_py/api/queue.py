@@ -1,0 +1,177 @@
+"""Queue (``scheduling.run.ai/v2``, cluster-scoped): quotas, limits and
+over-quota weights per resource, arranged in a tree by ``parentQueue``."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import AfterValidator, Field
+
+from kai_py.api import keys
+from kai_py.api.common import (
+    NO_SERVER_DEFAULT,
+    Condition,
+    KubeModel,
+    KubeObject,
+    NonNegativeDuration,
+    Number,
+    ResourceMap,
+)
+from kai_py.api.durations import parse_duration
+
+UNLIMITED: float = -1.0
+
+
+def _minus_one_or_non_negative(value: float) -> float:
+    if value != UNLIMITED and value < 0:
+        raise ValueError(f"must be -1 or >= 0, got {_show(value)}")
+    return value
+
+
+def _show(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+# -1 means "unlimited" (quota) or "no limit" (limit); other negatives are errors.
+# In the CRD: at least -1 and not strictly between -1 and 0. Bounds rather than
+# `enum: [-1]` because the server compares enums exactly and -1 may arrive as -1.0.
+QuotaNumber = Annotated[
+    Number,
+    AfterValidator(_minus_one_or_non_negative),
+    Field(
+        json_schema_extra={
+            "minimum": -1,
+            "not": {
+                "minimum": -1,
+                "exclusiveMinimum": True,
+                "maximum": 0,
+                "exclusiveMaximum": True,
+            },
+        }
+    ),
+]
+
+
+class QueueResource(KubeModel):
+    """Quota, limit and over-quota weight of one resource.
+
+    Units: GPU in devices (fractions allowed), CPU in millicores, memory in
+    MB (10^6 bytes).
+    """
+
+    quota: QuotaNumber = Field(
+        default=0.0,
+        description="Deserved share. -1 = unlimited (the whole of the parent's share).",
+    )
+    # KAI's trap kept on purpose: unset is 0, and 0 is a hard zero. The CRD
+    # does not default it, so `kubectl get -o yaml` shows that it was unset.
+    limit: QuotaNumber = Field(
+        default=0.0,
+        description="Hard ceiling. -1 = no limit. 0 or unset = nothing at all (KAI behaviour).",
+        json_schema_extra={NO_SERVER_DEFAULT: True},
+    )
+    over_quota_weight: Number = Field(
+        default=1.0,
+        ge=0,
+        description="Share of the resources beyond quota, relative to siblings. 0 = none.",
+    )
+
+    @property
+    def limit_is_set(self) -> bool:
+        """False when the manifest did not give a limit (and it is therefore 0)."""
+        return "limit" in self.model_fields_set
+
+    @property
+    def unlimited_quota(self) -> bool:
+        return self.quota == UNLIMITED
+
+    @property
+    def has_limit(self) -> bool:
+        return self.limit != UNLIMITED
+
+
+class QueueResources(KubeModel):
+    """Per-resource settings; a resource left out has quota 0 and limit 0."""
+
+    gpu: QueueResource = Field(
+        default_factory=QueueResource, description="GPUs in devices; 0.5 = half a GPU."
+    )
+    cpu: QueueResource = Field(
+        default_factory=QueueResource, description="CPU in millicores; 1000 = one core."
+    )
+    memory: QueueResource = Field(
+        default_factory=QueueResource, description="Memory in MB; 1 = 10^6 bytes."
+    )
+
+    def items(self) -> list[tuple[str, QueueResource]]:
+        return [("gpu", self.gpu), ("cpu", self.cpu), ("memory", self.memory)]
+
+
+class QueueSpec(KubeModel):
+    """Desired state of a Queue."""
+
+    parent_queue: str | None = Field(default=None, description="Name of the parent queue.")
+    priority: int = Field(
+        default=keys.DEFAULT_QUEUE_PRIORITY,
+        description="Higher-priority queues get over-quota resources first and are reclaimed last.",
+    )
+    preempt_min_runtime: NonNegativeDuration | None = Field(
+        default=None,
+        description='Minimum runtime before a job of this queue can be preempted ("5m").',
+    )
+    reclaim_min_runtime: NonNegativeDuration | None = Field(
+        default=None,
+        description='Minimum runtime before a job of this queue can be reclaimed ("5m").',
+    )
+    display_name: str | None = None
+    resources: QueueResources = Field(default_factory=QueueResources)
+
+    @property
+    def preempt_min_runtime_seconds(self) -> float:
+        return parse_duration(self.preempt_min_runtime) if self.preempt_min_runtime else 0.0
+
+    @property
+    def reclaim_min_runtime_seconds(self) -> float:
+        return parse_duration(self.reclaim_min_runtime) if self.reclaim_min_runtime else 0.0
+
+
+class QueueStatus(KubeModel):
+    """Observed state. Resource maps are keyed nvidia.com/gpu, cpu and memory,
+    in KAI units: GPUs in devices, CPU in millicores, memory in MB."""
+
+    child_queues: list[str] | None = None
+    allocated: ResourceMap | None = None
+    allocated_non_preemptible: ResourceMap | None = None
+    requested: ResourceMap | None = None
+    conditions: list[Condition] | None = None
+
+
+class Queue(KubeObject):
+    """A scheduling queue. Only leaf queues hold jobs."""
+
+    KIND: ClassVar[str] = "Queue"
+    API_VERSION: ClassVar[str] = f"{keys.GROUP}/{keys.QUEUE_VERSION}"
+    NAMESPACED: ClassVar[bool] = False
+
+    spec: QueueSpec = Field(default_factory=QueueSpec)
+    status: QueueStatus | None = None
+
+    def warnings(self) -> list[str]:
+        """Settings that are valid but almost certainly not what the user meant."""
+        return queue_warnings(self)
+
+
+def queue_warnings(queue: Queue) -> list[str]:
+    """Warn about KAI's limit trap: a limit of 0, or none at all, is a hard zero,
+    so the queue can never get that resource, whatever its quota."""
+    found = []
+    for name, res in queue.spec.resources.items():
+        if res.limit != 0:
+            continue
+        how = "is 0" if res.limit_is_set else "is not set, which means 0"
+        found.append(
+            f'Queue "{queue.ref}": spec.resources.{name}.limit {how}: the queue can never '
+            f"be given any {name} (quota {_show(res.quota)} does not help). "
+            f"Set limit: -1 for no limit."
+        )
+    return found
