@@ -1,0 +1,304 @@
+"""Manifests -> a scheduler Snapshot, sorting problems into fatal and per-workload.
+
+Fatal (the input as a whole is unusable, ``InputError``): unknown kinds,
+objects without a name, invalid Queues and a broken queue tree. Per
+workload (``Job.errors`` plus a Warning event; everything else is still
+scheduled): bad pod annotations and quantities, invalid PodGroups, pods that
+name a missing PodGroup, unknown priority classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from kai_py.api import keys
+from kai_py.api.common import ManifestError
+from kai_py.api.podgroup import PodGroup
+from kai_py.api.queue import Queue as QueueModel
+from kai_py.cluster.convert import (
+    WorkloadError,
+    meta,
+    node_from_manifest,
+    parse_time,
+    pod_requests,
+    pod_status,
+    queue_amount,
+    task_from_pod,
+)
+from kai_py.cluster.grouping import group_for_pod
+from kai_py.cluster.inputs import Document, InputError
+from kai_py.scheduler.model import Config, Job, Node, Queue, Snapshot, Task, TaskStatus
+from kai_py.scheduler.resources import Res
+from kai_py.scheduler.session import Event
+
+OWNER_KINDS = frozenset(
+    {
+        "Job", "Deployment", "ReplicaSet", "StatefulSet", "CronJob",
+        "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "JAXJob", "PaddleJob",
+    }
+)
+IGNORED_KINDS = frozenset({"Namespace"})
+
+
+@dataclass(slots=True)
+class Built:
+    snapshot: Snapshot
+    events: list[Event] = field(default_factory=list)
+    job_of_task: dict[str, str] = field(default_factory=dict)
+    other_scheduler_pods: int = 0
+
+
+def _name(doc: Document) -> str:
+    name = meta(doc.body).get("name")
+    if not name:
+        raise InputError([f"{doc.source}: {doc.body.get('kind')}: metadata.name: required field is missing"])
+    return str(name)
+
+
+def _ns(doc: Document) -> str:
+    return str(meta(doc.body).get("namespace") or "default")
+
+
+def default_queues() -> list[Queue]:
+    """What KAI's default install creates: default-parent-queue / default-queue."""
+    unlimited = Res(float("inf"), float("inf"), float("inf"))
+    return [
+        Queue(keys.DEFAULT_PARENT_QUEUE, None, quota=Res(), limit=unlimited.copy(), weight=Res(1, 1, 1)),
+        Queue(
+            keys.DEFAULT_QUEUE, keys.DEFAULT_PARENT_QUEUE,
+            quota=Res(), limit=unlimited.copy(), weight=Res(1, 1, 1),
+        ),
+    ]
+
+
+def queue_from_model(q: QueueModel) -> Queue:
+    quota, limit, weight = Res(), Res(), Res()
+    for res, spec in q.spec.resources.items():
+        setattr(quota, res, queue_amount(spec.quota, res))
+        setattr(limit, res, queue_amount(spec.limit, res))
+        setattr(weight, res, spec.over_quota_weight)
+    return Queue(
+        name=q.metadata.name,
+        parent=q.spec.parent_queue or None,
+        quota=quota,
+        limit=limit,
+        weight=weight,
+        priority=q.spec.priority,
+        created=parse_time(q.metadata.creation_timestamp) or 0.0,
+        preempt_min_runtime=q.spec.preempt_min_runtime_seconds if q.spec.preempt_min_runtime else None,
+        reclaim_min_runtime=q.spec.reclaim_min_runtime_seconds if q.spec.reclaim_min_runtime else None,
+    )
+
+
+def check_queue_tree(queues: dict[str, Queue], sources: dict[str, str]) -> None:
+    problems = []
+    graph = nx.DiGraph()
+    for q in queues.values():
+        graph.add_node(q.name)
+        if q.parent is not None:
+            if q.parent not in queues:
+                problems.append(
+                    f"{sources[q.name]}: Queue {q.name}: spec.parentQueue: queue {q.parent!r} does not exist"
+                )
+            else:
+                graph.add_edge(q.name, q.parent)
+    try:
+        cycle = nx.find_cycle(graph)
+        names = " -> ".join([a for a, _ in cycle] + [cycle[0][0]])
+        problems.append(
+            f"{sources[cycle[0][0]]}: Queue {cycle[0][0]}: spec.parentQueue: parents form a cycle: {names}"
+        )
+    except nx.NetworkXNoCycle:
+        pass
+    if problems:
+        raise InputError(problems)
+
+
+def build(docs: list[Document], now: float, config: Config | None = None) -> Built:
+    fatal: list[str] = []
+    nodes: list[Node] = []
+    queues: dict[str, Queue] = {}
+    queue_sources: dict[str, str] = {}
+    priority_classes = dict(keys.STANDARD_PRIORITY_CLASSES)
+    podgroups: list[Document] = []
+    pods: list[Document] = []
+    owners: dict[tuple[str, str], Mapping[str, Any]] = {}  # (namespace, uid or kind/name)
+    events: list[Event] = []
+    for doc in docs:
+        kind = doc.body.get("kind")
+        try:
+            name = _name(doc)
+        except InputError as exc:
+            fatal.extend(exc.problems)
+            continue
+        if kind == "Node":
+            try:
+                nodes.append(node_from_manifest(doc.body))
+            except WorkloadError as exc:
+                fatal.append(f"{doc.source}: {exc}")
+        elif kind == "Queue":
+            try:
+                model = QueueModel.from_manifest(doc.body)
+            except ManifestError as exc:
+                fatal.extend(f"{doc.source}: {line}" for line in str(exc).splitlines())
+                continue
+            if name in queues:
+                fatal.append(f"{doc.source}: Queue {name}: defined twice (also in {queue_sources[name]})")
+            queues[name] = queue_from_model(model)
+            queue_sources[name] = doc.source
+            events.extend(
+                Event("Queue", "", name, "Warning", "QueueLimitTrap", w) for w in model.warnings()
+            )
+        elif kind == "PriorityClass":
+            value = doc.body.get("value")
+            if not isinstance(value, int) or isinstance(value, bool):
+                fatal.append(f"{doc.source}: PriorityClass {name}: value: must be an integer, got {value!r}")
+            else:
+                priority_classes[name] = value
+        elif kind == "PodGroup":
+            podgroups.append(doc)
+        elif kind == "Pod":
+            pods.append(doc)
+        elif kind in OWNER_KINDS:
+            uid = str(meta(doc.body).get("uid") or f"{kind}/{name}")
+            owners[(_ns(doc), uid)] = doc.body
+            owners[(_ns(doc), f"{kind}/{name}")] = doc.body
+        elif kind in IGNORED_KINDS:
+            continue
+        else:
+            fatal.append(
+                f"{doc.source}: {kind or '(no kind)'} {name}: kind: unknown kind {kind!r}; kai-py simulate "
+                f"reads Node, Pod, Queue, PodGroup, PriorityClass and workload owners "
+                f"({', '.join(sorted(OWNER_KINDS))})"
+            )
+    if fatal:
+        raise InputError(fatal)
+    check_queue_tree(queues, queue_sources)
+
+    jobs: dict[tuple[str, str], Job] = {}
+    for doc in podgroups:
+        job = _job_from_podgroup(doc, priority_classes, events)
+        jobs[(job.namespace, job.name)] = job
+
+    built = Built(Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()), events)
+    node_names = {n.name for n in nodes}
+    for doc in pods:
+        _add_pod(doc, jobs, owners, priority_classes, nodes, node_names, built)
+    built.snapshot.jobs = list(jobs.values())
+    if keys.DEFAULT_QUEUE not in queues and any(j.queue == keys.DEFAULT_QUEUE for j in jobs.values()):
+        # Workloads without a queue label land in default-queue, which KAI's install creates.
+        for q in default_queues():
+            queues.setdefault(q.name, q)
+    built.snapshot.queues = list(queues.values())
+    return built
+
+
+def _priority(name: str | None, classes: dict[str, int], errors: list[str], who: str) -> int:
+    cls = name or keys.DEFAULT_PRIORITY_CLASS
+    if cls not in classes:
+        errors.append(f"{who}: spec.priorityClassName: PriorityClass {cls!r} does not exist")
+        return 0
+    return classes[cls]
+
+
+def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Event]) -> Job:
+    m = meta(doc.body)
+    ns, name = _ns(doc), str(m["name"])
+    who = f"{doc.source}: PodGroup {ns}/{name}"
+    errors: list[str] = []
+    try:
+        pg = PodGroup.from_manifest(doc.body)
+    except ManifestError as exc:
+        errors.extend(f"{doc.source}: {line}" for line in str(exc).splitlines())
+        pg = None
+    spec = pg.spec if pg is not None else None
+    priority = _priority(spec.priority_class_name if spec else None, classes, errors, who)
+    if spec is not None and spec.preemptibility is not None:
+        preemptible = spec.preemptibility == keys.PREEMPTIBLE
+    else:
+        preemptible = priority < keys.PREEMPTIBLE_PRIORITY_THRESHOLD
+    job = Job(
+        uid=str(m.get("uid") or f"{ns}/{name}"),
+        namespace=ns,
+        name=name,
+        queue=(spec.queue if spec and spec.queue else keys.DEFAULT_QUEUE),
+        priority=priority,
+        preemptible=preemptible,
+        min_member=spec.min_member if spec else 1,
+        created=parse_time(m.get("creationTimestamp")) or 0.0,
+        staleness_grace=spec.staleness_grace_seconds if spec else 60.0,
+        mark_unschedulable=spec.mark_unschedulable if spec else True,
+        priority_class=(spec.priority_class_name or keys.DEFAULT_PRIORITY_CLASS) if spec else "",
+        errors=errors,
+    )
+    for message in errors:
+        events.append(Event("PodGroup", ns, name, "Warning", "InvalidPodGroup", message))
+    return job
+
+
+def _add_pod(
+    doc: Document,
+    jobs: dict[tuple[str, str], Job],
+    owners: dict[tuple[str, str], Mapping[str, Any]],
+    classes: dict[str, int],
+    nodes: list[Node],
+    node_names: set[str],
+    built: Built,
+) -> None:
+    body = doc.body
+    m = meta(body)
+    ns, name = _ns(doc), str(m["name"])
+    spec = body.get("spec") or {}
+    status = pod_status(body)
+    if status is None:
+        return
+    if (spec.get("schedulerName") or "default-scheduler") != keys.DEFAULT_SCHEDULER_NAME:
+        # Another scheduler's pod: what it holds is not ours to give.
+        node_name = spec.get("nodeName")
+        if node_name in node_names and status is not TaskStatus.PENDING:
+            try:
+                used = pod_requests(body)
+            except WorkloadError:
+                return
+            node = next(n for n in nodes if n.name == node_name)
+            node.allocatable.sub(used)
+        built.other_scheduler_pods += 1
+        return
+    grouped = group_for_pod(body, owners, classes)
+    for warning in grouped.warnings:
+        built.events.append(Event("Pod", ns, name, "Warning", "PodGrouperWarning", f"{doc.source}: {warning}"))
+    job = jobs.get((ns, grouped.name))
+    if job is None:
+        if grouped.podgroup is not None:
+            job = _job_from_podgroup(Document(doc.source, grouped.podgroup), classes, built.events)
+        else:
+            message = (
+                f"{doc.source}: Pod {ns}/{name}: metadata.annotations[{keys.POD_GROUP_ANNOTATION}]: "
+                f"PodGroup {grouped.name!r} does not exist in namespace {ns}"
+            )
+            job = Job(uid=f"missing:{ns}/{grouped.name}", namespace=ns, name=grouped.name,
+                      queue=keys.DEFAULT_QUEUE, priority=0, preemptible=True, min_member=1,
+                      created=parse_time(m.get("creationTimestamp")) or 0.0, errors=[message])
+            built.events.append(Event("Pod", ns, name, "Warning", "PodGroupNotFound", message))
+        jobs[(ns, grouped.name)] = job
+    try:
+        task = task_from_pod(body, job.uid, status)
+    except WorkloadError as exc:
+        message = f"{doc.source}: {exc}"
+        job.errors.append(message)
+        built.events.append(Event("Pod", ns, name, "Warning", "InvalidPod", message))
+        task = Task(uid=str(m.get("uid") or f"{ns}/{name}"), namespace=ns, name=name,
+                    job_uid=job.uid, request=Res(), status=TaskStatus.PENDING,
+                    created=parse_time(m.get("creationTimestamp")) or 0.0)
+        if status is not TaskStatus.PENDING:
+            task.status, task.node_name = status, str(spec.get("nodeName"))
+    if task.node_name is not None and task.node_name not in node_names:
+        message = f"{doc.source}: Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"
+        built.events.append(Event("Pod", ns, name, "Warning", "NodeNotFound", message))
+        return
+    job.tasks.append(task)
+    built.job_of_task[task.uid] = job.uid

@@ -1,0 +1,273 @@
+"""Kubernetes objects (as dicts) -> scheduler model objects.
+
+Shared by ``kai-py simulate`` and, later, the operator's watch cache, so
+that a manifest means the same thing offline and in a cluster. Problems of
+one workload are returned as messages naming the object and the field; the
+caller keeps that workload pending and goes on with the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from kai_py.api import keys
+from kai_py.api.quantities import parse_quantity
+from kai_py.scheduler.model import Node, SelectorRequirement, Taint, Task, TaskStatus, Toleration
+from kai_py.scheduler.resources import INF, Res
+
+Manifest = Mapping[str, Any]
+
+
+class WorkloadError(ValueError):
+    """One workload's manifest is wrong; ``path`` is the field."""
+
+    def __init__(self, obj: str, path: str, message: str) -> None:
+        super().__init__(f"{obj}: {path}: {message}")
+        self.obj = obj
+        self.path = path
+
+
+def parse_time(value: object) -> float | None:
+    """RFC 3339 -> seconds since the epoch (None when absent)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    text = str(value).replace("Z", "+00:00")
+    return datetime.fromisoformat(text).timestamp()
+
+
+def meta(obj: Manifest) -> Mapping[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, Mapping) else {}
+
+
+def ref(obj: Manifest) -> str:
+    m = meta(obj)
+    ns = m.get("namespace")
+    return f"{obj.get('kind', '?')} {ns + '/' if ns else ''}{m.get('name', '?')}"
+
+
+def _quantity(obj: str, path: str, value: object) -> float:
+    try:
+        return parse_quantity(value)  # type: ignore[arg-type]
+    except (ValueError, TypeError) as exc:
+        raise WorkloadError(obj, path, str(exc)) from None
+
+
+def resource_vector(obj: str, path: str, values: Mapping[str, Any] | None) -> Res:
+    """A requests/allocatable map -> Res (cpu in millicores, memory in bytes, whole GPUs)."""
+    values = values or {}
+    res = Res()
+    if "cpu" in values:
+        res.cpu = _quantity(obj, f"{path}.cpu", values["cpu"]) * 1000
+    if "memory" in values:
+        res.memory = _quantity(obj, f"{path}.memory", values["memory"])
+    if keys.GPU_RESOURCE in values:
+        res.gpu = _quantity(obj, f"{path}.{keys.GPU_RESOURCE}", values[keys.GPU_RESOURCE])
+    return res
+
+
+# ------------------------------------------------------------------ nodes
+def node_from_manifest(obj: Manifest) -> Node:
+    """A v1 Node. A node without conditions counts as Ready (handy in hand-written files)."""
+    name = str(meta(obj)["name"])
+    who = f"Node {name}"
+    status = obj.get("status") or {}
+    spec = obj.get("spec") or {}
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    labels = dict(meta(obj).get("labels") or {})
+    conditions = status.get("conditions")
+    ready = True
+    if conditions:
+        ready = any(c.get("type") == "Ready" and str(c.get("status")) == "True" for c in conditions)
+    gpu_memory = 0.0
+    if keys.GPU_MEMORY_NODE_LABEL in labels:
+        gpu_memory = _quantity(
+            who, f"metadata.labels[{keys.GPU_MEMORY_NODE_LABEL}]", labels[keys.GPU_MEMORY_NODE_LABEL]
+        )
+    taints = tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
+        for t in spec.get("taints") or []
+    )
+    return Node(
+        name=name,
+        allocatable=resource_vector(who, "status.allocatable", allocatable),
+        labels=labels,
+        taints=taints,
+        ready=ready,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        gpu_memory_mib=gpu_memory,
+    )
+
+
+# ------------------------------------------------------------------- pods
+def pod_requests(obj: Manifest) -> Res:
+    """Effective requests as the kube-scheduler counts them.
+
+    Containers add up; an init container runs alone, so the pod needs the max
+    of that and the sum. A limit without a request is the request.
+    """
+    who = ref(obj)
+    spec = obj.get("spec") or {}
+
+    def container_res(c: Mapping[str, Any], path: str) -> Res:
+        resources = c.get("resources") or {}
+        merged = dict(resources.get("limits") or {})
+        merged.update(resources.get("requests") or {})
+        return resource_vector(who, f"{path}.resources", merged)
+
+    total = Res()
+    for i, c in enumerate(spec.get("containers") or []):
+        total.add(container_res(c, f"spec.containers[{i}]"))
+    for i, c in enumerate(spec.get("initContainers") or []):
+        init = container_res(c, f"spec.initContainers[{i}]")
+        total = Res(max(total.cpu, init.cpu), max(total.memory, init.memory), max(total.gpu, init.gpu))
+    return total
+
+
+def _gpu_limit(obj: Manifest) -> bool:
+    for c in (obj.get("spec") or {}).get("containers") or []:
+        resources = c.get("resources") or {}
+        for part in ("limits", "requests"):
+            if keys.GPU_RESOURCE in (resources.get(part) or {}):
+                return True
+    return False
+
+
+def gpu_share(obj: Manifest) -> tuple[float, float, int]:
+    """(fraction, memory MiB, devices) from the KAI annotations, validated."""
+    who = ref(obj)
+    ann = meta(obj).get("annotations") or {}
+    fraction = memory = 0.0
+    devices = 1
+    if keys.GPU_FRACTION_ANNOTATION in ann:
+        path = f"metadata.annotations[{keys.GPU_FRACTION_ANNOTATION}]"
+        raw = ann[keys.GPU_FRACTION_ANNOTATION]
+        try:
+            fraction = float(raw)
+        except (TypeError, ValueError):
+            raise WorkloadError(who, path, f"must be a number between 0 and 1, got {raw!r}") from None
+        if not 0 < fraction < 1 or math.isnan(fraction):
+            raise WorkloadError(
+                who, path, f"must be above 0 and below 1 (use nvidia.com/gpu for whole GPUs), got {raw!r}"
+            )
+        if _gpu_limit(obj):
+            raise WorkloadError(
+                who, path, f"cannot be combined with a {keys.GPU_RESOURCE} request or limit; use one"
+            )
+    if keys.GPU_MEMORY_ANNOTATION in ann:
+        path = f"metadata.annotations[{keys.GPU_MEMORY_ANNOTATION}]"
+        raw = ann[keys.GPU_MEMORY_ANNOTATION]
+        text = str(raw).strip()
+        if not text.isdigit() or int(text) <= 0:
+            raise WorkloadError(who, path, f"must be a positive whole number of MiB, got {raw!r}")
+        if fraction:
+            raise WorkloadError(who, path, f"cannot be combined with {keys.GPU_FRACTION_ANNOTATION}")
+        if _gpu_limit(obj):
+            raise WorkloadError(
+                who, path, f"cannot be combined with a {keys.GPU_RESOURCE} request or limit; use one"
+            )
+        memory = float(text)
+    if keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION in ann:
+        path = f"metadata.annotations[{keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION}]"
+        raw = ann[keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION]
+        text = str(raw).strip()
+        if not text.isdigit() or int(text) <= 0:
+            raise WorkloadError(who, path, f"must be a positive whole number, got {raw!r}")
+        devices = int(text)
+    return fraction, memory, devices
+
+
+def _affinity(obj: Manifest) -> tuple[tuple[SelectorRequirement, ...], ...]:
+    spec = obj.get("spec") or {}
+    node_aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = []
+    for term in node_aff.get("nodeSelectorTerms") or []:
+        reqs = tuple(
+            SelectorRequirement(str(e.get("key")), str(e.get("operator")), tuple(map(str, e.get("values") or ())))
+            for e in term.get("matchExpressions") or []
+        )
+        terms.append(reqs)
+    return tuple(terms)
+
+
+def _tolerations(obj: Manifest) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(
+            str(t.get("key", "") or ""),
+            str(t.get("operator", "Equal") or "Equal"),
+            str(t.get("value", "") or ""),
+            str(t.get("effect", "") or ""),
+        )
+        for t in (obj.get("spec") or {}).get("tolerations") or []
+    )
+
+
+def pod_status(obj: Manifest) -> TaskStatus | None:
+    """The pod's state for scheduling; None = finished (holds nothing, needs nothing)."""
+    spec = obj.get("spec") or {}
+    phase = (obj.get("status") or {}).get("phase") or "Pending"
+    if phase in ("Succeeded", "Failed"):
+        return None
+    if meta(obj).get("deletionTimestamp"):
+        return TaskStatus.RELEASING if spec.get("nodeName") else None
+    return TaskStatus.RUNNING if spec.get("nodeName") else TaskStatus.PENDING
+
+
+def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus) -> Task:
+    m = meta(obj)
+    ns, name = str(m.get("namespace") or "default"), str(m["name"])
+    fraction, memory, devices = gpu_share(obj)
+    request = pod_requests(obj)
+    spec = obj.get("spec") or {}
+    labels = m.get("labels") or {}
+    groups: tuple[str, ...] = ()
+    if (fraction or memory) and spec.get("nodeName") and labels.get(keys.GPU_GROUP_LABEL):
+        groups = tuple(str(labels[keys.GPU_GROUP_LABEL]).split(","))[:devices] or ()
+        if len(groups) < devices:
+            groups = groups + tuple(f"{groups[0]}-{i}" for i in range(len(groups), devices))
+    role = "master" if _is_master(labels, name) else "worker"
+    status_obj = obj.get("status") or {}
+    return Task(
+        uid=str(m.get("uid") or f"{ns}/{name}"),
+        namespace=ns,
+        name=name,
+        job_uid=job_uid,
+        request=request,
+        gpu_fraction=fraction,
+        gpu_memory_mib=memory,
+        gpu_devices=devices,
+        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+        affinity=_affinity(obj),
+        tolerations=_tolerations(obj),
+        status=status,
+        node_name=str(spec["nodeName"]) if status is not TaskStatus.PENDING else None,
+        gpu_groups=groups,
+        start_time=parse_time(status_obj.get("startTime")),
+        created=parse_time(m.get("creationTimestamp")) or 0.0,
+        role=role,
+    )
+
+
+_MASTER_LABELS = ("training.kubeflow.org/replica-type", "replica-type", "role")
+
+
+def _is_master(labels: Mapping[str, Any], name: str) -> bool:
+    for key in _MASTER_LABELS:
+        if str(labels.get(key, "")).lower() in ("master", "launcher", "leader", "chief"):
+            return True
+    return False
+
+
+# ----------------------------------------------------------------- queues
+def queue_amount(value: float, resource: str) -> float:
+    """KAI units -> scheduler units (memory MB -> bytes); -1 -> unlimited."""
+    if value == -1:
+        return INF
+    return value * 1e6 if resource == "memory" else value

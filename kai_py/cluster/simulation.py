@@ -1,0 +1,334 @@
+"""``kai-py simulate``: run scheduling cycles offline on manifests.
+
+Between cycles the outcome is written back as a cluster would change: a
+bound pod runs on its node, a pipelined pod goes back to pending (its node
+forgotten) to be decided again, an evicted pod is gone (or, with
+``recreate_evicted``, comes back as a new pending pod of the same name, as
+its controller would recreate it). Pods being deleted in the input are
+Releasing: they hold their resources and never come back.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from kai_py.cluster.builder import Built, build
+from kai_py.cluster.convert import meta, parse_time
+from kai_py.cluster.inputs import Document, InputError, load_documents
+from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.model import Config, Job, Task, TaskStatus
+from kai_py.scheduler.session import Decisions, Event, Eviction
+
+MAX_CYCLES = 10
+
+
+@dataclass(slots=True)
+class EvictionRecord:
+    pod: str
+    action: str
+    by: str | None
+    cycle: int
+    message: str
+
+
+@dataclass(slots=True)
+class Outcome:
+    cycles: int
+    built: Built
+    statuses: dict[str, str]  # task uid -> status word in the output
+    evicted: dict[str, Task]  # pods evicted and gone, by key
+    evictions: list[EvictionRecord] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    last: Decisions | None = None
+
+
+def latest_time(docs: Sequence[Document]) -> float:
+    """The default clock: the latest timestamp in the input, so runs are repeatable."""
+    latest = 0.0
+    for doc in docs:
+        m = meta(doc.body)
+        status = doc.body.get("status") or {}
+        for value in (m.get("creationTimestamp"), status.get("startTime") if isinstance(status, dict) else None):
+            try:
+                t = parse_time(value)
+            except ValueError:
+                continue
+            if t is not None:
+                latest = max(latest, t)
+    return latest
+
+
+class Simulation:
+    def __init__(
+        self,
+        docs: list[Document],
+        *,
+        now: float | None = None,
+        placement: str = "binpack",
+        recreate_evicted: bool = False,
+    ) -> None:
+        self.now = latest_time(docs) if now is None else now
+        self.recreate_evicted = recreate_evicted
+        self.built = build(docs, self.now, Config(placement=placement))
+        self.jobs = {j.uid: j for j in self.built.snapshot.jobs}
+        self.outcome = Outcome(0, self.built, {}, {}, events=list(self.built.events))
+        self._recreated = 0
+        self._last_pipelined: set[tuple[str, str | None]] = set()
+
+    def run(self, cycles: int | None = None) -> Outcome:
+        """Exactly ``cycles`` cycles, or until a cycle changes nothing (at most 10)."""
+        limit = cycles if cycles is not None else MAX_CYCLES
+        for _ in range(limit):
+            changed = self.step()
+            if cycles is None and not changed:
+                break
+        return self.outcome
+
+    def step(self) -> bool:
+        """One cycle; True when it decided anything new."""
+        out = self.outcome
+        out.cycles += 1
+        self._settle()
+        decisions = run_cycle(self.built.snapshot)
+        out.last = decisions
+        for task in decisions.binds:
+            out.statuses[task.uid] = "Bound"
+        for task in decisions.pipelined:
+            out.statuses[task.uid] = "Pipelined"
+        for ev in decisions.evictions:
+            out.statuses[ev.task.uid] = "Evicted"
+            out.evictions.append(self._record(ev, out.cycles))
+        out.events.extend(decisions.events)
+        changed = bool(decisions.binds or decisions.evictions)
+        if decisions.pipelined and not self._same_pipelining(decisions):
+            changed = True
+        self._last_pipelined = {(t.uid, t.node_name) for t in decisions.pipelined}
+        return changed
+
+    def _same_pipelining(self, decisions: Decisions) -> bool:
+        return {(t.uid, t.node_name) for t in decisions.pipelined} == self._last_pipelined
+
+    @staticmethod
+    def _record(ev: Eviction, cycle: int) -> EvictionRecord:
+        return EvictionRecord(ev.task.key, ev.action, ev.by.key if ev.by else None, cycle, ev.message)
+
+    def _settle(self) -> None:
+        """Write the previous cycle back as the cluster would have changed."""
+        for job in self.jobs.values():
+            kept: list[Task] = []
+            for task in job.tasks:
+                if task.status is TaskStatus.ALLOCATED:
+                    task.status = TaskStatus.RUNNING
+                    task.start_time = self.now
+                    self.outcome.statuses.pop(task.uid, None)
+                elif task.status is TaskStatus.PIPELINED:
+                    task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+                    self.outcome.statuses.pop(task.uid, None)
+                elif task.status is TaskStatus.EVICTED:
+                    self.outcome.evicted[task.key] = task
+                    if self.recreate_evicted:
+                        kept.append(self._recreate(task))
+                    continue
+                kept.append(task)
+            job.tasks = kept
+
+    def _recreate(self, task: Task) -> Task:
+        self._recreated += 1
+        self.outcome.evicted.pop(task.key, None)
+        return Task(
+            uid=f"{task.uid}~{self._recreated}",
+            namespace=task.namespace,
+            name=task.name,
+            job_uid=task.job_uid,
+            request=task.request.copy(),
+            gpu_fraction=task.gpu_fraction,
+            gpu_memory_mib=task.gpu_memory_mib,
+            gpu_devices=task.gpu_devices,
+            node_selector=task.node_selector,
+            affinity=task.affinity,
+            tolerations=task.tolerations,
+            created=self.now,
+            role=task.role,
+        )
+
+
+# ----------------------------------------------------------------- output
+def pod_entries(outcome: Outcome) -> dict[str, dict[str, Any]]:
+    pods: dict[str, dict[str, Any]] = {}
+    for job in outcome.built.snapshot.jobs:
+        for task in job.tasks:
+            pods[task.key] = _pod_entry(task, outcome.statuses.get(task.uid))
+    for key, task in outcome.evicted.items():
+        if key not in pods:
+            entry = _pod_entry(task, "Evicted")
+            entry["node"] = None
+            pods[key] = entry
+    return dict(sorted(pods.items()))
+
+
+def _pod_entry(task: Task, override: str | None) -> dict[str, Any]:
+    status = override or _STATUS_WORD[task.status]
+    if task.status is TaskStatus.RUNNING and override in ("Bound", None):
+        status = override or "Running"
+    placed = task.node_name is not None and status != "Pending"
+    gpus: dict[str, Any] = {"count": 0, "portion": 0.0, "groups": []}
+    if task.is_shared:
+        gpus = {
+            "count": task.gpu_devices,
+            "portion": task.gpu_fraction if task.gpu_fraction else None,
+            "groups": list(task.gpu_groups) if placed else [],
+        }
+        if task.gpu_memory_mib:
+            gpus["memory"] = task.gpu_memory_mib
+    elif task.request.gpu:
+        gpus = {"count": task.request.gpu, "portion": 1.0, "groups": []}
+    return {"status": status, "node": task.node_name if placed else None, "gpus": gpus}
+
+
+_STATUS_WORD = {
+    TaskStatus.PENDING: "Pending",
+    TaskStatus.RUNNING: "Running",
+    TaskStatus.RELEASING: "Releasing",
+    TaskStatus.ALLOCATED: "Bound",
+    TaskStatus.PIPELINED: "Pipelined",
+    TaskStatus.EVICTED: "Evicted",
+}
+
+
+def queue_entries(outcome: Outcome) -> dict[str, dict[str, dict[str, float]]]:
+    """Queue figures at the end of the last cycle."""
+    figures = outcome.last.queues if outcome.last is not None else {}
+    return {
+        name: {
+            "deserved": _finite(f.deserved.as_dict()),
+            "fairShare": _finite(f.fair_share.as_dict()),
+            "allocated": _finite(f.allocated.as_dict()),
+        }
+        for name, f in sorted(figures.items())
+    }
+
+
+def _finite(values: dict[str, float]) -> dict[str, float]:
+    return {k: (-1.0 if v == float("inf") else round(v, 6)) for k, v in values.items()}
+
+
+def to_json(outcome: Outcome) -> dict[str, Any]:
+    return {
+        "cycles": outcome.cycles,
+        "pods": pod_entries(outcome),
+        "evictions": [
+            {"pod": e.pod, "action": e.action, "by": e.by, "cycle": e.cycle, "message": e.message}
+            for e in outcome.evictions
+        ],
+        "events": [
+            {"kind": e.kind, "object": e.object, "type": e.type, "reason": e.reason, "message": e.message}
+            for e in outcome.events
+        ],
+        "queues": queue_entries(outcome),
+    }
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+
+
+def _gpu_text(gpus: dict[str, Any]) -> str:
+    if gpus.get("memory"):
+        return f"{gpus['memory']:g} MiB x{gpus['count']}" + (f" on {','.join(gpus['groups'])}" if gpus["groups"] else "")
+    if gpus.get("portion") not in (None, 1.0, 0.0):
+        return f"{gpus['portion']:g} x{gpus['count']}" + (f" on {','.join(gpus['groups'])}" if gpus["groups"] else "")
+    return f"{gpus['count']:g}" if gpus["count"] else "-"
+
+
+def write_text(outcome: Outcome, out: TextIO) -> None:
+    data = to_json(outcome)
+    out.write(f"Cycles run: {data['cycles']}\n\nPODS\n")
+    rows = [["POD", "STATUS", "NODE", "GPUS"]]
+    for key, p in data["pods"].items():
+        rows.append([key, p["status"], p["node"] or "-", _gpu_text(p["gpus"])])
+    _table(rows, out)
+    out.write("\nQUEUES (GPU: deserved / fair share / allocated; -1 = unlimited)\n")
+    qrows = [["QUEUE", "DESERVED", "FAIR SHARE", "ALLOCATED", "CPU ALLOC (m)", "MEM ALLOC (GB)"]]
+    for name, q in data["queues"].items():
+        qrows.append([
+            name, f"{q['deserved']['gpu']:g}", f"{q['fairShare']['gpu']:g}", f"{q['allocated']['gpu']:g}",
+            f"{q['allocated']['cpu']:g}", f"{q['allocated']['memory'] / 1e9:g}",
+        ])
+    _table(qrows, out)
+    if data["evictions"]:
+        out.write("\nEVICTIONS\n")
+        erows = [["CYCLE", "POD", "ACTION", "BY"]]
+        for e in data["evictions"]:
+            erows.append([str(e["cycle"]), e["pod"], e["action"], e["by"] or "-"])
+        _table(erows, out)
+    out.write("\nEVENTS\n")
+    if not data["events"]:
+        out.write("(none)\n")
+    for e in data["events"]:
+        out.write(f"{e['type']:<8} {e['reason']:<18} {e['kind']} {e['object']}: {e['message']}\n")
+
+
+def parse_now(text: str) -> float:
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError([f"--now: not an RFC 3339 time: {text!r} (e.g. 2026-01-01T00:01:00Z)"]) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.timestamp()
+
+
+def simulate(
+    paths: Sequence[Path],
+    *,
+    cycles: int | None = None,
+    placement: str = "binpack",
+    now: str | None = None,
+    recreate_evicted: bool = False,
+) -> Outcome:
+    docs = load_documents(paths)
+    sim = Simulation(
+        docs,
+        now=parse_now(now) if now else None,
+        placement=placement,
+        recreate_evicted=recreate_evicted,
+    )
+    return sim.run(cycles)
+
+
+def run_cli(
+    *,
+    paths: Sequence[Path],
+    cycles: int | None,
+    output: str,
+    placement: str,
+    now: str | None,
+    recreate_evicted: bool,
+) -> int:
+    if cycles is not None and cycles < 1:
+        print("kai-py simulate: --cycles: must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        outcome = simulate(paths, cycles=cycles, placement=placement, now=now,
+                           recreate_evicted=recreate_evicted)
+    except InputError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if output == "json":
+        json.dump(to_json(outcome), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        write_text(outcome, sys.stdout)
+    return 0
+
+
+__all__ = ["Job", "Outcome", "Simulation", "run_cli", "simulate", "to_json"]

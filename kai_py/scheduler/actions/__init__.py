@@ -1,0 +1,1 @@
+"""The actions of a scheduling cycle, in the order they run."""

@@ -1,0 +1,96 @@
+"""allocate: place ready pending jobs on free (or being-freed) resources.
+
+Jobs come by queue order then job order. A gang needs the rest of its
+minMember placed in one go; after that an elastic job grows one task per
+turn and goes back in line, so one big elastic job cannot starve the rest.
+"""
+
+from __future__ import annotations
+
+from kai_py.scheduler import reasons
+from kai_py.scheduler.actions.common import demand, needed, place_tasks
+from kai_py.scheduler.model import Job, TaskStatus
+from kai_py.scheduler.ordering import JobPicker
+from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.quota import check_capacity
+from kai_py.scheduler.reasons import Reason
+from kai_py.scheduler.session import Session
+
+
+def gate(session: Session, job: Job) -> Reason | None:
+    """Reasons a job is not even tried: bad input, no queue, not enough pods yet."""
+    if job.errors:
+        return Reason(reasons.INVALID_WORKLOAD, "; ".join(job.errors))
+    queue = session.queues.get(job.queue)
+    if queue is None:
+        return Reason(
+            reasons.QUEUE_DOES_NOT_EXIST,
+            f"Queue {job.queue!r} of job {job.key} does not exist; create it or set "
+            f"spec.queue of the PodGroup to an existing leaf queue",
+        )
+    if queue.children:
+        return Reason(
+            reasons.QUEUE_DOES_NOT_EXIST,
+            f"Queue {job.queue!r} of job {job.key} is a parent queue; only leaf queues hold jobs",
+        )
+    live = sum(1 for t in job.tasks if t.status is not TaskStatus.RELEASING)
+    if live < job.min_member:
+        return Reason(
+            reasons.NOT_READY,
+            f"Job {job.key} has {live} pods while minMember is {job.min_member}; "
+            f"waiting for the rest of the gang to be created",
+            {"pods": live, "minMember": job.min_member},
+        )
+    return None
+
+
+def pending_jobs(session: Session) -> list[Job]:
+    return [
+        job
+        for job in session.jobs.values()
+        if any(t.status is TaskStatus.PENDING for t in job.tasks)
+    ]
+
+
+def gang_message(job: Job, found: int, required: int, detail: str) -> str:
+    if required == 1 and len(job.tasks) == 1:
+        return f"Pod {job.tasks[0].key} cannot be scheduled: {detail}"
+    return (
+        f"Resources were found for {found} pods while {required} are required for gang "
+        f"scheduling of job {job.key}: {detail}"
+    )
+
+
+def allocate(session: Session, placer: Placer) -> None:
+    ready = []
+    for job in pending_jobs(session):
+        refusal = gate(session, job)
+        if refusal is not None:
+            session.explain(job, refusal)
+        else:
+            ready.append(job)
+    picker = JobPicker(session, ready, lambda j: demand(session, j))
+    while (picked := picker.pop()) is not None:
+        job = picked
+        count = needed(job)
+        refusal = check_capacity(session, job, demand(session, job, count))
+        if refusal is not None:
+            session.explain(job, refusal)
+            continue
+        stmt = session.statement()
+        result = place_tasks(session, stmt, placer, job, count)
+        if not result.ok:
+            stmt.rollback()
+            detail = placer.explain(result.failed_task) if result.failed_task else "not enough pods"
+            session.explain(
+                job,
+                Reason(
+                    reasons.POD_SCHEDULING_ERRORS,
+                    gang_message(job, result.placed, result.required, detail),
+                    {"found": result.placed, "required": result.required},
+                ),
+            )
+            continue
+        stmt.commit()
+        if any(t.status is TaskStatus.PENDING for t in job.tasks):
+            picker.push(job)

@@ -1,0 +1,65 @@
+"""Placing the tasks of one job inside a Statement: shared by every action."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kai_py.scheduler.model import Job, Task, TaskStatus
+from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.resources import Res
+from kai_py.scheduler.session import Session, Statement
+
+
+def needed(job: Job) -> int:
+    """How many tasks must be placed together now: the rest of the gang, or one more."""
+    placed = job.placed
+    return job.min_member - placed if placed < job.min_member else 1
+
+
+def task_order(task: Task) -> tuple[int, float, str]:
+    return (0 if task.role == "master" else 1, task.created, task.name)
+
+
+def next_tasks(job: Job, count: int) -> list[Task]:
+    pending = [t for t in job.tasks if t.status is TaskStatus.PENDING]
+    pending.sort(key=task_order)
+    return pending[:count]
+
+
+def demand(session: Session, job: Job, count: int | None = None) -> Res:
+    total = Res()
+    for task in next_tasks(job, needed(job) if count is None else count):
+        total.add(session.task_res(task, None))
+    return total
+
+
+@dataclass(slots=True)
+class PlaceResult:
+    ok: bool
+    placed: int
+    required: int
+    failed_task: Task | None = None
+
+
+def place_tasks(
+    session: Session, stmt: Statement, placer: Placer, job: Job, count: int
+) -> PlaceResult:
+    """Place ``count`` pending tasks of ``job`` or none (the caller rolls back on failure)."""
+    tasks = next_tasks(job, count)
+    if len(tasks) < count:
+        return PlaceResult(False, 0, count)
+    placed: list[Task] = []
+    for task in tasks:
+        where = placer.find(task)
+        if where is None:
+            return PlaceResult(False, len(placed), count, task)
+        stmt.allocate(task, where.node, where.groups, where.pipelined)
+        placed.append(task)
+    if any(t.status is TaskStatus.PIPELINED for t in placed) or any(
+        t.status is TaskStatus.PIPELINED for t in job.tasks if t not in placed
+    ):
+        # A gang starts as a whole: if one task waits for released resources, all wait.
+        for task in placed:
+            if task.status is TaskStatus.ALLOCATED:
+                stmt.pipeline(task)
+    return PlaceResult(True, len(placed), count)

@@ -1,0 +1,94 @@
+"""One scheduling cycle: open a session, run the actions in order, close it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kai_py.scheduler.actions.allocate import allocate
+from kai_py.scheduler.model import Job, Snapshot, Task, TaskStatus
+from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.session import Decisions, Eviction, Op, QueueFigures, Session
+
+Action = Callable[[Session, Placer], None]
+
+
+def default_actions() -> list[tuple[str, Action]]:
+    return [("allocate", allocate)]
+
+
+def run_cycle(snapshot: Snapshot, actions: list[tuple[str, Action]] | None = None) -> Decisions:
+    session = Session(snapshot)
+    placer = Placer(session)
+    for _, action in actions if actions is not None else default_actions():
+        action(session, placer)
+    return close(session)
+
+
+def close(session: Session) -> Decisions:
+    """Turn the committed operations into decisions, events and explanations."""
+    d = session.decisions
+    events = d.events
+    d.events = []
+    placed: dict[str, Task] = {}
+    for rec in session.committed:
+        task = rec.task
+        if rec.op is Op.EVICT:
+            job = session.jobs[task.job_uid]
+            message = eviction_message(rec.action, task.key, rec.by)
+            d.evictions.append(Eviction(task, rec.action, rec.by, message))
+            session.event("PodGroup", job.namespace, job.name, "Normal", "Evict", message)
+        elif rec.op is Op.ALLOCATE:
+            placed[task.uid] = task
+    for task in placed.values():
+        if task.status is TaskStatus.ALLOCATED:
+            d.binds.append(task)
+            session.event(
+                "Pod",
+                task.namespace,
+                task.name,
+                "Normal",
+                "Scheduled",
+                f"Successfully assigned pod {task.key} to node {task.node_name}",
+            )
+        elif task.status is TaskStatus.PIPELINED:
+            d.pipelined.append(task)
+            session.event(
+                "Pod",
+                task.namespace,
+                task.name,
+                "Normal",
+                "Pipelined",
+                f"Pod {task.key} will run on node {task.node_name} once resources being "
+                f"released there are free",
+            )
+    for job_uid, why in list(d.reasons.items()):
+        job = session.jobs[job_uid]
+        pending = [t for t in job.tasks if t.status is TaskStatus.PENDING]
+        if not pending:
+            del d.reasons[job_uid]
+            continue
+        last = why[-1]
+        kind = "Warning"
+        event_reason = "NotReady" if last.code == "NotReady" else "Unschedulable"
+        session.event("PodGroup", job.namespace, job.name, kind, event_reason, last.message)
+        if event_reason == "Unschedulable" and job.mark_unschedulable:
+            for task in pending:
+                session.event("Pod", task.namespace, task.name, kind, "Unschedulable", last.message)
+    d.events.extend(events)
+    for q in session.queues.values():
+        d.queues[q.name] = QueueFigures(
+            q.deserved.copy(), q.fair_share.copy(), q.allocated.copy(),
+            q.allocated_non_preemptible.copy(), q.request.copy(),
+        )
+    return d
+
+
+def eviction_message(action: str, pod: str, by: Job | None) -> str:
+    culprit = by.key if by is not None else "the scheduler"
+    if action == "preempt":
+        return f"Pod {pod} was preempted by higher priority workload {culprit}"
+    if action == "reclaim":
+        return f"Pod {pod} was reclaimed by workload {culprit} of a queue below its fair share"
+    if action == "consolidation":
+        return f"Pod {pod} was moved to another node to make room for workload {culprit}"
+    return f"Pod {pod} was evicted: its gang is below minMember for longer than its grace period"

@@ -1,0 +1,97 @@
+"""Fair share: divide what the cluster has among the queue tree, per resource.
+
+SEMANTICS.md section 3. For each parent (the root holds the cluster total),
+its fair share is split among its children in two phases: first each child
+gets its deserved quota up to what it can use, then what remains goes out
+over quota by queue priority, in rounds, in proportion to overQuotaWeight.
+Whole units are handed out first and the fractional leftovers go in chunks
+of at most one unit to the largest remainders, so a queue is not promised
+two thirds of a GPU that no whole-GPU job can use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from kai_py.scheduler.model import Queue
+from kai_py.scheduler.resources import EPS, INF, RESOURCE_NAMES, Res
+
+
+def compute_fair_shares(queues: Mapping[str, Queue], roots: Sequence[str], total: Res) -> None:
+    """Set ``deserved`` and ``fair_share`` on every queue (``request`` must be set)."""
+    for name in RESOURCE_NAMES:
+        _divide(queues, roots, total.get(name), name)
+
+
+def _divide(queues: Mapping[str, Queue], names: Sequence[str], amount: float, res: str) -> None:
+    children = [queues[n] for n in names]
+    if not children:
+        return
+    shares: dict[str, float] = {}
+    for child in children:
+        quota = child.quota.get(res)
+        deserved = amount if quota == INF else quota
+        setattr(child.deserved, res, deserved)
+        shares[child.name] = min(deserved, _requestable(child, res))
+    remaining = amount - sum(shares.values())
+    for priority in sorted({c.priority for c in children}, reverse=True):
+        if remaining <= EPS:
+            break
+        bucket = [c for c in children if c.priority == priority]
+        remaining = _over_quota(bucket, shares, remaining, res)
+    for child in children:
+        setattr(child.fair_share, res, shares[child.name])
+        _divide(queues, child.children, shares[child.name], res)
+
+
+def _requestable(queue: Queue, res: str) -> float:
+    return min(queue.request.get(res), queue.limit.get(res))
+
+
+def _over_quota(bucket: list[Queue], shares: dict[str, float], remaining: float, res: str) -> float:
+    def unmet(q: Queue) -> float:
+        return _requestable(q, res) - shares[q.name]
+
+    active = [q for q in bucket if q.weight.get(res) > 0 and unmet(q) > EPS]
+    while remaining > EPS and active:
+        total_weight = sum(q.weight.get(res) for q in active)
+        offers = {q.name: remaining * q.weight.get(res) / total_weight for q in active}
+        satisfied = [q for q in active if unmet(q) <= offers[q.name] + EPS]
+        if satisfied:
+            for q in satisfied:
+                remaining -= unmet(q)
+                shares[q.name] = _requestable(q, res)
+            active = [q for q in active if q not in satisfied]
+            continue
+        # Nobody is satisfied: hand out whole units, then the leftover in chunks.
+        remainders: list[tuple[float, float, str, Queue]] = []
+        for q in active:
+            whole = math.floor(offers[q.name] + EPS)
+            shares[q.name] += whole
+            remaining -= whole
+            remainders.append((-(offers[q.name] - whole), q.created, q.name, q))
+        for _, _, _, q in sorted(remainders, key=lambda r: (r[0], r[1], r[2])):
+            if remaining <= EPS:
+                break
+            chunk = min(1.0, remaining, unmet(q))
+            shares[q.name] += chunk
+            remaining -= chunk
+        break
+    return max(0.0, remaining)
+
+
+def allocatable_share(queue: Queue, res: str) -> float:
+    return min(max(queue.deserved.get(res), queue.fair_share.get(res)), queue.limit.get(res))
+
+
+def dominant_share(queue: Queue, extra: Res | None = None) -> float:
+    """DRF: the largest fraction of its allocatable share the queue holds (with ``extra``)."""
+    best = 0.0
+    for res in RESOURCE_NAMES:
+        used = queue.allocated.get(res) + (extra.get(res) if extra is not None else 0.0)
+        if used <= EPS:
+            continue
+        share = allocatable_share(queue, res)
+        best = max(best, used / share if share > EPS else INF)
+    return best

@@ -1,0 +1,273 @@
+"""The snapshot model: nodes, queues, jobs (pod groups) and tasks (pods).
+
+These objects are built by ``kai_py.cluster`` (from manifests or the watch
+cache) and handed to a Session. The fields under "session state" are reset
+when a session opens and changed only through a Statement, which keeps an
+undo log instead of copying the snapshot.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from kai_py.scheduler.resources import EPS, INF, Res
+
+
+class TaskStatus(enum.Enum):
+    PENDING = "Pending"
+    RUNNING = "Running"  # bound before this session (Running or Bound in the cluster)
+    RELEASING = "Releasing"  # being deleted: still holds its resources
+    ALLOCATED = "Bound"  # placed in this session on idle resources
+    PIPELINED = "Pipelined"  # placed in this session on resources being released
+    EVICTED = "Evicted"  # chosen as a victim in this session: now releasing
+
+    @property
+    def holds_resources(self) -> bool:
+        return self in _HOLDING
+
+    @property
+    def is_placed(self) -> bool:
+        return self in _PLACED
+
+
+_HOLDING = frozenset(
+    {TaskStatus.RUNNING, TaskStatus.RELEASING, TaskStatus.ALLOCATED, TaskStatus.EVICTED}
+)
+_PLACED = frozenset({TaskStatus.RUNNING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED})
+
+
+@dataclass(slots=True, frozen=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(slots=True, frozen=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(slots=True, frozen=True)
+class SelectorRequirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        value = labels.get(self.key)
+        op = self.operator
+        if op == "In":
+            return value is not None and value in self.values
+        if op == "NotIn":
+            return value is None or value not in self.values
+        if op == "Exists":
+            return value is not None
+        if op == "DoesNotExist":
+            return value is None
+        if op in ("Gt", "Lt") and value is not None and self.values:
+            try:
+                left, right = int(value), int(self.values[0])
+            except ValueError:
+                return False
+            return left > right if op == "Gt" else left < right
+        return False
+
+
+@dataclass(slots=True)
+class GpuGroup:
+    """One GPU card shared by fractional pods (label ``runai-gpu-group``)."""
+
+    id: str
+    used: float = 0.0  # portion held by tasks that hold resources (incl. releasing)
+    releasing: float = 0.0  # portion of the above being released
+    pipelined: float = 0.0  # portion promised to pipelined tasks
+    memory_mib: float = 0.0
+    tasks: int = 0
+
+    def device_flags(self) -> tuple[int, int, int]:
+        """How this card counts in its node's whole-device totals (used, releasing, pipelined)."""
+        if self.used > EPS:
+            return 1, (1 if self.used - self.releasing <= EPS else 0), 0
+        return 0, 0, (1 if self.pipelined > EPS else 0)
+
+
+@dataclass(slots=True, eq=False)
+class Node:
+    name: str
+    allocatable: Res
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+    gpu_memory_mib: float = 0.0  # per card, from nvidia.com/gpu.memory; 0 = unknown
+    # session state
+    used: Res = field(default_factory=Res)
+    releasing: Res = field(default_factory=Res)
+    pipelined: Res = field(default_factory=Res)
+    groups: dict[str, GpuGroup] = field(default_factory=dict)
+    tasks: dict[str, Task] = field(default_factory=dict)
+    version: int = 0
+
+    @property
+    def idle(self) -> Res:
+        return self.allocatable - self.used
+
+    @property
+    def future_idle(self) -> Res:
+        return self.allocatable - self.used + self.releasing - self.pipelined
+
+    def free_gpus_now(self) -> float:
+        return self.allocatable.gpu - self.used.gpu
+
+    def free_gpus_future(self) -> float:
+        return self.allocatable.gpu - self.used.gpu + self.releasing.gpu - self.pipelined.gpu
+
+    def new_group_id(self) -> str:
+        index = 0
+        while str(index) in self.groups:
+            index += 1
+        return str(index)
+
+
+@dataclass(slots=True, eq=False)
+class Task:
+    uid: str
+    namespace: str
+    name: str
+    job_uid: str
+    request: Res  # cpu, memory and whole GPUs
+    gpu_fraction: float = 0.0  # portion of each shared card, 0 = not shared
+    gpu_memory_mib: float = 0.0  # memory of each shared card, 0 = not by memory
+    gpu_devices: int = 1  # gpu-fraction-num-devices
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity: tuple[tuple[SelectorRequirement, ...], ...] = ()  # OR of ANDs
+    tolerations: tuple[Toleration, ...] = ()
+    status: TaskStatus = TaskStatus.PENDING
+    node_name: str | None = None
+    gpu_groups: tuple[str, ...] = ()
+    start_time: float | None = None
+    created: float = 0.0
+    role: str = "worker"  # "master" pods are evicted last
+    # session state
+    claim_now: bool = True  # a pipelined task that holds idle resources too
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_shared(self) -> bool:
+        return self.gpu_fraction > 0 or self.gpu_memory_mib > 0
+
+    def portion_on(self, node: Node) -> float:
+        """The portion of one card this task takes on ``node`` (0 for whole-GPU tasks)."""
+        if self.gpu_fraction > 0:
+            return self.gpu_fraction
+        if self.gpu_memory_mib > 0:
+            if node.gpu_memory_mib <= 0:
+                return INF
+            return min(1.0, self.gpu_memory_mib / node.gpu_memory_mib)
+        return 0.0
+
+    def gpu_on(self, node: Node | None) -> float:
+        """GPUs counted against the queue when this task runs on ``node``."""
+        if not self.is_shared:
+            return self.request.gpu
+        if node is None:
+            return self.gpu_fraction * self.gpu_devices if self.gpu_fraction > 0 else 0.0
+        return self.portion_on(node) * self.gpu_devices
+
+    @property
+    def shape(self) -> tuple[object, ...]:
+        """Tasks of the same shape pass the same predicates on the same node."""
+        return (
+            tuple(sorted(self.node_selector.items())),
+            self.affinity,
+            self.tolerations,
+            self.gpu_memory_mib > 0,
+        )
+
+
+@dataclass(slots=True, eq=False)
+class Job:
+    uid: str
+    namespace: str
+    name: str
+    queue: str
+    priority: int
+    preemptible: bool
+    min_member: int
+    created: float
+    tasks: list[Task] = field(default_factory=list)
+    staleness_grace: float | None = 60.0  # None = never evict a stale gang
+    stale_since: float | None = None
+    mark_unschedulable: bool = True
+    priority_class: str = ""
+    errors: list[str] = field(default_factory=list)  # input problems: keep it pending
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def count(self, *statuses: TaskStatus) -> int:
+        return sum(1 for t in self.tasks if t.status in statuses)
+
+    @property
+    def placed(self) -> int:
+        return sum(1 for t in self.tasks if t.status.is_placed)
+
+    @property
+    def pending_tasks(self) -> list[Task]:
+        return [t for t in self.tasks if t.status is TaskStatus.PENDING]
+
+
+@dataclass(slots=True, eq=False)
+class Queue:
+    name: str
+    parent: str | None
+    quota: Res  # deserved; INF = -1 (all of what the parent has)
+    limit: Res  # INF = no limit
+    weight: Res
+    priority: int = 100
+    created: float = 0.0
+    preempt_min_runtime: float | None = None
+    reclaim_min_runtime: float | None = None
+    children: list[str] = field(default_factory=list)
+    # session state (subtree totals)
+    allocated: Res = field(default_factory=Res)
+    allocated_non_preemptible: Res = field(default_factory=Res)
+    request: Res = field(default_factory=Res)
+    deserved: Res = field(default_factory=Res)
+    fair_share: Res = field(default_factory=Res)
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+
+@dataclass(slots=True)
+class Config:
+    placement: str = "binpack"  # or "spread"
+    max_consolidation_victims: int = 16
+    stale_gang_eviction: bool = True
+
+
+@dataclass(slots=True)
+class Snapshot:
+    nodes: list[Node]
+    queues: list[Queue]
+    jobs: list[Job]
+    now: float = 0.0
+    config: Config = field(default_factory=Config)

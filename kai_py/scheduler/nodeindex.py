@@ -1,0 +1,51 @@
+"""Nodes bucketed by free whole GPUs, so binpack and spread pick in O(buckets).
+
+Within a bucket nodes are kept sorted by name, which makes ties between
+equal nodes break the same way on every run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterator
+
+from kai_py.scheduler.model import Node
+from kai_py.scheduler.resources import EPS
+
+
+class NodeIndex:
+    def __init__(self, nodes: list[Node]) -> None:
+        self._buckets: dict[int, list[str]] = {}
+        self._bucket_of: dict[str, int] = {}
+        self.releasing: set[str] = set()
+        for node in nodes:
+            self.update(node)
+
+    @staticmethod
+    def _free(node: Node) -> int:
+        return max(0, math.floor(node.free_gpus_now() + EPS))
+
+    def update(self, node: Node) -> None:
+        new = self._free(node)
+        old = self._bucket_of.get(node.name)
+        if old != new:
+            if old is not None:
+                names = self._buckets[old]
+                del names[bisect.bisect_left(names, node.name)]
+            bisect.insort(self._buckets.setdefault(new, []), node.name)
+            self._bucket_of[node.name] = new
+        if node.releasing.cpu > EPS or node.releasing.memory > EPS or node.releasing.gpu > EPS:
+            self.releasing.add(node.name)
+        else:
+            self.releasing.discard(node.name)
+
+    def max_free(self) -> int:
+        return max((b for b, names in self._buckets.items() if names), default=0)
+
+    def by_free_gpus(self, need: int, spread: bool) -> Iterator[str]:
+        """Names of nodes with at least ``need`` free GPUs, best first."""
+        levels = sorted((b for b in self._buckets if b >= need), reverse=spread)
+        for level in levels:
+            # A copy: the caller may allocate, which moves nodes between buckets.
+            yield from list(self._buckets[level])

@@ -1,0 +1,197 @@
+"""Choosing a node (and GPU cards) for one task: binpack or spread.
+
+Whole-GPU tasks use the NodeIndex buckets; CPU-only and shared-GPU tasks scan
+the nodes, which is fine because they are few in GPU clusters and their
+per-node checks are cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+from kai_py.scheduler.model import Node, Task
+from kai_py.scheduler.predicates import PredicateCache
+from kai_py.scheduler.resources import EPS
+from kai_py.scheduler.session import Session
+
+
+@dataclass(slots=True, frozen=True)
+class Placement:
+    node: Node
+    groups: tuple[str, ...]
+    pipelined: bool
+
+
+class Placer:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.predicates = PredicateCache()
+        self.spread = session.config.placement == "spread"
+        self._no_fit: dict[tuple[object, ...], str] = {}
+
+    # --------------------------------------------------------------- fit
+    @staticmethod
+    def _fits_plain(task: Task, node: Node, future: bool) -> bool:
+        req = task.request
+        idle_cpu = node.allocatable.cpu - node.used.cpu
+        idle_mem = node.allocatable.memory - node.used.memory
+        fut_cpu = idle_cpu + node.releasing.cpu - node.pipelined.cpu
+        fut_mem = idle_mem + node.releasing.memory - node.pipelined.memory
+        if future:
+            return req.cpu <= fut_cpu + EPS and req.memory <= fut_mem + EPS
+        return (
+            req.cpu <= idle_cpu + EPS
+            and req.memory <= idle_mem + EPS
+            and req.cpu <= fut_cpu + EPS
+            and req.memory <= fut_mem + EPS
+        )
+
+    def _fits_whole(self, task: Task, node: Node, future: bool) -> bool:
+        need = task.request.gpu
+        if future:
+            free = node.free_gpus_future()
+        else:
+            free = min(node.free_gpus_now(), node.free_gpus_future())
+        return need <= free + EPS and self._fits_plain(task, node, future)
+
+    def _shared_groups(self, task: Task, node: Node, future: bool) -> tuple[str, ...] | None:
+        """The cards a shared task would take on ``node``, best first, or None."""
+        portion = task.portion_on(node)
+        if portion > 1 + EPS or not self._fits_plain(task, node, future):
+            return None
+        options: list[tuple[float, str]] = []
+        for group in node.groups.values():
+            held_later = group.used - group.releasing + group.pipelined
+            if held_later + portion > 1 + EPS:
+                continue
+            if not future and group.used + portion > 1 + EPS:
+                continue
+            options.append((held_later if future else group.used, group.id))
+        free_cards = math.floor(
+            (
+                node.free_gpus_future()
+                if future
+                else min(node.free_gpus_now(), node.free_gpus_future())
+            )
+            + EPS
+        )
+        new_ids: list[str] = []
+        taken = set(node.groups)
+        index = 0
+        while len(new_ids) < min(free_cards, task.gpu_devices):
+            if str(index) not in taken:
+                new_ids.append(str(index))
+            index += 1
+        options.extend((0.0, gid) for gid in new_ids)
+        if len(options) < task.gpu_devices:
+            return None
+        # Binpack: the fullest card that fits; spread: the emptiest. A fresh card is the emptiest.
+        options.sort(key=lambda o: (o[0] if self.spread else -o[0], o[1] in node.groups, o[1]))
+        return tuple(gid for _, gid in options[: task.gpu_devices])
+
+    # ------------------------------------------------------------ choose
+    def find(self, task: Task) -> Placement | None:
+        if task.is_shared:
+            return self._find_scan(task)
+        if task.request.gpu > EPS:
+            return self._find_whole(task)
+        return self._find_scan(task)
+
+    def _find_whole(self, task: Task) -> Placement | None:
+        s = self.session
+        need = math.ceil(task.request.gpu - EPS)
+        for name in s.index.by_free_gpus(need, self.spread):
+            node = s.nodes[name]
+            if self.predicates.check(task, node) is None and self._fits_whole(task, node, False):
+                return Placement(node, (), False)
+        best: tuple[float, str] | None = None
+        for name in s.index.releasing:
+            node = s.nodes[name]
+            if self.predicates.check(task, node) is None and self._fits_whole(task, node, True):
+                free = node.free_gpus_future()
+                key = (-free if self.spread else free, name)
+                if best is None or key < best:
+                    best = key
+        return Placement(s.nodes[best[1]], (), True) if best is not None else None
+
+    def _score(self, task: Task, node: Node, future: bool) -> tuple[float, ...]:
+        free_gpu = node.free_gpus_future() if future else node.free_gpus_now()
+        idle_cpu = node.allocatable.cpu - node.used.cpu
+        key = (free_gpu, idle_cpu) if task.is_shared or task.request.gpu > EPS else (idle_cpu,)
+        return tuple(-k for k in key) if self.spread else key
+
+    def _find_scan(self, task: Task) -> Placement | None:
+        s = self.session
+        for future in (False, True):
+            best: tuple[tuple[object, ...], Placement] | None = None
+            nodes = s.nodes.values() if not future else [s.nodes[n] for n in s.index.releasing]
+            for node in nodes:
+                if self.predicates.check(task, node) is not None:
+                    continue
+                if task.is_shared:
+                    groups = self._shared_groups(task, node, future)
+                    if groups is None:
+                        continue
+                    held = sum(node.groups[g].used if g in node.groups else 0.0 for g in groups)
+                    fill = held if not self.spread else -held
+                    key: tuple[object, ...] = (-fill, *self._score(task, node, future), node.name)
+                    placement = Placement(node, groups, future)
+                else:
+                    if not self._fits_whole(task, node, future):
+                        continue
+                    key = (*self._score(task, node, future), node.name)
+                    placement = Placement(node, (), future)
+                if best is None or key < best[0]:
+                    best = (key, placement)
+            if best is not None:
+                return best[1]
+        return None
+
+    # ------------------------------------------------------------ explain
+    def explain(self, task: Task) -> str:
+        """Why no node fits ``task``, counted per cause, as kube-scheduler words it."""
+        s = self.session
+        key = (
+            task.shape,
+            task.request.cpu,
+            task.request.memory,
+            task.request.gpu,
+            task.gpu_fraction,
+            task.gpu_memory_mib,
+            task.gpu_devices,
+            s.release_generation,
+        )
+        cached = self._no_fit.get(key)
+        if cached is not None:
+            return cached
+        causes: Counter[str] = Counter()
+        for node in s.nodes.values():
+            reason = self.predicates.check(task, node)
+            if reason is None:
+                reason = self._resource_shortfall(task, node)
+            causes[reason] += 1
+        parts = ", ".join(f"{count} {cause}" for cause, count in sorted(causes.items()))
+        text = f"0/{len(s.nodes)} nodes are available: {parts}."
+        self._no_fit[key] = text
+        return text
+
+    def _resource_shortfall(self, task: Task, node: Node) -> str:
+        idle = node.idle
+        if task.is_shared:
+            portion = task.portion_on(node)
+            if portion > 1 + EPS:
+                return (
+                    f"node(s) had GPUs of {node.gpu_memory_mib:g} MiB, "
+                    f"less than the {task.gpu_memory_mib:g} MiB requested"
+                )
+            if self._shared_groups(task, node, True) is None and self._fits_plain(task, node, True):
+                return f"node(s) had no GPU with {portion:g} free to share"
+        elif task.request.gpu > node.free_gpus_future() + EPS:
+            return "Insufficient nvidia.com/gpu"
+        if task.request.cpu > idle.cpu + node.releasing.cpu + EPS:
+            return "Insufficient cpu"
+        if task.request.memory > idle.memory + node.releasing.memory + EPS:
+            return "Insufficient memory"
+        return "node(s) had resources only after other pods finish"

@@ -1,0 +1,56 @@
+"""Queue capacity checks done before a job is placed: limits and non-preemptible quota."""
+
+from __future__ import annotations
+
+from kai_py.scheduler import reasons
+from kai_py.scheduler.model import Job
+from kai_py.scheduler.reasons import Reason
+from kai_py.scheduler.resources import EPS, RESOURCE_NAMES, Res, format_quantity
+from kai_py.scheduler.session import Session
+
+
+def queue_details(session: Session, name: str) -> dict[str, object]:
+    q = session.queues[name]
+    return {
+        "name": q.name,
+        "deserved": q.deserved.as_dict(),
+        "fairShare": q.fair_share.as_dict(),
+        "allocated": q.allocated.as_dict(),
+        "limit": q.limit.as_dict(),
+        "requested": q.request.as_dict(),
+    }
+
+
+def check_capacity(session: Session, job: Job, demand: Res) -> Reason | None:
+    """OverLimit or NonPreemptibleOverQuota for the first queue up the tree that refuses."""
+    for queue in session.ancestors(job.queue):
+        for res in RESOURCE_NAMES:
+            want = demand.get(res)
+            if want <= EPS:
+                continue
+            has = queue.allocated.get(res)
+            limit = queue.limit.get(res)
+            if has + want > limit + EPS:
+                return Reason(
+                    reasons.OVER_LIMIT,
+                    f"Queue {queue.name} would use {format_quantity(res, has + want)}, above its "
+                    f"limit of {format_quantity(res, limit)}: it has "
+                    f"{format_quantity(res, has)} and job {job.key} asks for "
+                    f"{format_quantity(res, want)}",
+                    {"resource": res, "queueDetails": queue_details(session, queue.name)},
+                )
+            if not job.preemptible:
+                held = queue.allocated_non_preemptible.get(res)
+                deserved = queue.deserved.get(res)
+                if held + want > deserved + EPS:
+                    return Reason(
+                        reasons.NON_PREEMPTIBLE_OVER_QUOTA,
+                        f"Non-preemptible job {job.key} asks for {format_quantity(res, want)}, "
+                        f"but queue {queue.name} already runs "
+                        f"{format_quantity(res, held)} of non-preemptible work out of a deserved "
+                        f"quota of {format_quantity(res, deserved)}; non-preemptible jobs may "
+                        f"only use deserved quota (make the job preemptible to use idle "
+                        f"resources over quota)",
+                        {"resource": res, "queueDetails": queue_details(session, queue.name)},
+                    )
+    return None

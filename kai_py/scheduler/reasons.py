@@ -1,0 +1,31 @@
+"""Structured refusal reasons: a code, a message a person can act on, the numbers.
+
+A Reason becomes a PodGroup ``schedulingConditions`` entry, an Event and a
+line in ``kai-py simulate``; keeping the numbers in ``details`` lets each of
+those show them without parsing the message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+NOT_READY: Final = "NotReady"
+OVER_LIMIT: Final = "OverLimit"
+NON_PREEMPTIBLE_OVER_QUOTA: Final = "NonPreemptibleOverQuota"
+QUEUE_DOES_NOT_EXIST: Final = "QueueDoesNotExist"
+POD_SCHEDULING_ERRORS: Final = "PodSchedulingErrors"
+INVALID_WORKLOAD: Final = "InvalidWorkload"
+NO_RECLAIM: Final = "CannotReclaim"
+NO_PREEMPT: Final = "CannotPreempt"
+STALE_JOB: Final = "StaleJob"
+
+
+@dataclass(slots=True)
+class Reason:
+    code: str
+    message: str
+    details: dict[str, object] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"reason": self.code, "message": self.message, "details": self.details}

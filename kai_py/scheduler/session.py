@@ -1,0 +1,299 @@
+"""A scheduling session over one snapshot, and the Statement that changes it.
+
+The session owns the working state (node usage, GPU groups, queue totals).
+Every change goes through a Statement, which applies it at once and keeps an
+undo record, so an action can try a scenario, ``rollback`` to a checkpoint
+and try the next one without copying anything. Only committed operations
+become decisions.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from kai_py.scheduler.fairshare import compute_fair_shares
+from kai_py.scheduler.model import GpuGroup, Job, Node, Queue, Snapshot, Task, TaskStatus
+from kai_py.scheduler.nodeindex import NodeIndex
+from kai_py.scheduler.reasons import Reason
+from kai_py.scheduler.resources import EPS, Res
+
+
+class Op(enum.Enum):
+    ALLOCATE = "allocate"
+    PIPELINE = "pipeline"  # turn an allocation of this statement into a pipelined one
+    EVICT = "evict"
+
+
+@dataclass(slots=True)
+class Record:
+    op: Op
+    task: Task
+    node: Node | None = None
+    action: str = ""
+    by: Job | None = None
+    prev_status: TaskStatus = TaskStatus.PENDING
+
+
+@dataclass(slots=True)
+class Eviction:
+    task: Task
+    action: str
+    by: Job | None
+    message: str
+
+
+@dataclass(slots=True)
+class Event:
+    kind: str  # Pod, PodGroup, Queue
+    namespace: str
+    name: str
+    type: str  # Normal, Warning
+    reason: str
+    message: str
+
+    @property
+    def object(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+@dataclass(slots=True)
+class Decisions:
+    """What a session decided: the only thing that leaves the scheduler."""
+
+    binds: list[Task] = field(default_factory=list)
+    pipelined: list[Task] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    reasons: dict[str, list[Reason]] = field(default_factory=dict)  # job uid -> why not
+    queues: dict[str, QueueFigures] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class QueueFigures:
+    """A queue's totals at the end of a session: what its status shows."""
+
+    deserved: Res
+    fair_share: Res
+    allocated: Res
+    allocated_non_preemptible: Res
+    requested: Res
+
+
+class Session:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self.now = snapshot.now
+        self.config = snapshot.config
+        self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
+        self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
+        self.jobs: dict[str, Job] = {j.uid: j for j in snapshot.jobs}
+        self.committed: list[Record] = []
+        self.decisions = Decisions()
+        # Bumped whenever resources are freed, so cached "does not fit" answers expire.
+        self.release_generation = 0
+        self.max_gpu_memory = max((n.gpu_memory_mib for n in self.nodes.values()), default=0.0)
+        self._reset_state()
+        self.index = NodeIndex(list(self.nodes.values()))
+        self.roots = [q.name for q in snapshot.queues if q.parent is None]
+        self.total = Res()
+        for node in self.nodes.values():
+            if node.ready:
+                self.total.add(node.allocatable)
+        compute_fair_shares(self.queues, self.roots, self.total)
+
+    # ----------------------------------------------------------- set-up
+    def _reset_state(self) -> None:
+        for queue in self.queues.values():
+            queue.allocated = Res()
+            queue.allocated_non_preemptible = Res()
+            queue.request = Res()
+            queue.deserved = Res()
+            queue.fair_share = Res()
+            queue.children = []
+        for queue in self.queues.values():
+            if queue.parent is not None and queue.parent in self.queues:
+                self.queues[queue.parent].children.append(queue.name)
+        for node in self.nodes.values():
+            node.used, node.releasing, node.pipelined = Res(), Res(), Res()
+            node.groups = {}
+            node.tasks = {}
+        for job in self.jobs.values():
+            for task in job.tasks:
+                task.claim_now = True
+                where = self.nodes.get(task.node_name) if task.node_name else None
+                if task.status.holds_resources and where is not None:
+                    self._node_add(where, task)
+                    if task.status is TaskStatus.RUNNING:
+                        # Releasing pods hold their node but no longer count for their queue.
+                        self._queue_add(job, task.gpu_on(where), task)
+                        self._queue_request(job, task, where)
+                elif task.status is TaskStatus.PENDING and not job.errors:
+                    self._queue_request(job, task, None)
+
+    def ancestors(self, queue_name: str) -> list[Queue]:
+        """The queue itself, then its parents up to the root."""
+        chain: list[Queue] = []
+        name: str | None = queue_name
+        while name is not None and name in self.queues:
+            queue = self.queues[name]
+            chain.append(queue)
+            name = queue.parent
+        return chain
+
+    def task_res(self, task: Task, node: Node | None) -> Res:
+        return Res(task.request.cpu, task.request.memory, self.task_gpu(task, node))
+
+    def task_gpu(self, task: Task, node: Node | None) -> float:
+        if node is None and task.gpu_memory_mib > 0 and self.max_gpu_memory > 0:
+            return min(1.0, task.gpu_memory_mib / self.max_gpu_memory) * task.gpu_devices
+        return task.gpu_on(node)
+
+    def _queue_add(self, job: Job, gpu: float, task: Task, sign: float = 1.0) -> None:
+        amount = Res(task.request.cpu * sign, task.request.memory * sign, gpu * sign)
+        for queue in self.ancestors(job.queue):
+            queue.allocated.add(amount)
+            if not job.preemptible:
+                queue.allocated_non_preemptible.add(amount)
+
+    def _queue_request(self, job: Job, task: Task, node: Node | None) -> None:
+        amount = self.task_res(task, node)
+        for queue in self.ancestors(job.queue):
+            queue.request.add(amount)
+
+    # ------------------------------------------------------ node accounting
+    def _node_add(self, node: Node, task: Task) -> None:
+        self._node_change(node, task, 1.0)
+        node.tasks[task.uid] = task
+
+    def _node_remove(self, node: Node, task: Task) -> None:
+        self._node_change(node, task, -1.0)
+        node.tasks.pop(task.uid, None)
+
+    def _node_change(self, node: Node, task: Task, sign: float) -> None:
+        req = task.request
+        releasing = task.status in (TaskStatus.RELEASING, TaskStatus.EVICTED)
+        if task.claim_now:
+            _add(node.used, req, sign)
+            if releasing:
+                _add(node.releasing, req, sign)
+        else:
+            _add(node.pipelined, req, sign)
+        if task.gpu_groups:
+            portion = task.portion_on(node)
+            memory = task.gpu_memory_mib or portion * node.gpu_memory_mib
+            for gid in task.gpu_groups:
+                group = node.groups.get(gid)
+                if group is None:
+                    group = node.groups[gid] = GpuGroup(gid)
+                before = group.device_flags()
+                if task.claim_now:
+                    group.used += sign * portion
+                    if releasing:
+                        group.releasing += sign * portion
+                else:
+                    group.pipelined += sign * portion
+                group.memory_mib += sign * memory
+                group.tasks += int(sign)
+                after = group.device_flags()
+                node.used.gpu += after[0] - before[0]
+                node.releasing.gpu += after[1] - before[1]
+                node.pipelined.gpu += after[2] - before[2]
+                if group.tasks <= 0:
+                    del node.groups[gid]
+        node.version += 1
+        if hasattr(self, "index"):
+            self.index.update(node)
+
+    def _set_status(self, task: Task, status: TaskStatus) -> None:
+        """Change a placed task's status, keeping its node's totals right."""
+        node = self.nodes[task.node_name] if task.node_name else None
+        if node is not None:
+            self._node_remove(node, task)
+        task.status = status
+        if node is not None:
+            self._node_add(node, task)
+
+    # ------------------------------------------------------------ decisions
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def explain(self, job: Job, reason: Reason) -> None:
+        self.decisions.reasons.setdefault(job.uid, []).append(reason)
+
+    def event(
+        self, kind: str, namespace: str, name: str, type_: str, reason: str, msg: str
+    ) -> None:
+        self.decisions.events.append(Event(kind, namespace, name, type_, reason, msg))
+
+
+def _add(target: Res, amount: Res, sign: float) -> None:
+    target.cpu += sign * amount.cpu
+    target.memory += sign * amount.memory
+    target.gpu += sign * amount.gpu
+
+
+class Statement:
+    """Tentative changes with an undo log: ``checkpoint`` / ``rollback`` / ``commit``."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.log: list[Record] = []
+
+    def checkpoint(self) -> int:
+        return len(self.log)
+
+    def allocate(self, task: Task, node: Node, groups: tuple[str, ...], pipelined: bool) -> None:
+        s = self.session
+        job = s.jobs[task.job_uid]
+        task.node_name = node.name
+        task.gpu_groups = groups
+        task.status = TaskStatus.PIPELINED if pipelined else TaskStatus.ALLOCATED
+        task.claim_now = not pipelined
+        s._node_add(node, task)
+        s._queue_add(job, task.gpu_on(node), task)
+        self.log.append(Record(Op.ALLOCATE, task, node))
+
+    def pipeline(self, task: Task) -> None:
+        """Hold an allocated task back until its job can start as a whole."""
+        self.log.append(Record(Op.PIPELINE, task, prev_status=task.status))
+        self.session._set_status(task, TaskStatus.PIPELINED)
+
+    def evict(self, task: Task, action: str, by: Job | None) -> None:
+        s = self.session
+        node = s.nodes[task.node_name] if task.node_name else None
+        job = s.jobs[task.job_uid]
+        self.log.append(Record(Op.EVICT, task, node, action, by, task.status))
+        s._set_status(task, TaskStatus.EVICTED)
+        s._queue_add(job, task.gpu_on(node), task, -1.0)
+        s.release_generation += 1
+
+    def rollback(self, checkpoint: int = 0) -> None:
+        s = self.session
+        while len(self.log) > checkpoint:
+            rec = self.log.pop()
+            task, job = rec.task, s.jobs[rec.task.job_uid]
+            if rec.op is Op.ALLOCATE:
+                assert rec.node is not None
+                s._queue_add(job, task.gpu_on(rec.node), task, -1.0)
+                s._node_remove(rec.node, task)
+                task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+                task.claim_now = True
+                s.release_generation += 1
+            elif rec.op is Op.PIPELINE:
+                s._set_status(task, rec.prev_status)
+            else:
+                s._set_status(task, rec.prev_status)
+                node = s.nodes[task.node_name] if task.node_name else None
+                s._queue_add(job, task.gpu_on(node), task)
+
+    def commit(self) -> None:
+        self.session.committed.extend(self.log)
+        self.log = []
+
+    @property
+    def has_evictions(self) -> bool:
+        return any(rec.op is Op.EVICT for rec in self.log)
+
+
+__all__ = ["EPS", "Decisions", "Event", "Eviction", "Op", "Record", "Session", "Statement"]

@@ -1,0 +1,113 @@
+"""Running KAI's own scheduler test cases the way their README says.
+
+Used by test_kai_conformance.py and by ``python -m tests.conformance.kai_cases``
+(a summary with timings for the README and issue notes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kai_py.cluster.inputs import load_documents
+from kai_py.cluster.simulation import Simulation, parse_now, pod_entries
+
+CASES_DIR = Path(__file__).parent / "kai"
+KNOWN_DIFFERENCES = Path(__file__).parent / "KNOWN-DIFFERENCES.md"
+
+_RUNNING = {"Running", "Bound"}
+_PENDING = {"Pending", "Pipelined", "Evicted"}
+
+
+def case_names() -> list[str]:
+    return sorted(p.name[: -len(".expect.json")] for p in CASES_DIR.glob("*.expect.json"))
+
+
+def known_differences() -> dict[str, str]:
+    """Case name -> reason, from the table in KNOWN-DIFFERENCES.md."""
+    found: dict[str, str] = {}
+    for line in KNOWN_DIFFERENCES.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"^\|\s*`([^`]+)`\s*\|\s*(.+?)\s*\|$", line)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def _mismatch(key: str, want: dict[str, Any], got: dict[str, Any] | None) -> str | None:
+    if got is None:
+        return f"{key}: missing from the outcome"
+    kai = want["kai_status"]
+    status = got["status"]
+    if kai == "Running":
+        if status not in _RUNNING:
+            return f"{key}: expected Running, got {status}"
+        if want.get("node") is not None and got["node"] != want["node"]:
+            return f"{key}: expected node {want['node']}, got {got['node']}"
+        gpus = got["gpus"]
+        expected = float(want.get("gpus") or 0)
+        if "gpu_memory" in want:
+            if float(gpus.get("memory") or 0) != float(want["gpu_memory"]):
+                return f"{key}: expected {want['gpu_memory']} MiB of GPU memory, got {gpus}"
+        elif expected and not expected.is_integer():
+            if abs(float(gpus.get("portion") or 0) - expected) > 1e-9:
+                return f"{key}: expected a {expected} GPU share, got {gpus}"
+        elif float(gpus.get("count") or 0) != expected:
+            return f"{key}: expected {expected:g} GPUs, got {gpus}"
+    elif kai == "Pending":
+        if status not in _PENDING:
+            return f"{key}: expected Pending, got {status} on {got['node']}"
+    elif kai in ("Releasing", "StuckInReleasing"):
+        if status != "Releasing":
+            return f"{key}: expected Releasing, got {status}"
+    else:
+        return f"{key}: unknown kai_status {kai!r} in the case"
+    return None
+
+
+@dataclass(slots=True)
+class CaseResult:
+    name: str
+    problems: list[str]
+    seconds: float
+
+
+def run_case(name: str) -> CaseResult:
+    started = time.perf_counter()
+    expect = json.loads((CASES_DIR / f"{name}.expect.json").read_text(encoding="utf-8"))
+    docs = load_documents([CASES_DIR / f"{name}.yaml"])
+    sim = Simulation(docs, now=parse_now(expect["now"]), recreate_evicted=True)
+    problems: list[str] = []
+    for stage, cycles in (("after the cycles", expect["cycles"]), ("when stable", expect["stable_cycles"])):
+        outcome = sim.run(cycles)
+        pods = pod_entries(outcome)
+        for key, want in sorted(expect["pods"].items()):
+            problem = _mismatch(key, want, pods.get(key))
+            if problem:
+                problems.append(f"{stage} ({outcome.cycles} cycles): {problem}")
+        if problems:
+            break
+    return CaseResult(name, problems, time.perf_counter() - started)
+
+
+def main() -> int:
+    known = known_differences()
+    started = time.perf_counter()
+    results = [run_case(n) for n in case_names()]
+    passed = [r for r in results if not r.problems]
+    for r in results:
+        mark = "ok  " if not r.problems else ("diff" if r.name in known else "FAIL")
+        print(f"{mark} {r.name} ({r.seconds * 1000:.0f} ms)")
+        for p in r.problems:
+            print(f"       {p}")
+    print(f"\n{len(passed)}/{len(results)} KAI cases pass; {len(known)} known differences; "
+          f"{time.perf_counter() - started:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
