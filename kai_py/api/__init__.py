@@ -1,46 +1,11 @@
-"""kai-py's API: the CRD models (Queue, PodGroup, BindRequest), the well-known
-names of kai_py.api.keys, and CRD generation (kai_py.api.crdgen)."""
+"""kai-py's API: the CRD models and everything that names things on the wire.
 
-from kai_py.api.bindrequest import BindRequest, BindRequestSpec, BindRequestStatus, ReceivedGPU
-from kai_py.api.common import KubeObject, ManifestError, ObjectMeta, OwnerReference
-from kai_py.api.durations import format_duration, parse_duration
-from kai_py.api.podgroup import (
-    PodGroup,
-    PodGroupSpec,
-    PodGroupStatus,
-    QueueDetails,
-    SchedulingCondition,
-    SubGroup,
-    TopologyConstraint,
-    UnschedulableReason,
-)
-from kai_py.api.quantities import ResourceAmounts, parse_quantity
-from kai_py.api.queue import Queue, QueueResource, QueueResources, QueueSpec, QueueStatus
+- ``keys``: well-known labels, annotations and defaults shared with KAI;
+- ``queue``, ``podgroup``, ``bindrequest``: pydantic models of the CRDs;
+- ``common``: base classes, metadata, ManifestError; ``durations`` and
+  ``quantities``: Kubernetes duration strings and resource quantities;
+- ``crdgen``: the CRDs generated from the models (``kai-py crds``).
 
-__all__ = [
-    "BindRequest",
-    "BindRequestSpec",
-    "BindRequestStatus",
-    "KubeObject",
-    "ManifestError",
-    "ObjectMeta",
-    "OwnerReference",
-    "PodGroup",
-    "PodGroupSpec",
-    "PodGroupStatus",
-    "Queue",
-    "QueueDetails",
-    "QueueResource",
-    "QueueResources",
-    "QueueSpec",
-    "QueueStatus",
-    "ReceivedGPU",
-    "ResourceAmounts",
-    "SchedulingCondition",
-    "SubGroup",
-    "TopologyConstraint",
-    "UnschedulableReason",
-    "format_duration",
-    "parse_duration",
-    "parse_quantity",
-]
+Nothing is re-exported here, so that importing ``kai_py.api.keys`` stays
+cheap (no pydantic) for the emulator and the CLI.
+"""

@@ -3,9 +3,9 @@ over-quota weights per resource, arranged in a tree by ``parentQueue``."""
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, SerializerFunctionWrapHandler, model_serializer
 
 from kai_py.api import keys
 from kai_py.api.common import (
@@ -75,6 +75,15 @@ class QueueResource(KubeModel):
         ge=0,
         description="Share of the resources beyond quota, relative to siblings. 0 = none.",
     )
+
+    @model_serializer(mode="wrap")
+    def _keep_limit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Like the API server (no default for limit), do not write a limit nobody gave,
+        # so a round trip keeps "unset" distinguishable from an explicit 0.
+        data: dict[str, Any] = handler(self)
+        if not self.limit_is_set:
+            data.pop("limit", None)
+        return data
 
     @property
     def limit_is_set(self) -> bool:

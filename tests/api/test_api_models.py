@@ -248,6 +248,10 @@ def test_limit_trap_warnings() -> None:
     assert "quota 4 does not help" in found[0]
     assert found[1].startswith('Queue "team-a": spec.resources.memory.limit is 0')
     assert all("limit: -1" in w for w in found)
+    # A round trip neither invents a limit nor hides the trap.
+    again = Queue.from_manifest(q.to_manifest())
+    assert "limit" not in q.to_manifest()["spec"]["resources"]["gpu"]
+    assert again.warnings() == found
 
 
 def test_no_warning_when_limits_are_given() -> None:
