@@ -286,7 +286,7 @@ def _add_pod(
             built.events.append(Event("Pod", ns, name, "Warning", "PodGroupNotFound", message))
         jobs[(ns, grouped.name)] = job
     try:
-        task = task_from_pod(body, job.uid, status)
+        task = task_from_pod(body, job.uid, status, built.snapshot.now)
     except WorkloadError as exc:
         message = f"{doc.source}: {exc}"
         job.errors.append(message)

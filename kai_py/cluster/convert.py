@@ -220,7 +220,7 @@ def pod_status(obj: Manifest) -> TaskStatus | None:
     return TaskStatus.RUNNING if spec.get("nodeName") else TaskStatus.PENDING
 
 
-def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus) -> Task:
+def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -> Task:
     m = meta(obj)
     ns, name = str(m.get("namespace") or "default"), str(m["name"])
     fraction, memory, devices = gpu_share(obj)
@@ -234,6 +234,7 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus) -> Task:
             groups = groups + tuple(f"{groups[0]}-{i}" for i in range(len(groups), devices))
     role = "master" if _is_master(labels, name) else "worker"
     status_obj = obj.get("status") or {}
+    deadline = parse_time(m.get("deletionTimestamp"))
     return Task(
         uid=str(m.get("uid") or f"{ns}/{name}"),
         namespace=ns,
@@ -252,6 +253,7 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus) -> Task:
         start_time=parse_time(status_obj.get("startTime")),
         created=parse_time(m.get("creationTimestamp")) or 0.0,
         role=role,
+        stuck=status is TaskStatus.RELEASING and deadline is not None and deadline < now,
     )
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kai_py.scheduler.actions.allocate import allocate
+from kai_py.scheduler.actions.consolidation import consolidation
+from kai_py.scheduler.actions.preempt import preempt
+from kai_py.scheduler.actions.reclaim import reclaim
+from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.model import Job, Snapshot, Task, TaskStatus
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.session import Decisions, Eviction, Op, QueueFigures, Session
@@ -13,7 +17,13 @@ Action = Callable[[Session, Placer], None]
 
 
 def default_actions() -> list[tuple[str, Action]]:
-    return [("allocate", allocate)]
+    return [
+        ("allocate", allocate),
+        ("consolidation", consolidation),
+        ("reclaim", reclaim),
+        ("preempt", preempt),
+        ("stalegangeviction", stale_gang_eviction),
+    ]
 
 
 def run_cycle(snapshot: Snapshot, actions: list[tuple[str, Action]] | None = None) -> Decisions:
@@ -37,7 +47,7 @@ def close(session: Session) -> Decisions:
             message = eviction_message(rec.action, task.key, rec.by)
             d.evictions.append(Eviction(task, rec.action, rec.by, message))
             session.event("PodGroup", job.namespace, job.name, "Normal", "Evict", message)
-        elif rec.op is Op.ALLOCATE:
+        elif rec.op is Op.ALLOCATE and not task.shadow:
             placed[task.uid] = task
     for task in placed.values():
         if task.status is TaskStatus.ALLOCATED:

@@ -160,6 +160,10 @@ class Task:
     start_time: float | None = None
     created: float = 0.0
     role: str = "worker"  # "master" pods are evicted last
+    # Releasing past its deletion deadline: it holds its resources, but nothing may
+    # wait for them, since they may never be freed.
+    stuck: bool = False
+    shadow: bool = False  # a victim's planned new place (consolidation); never emitted
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
 

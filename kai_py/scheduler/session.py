@@ -67,6 +67,8 @@ class Decisions:
     events: list[Event] = field(default_factory=list)
     reasons: dict[str, list[Reason]] = field(default_factory=dict)  # job uid -> why not
     queues: dict[str, QueueFigures] = field(default_factory=dict)
+    # job uid -> since when it has run below minMember (None: it is not stale)
+    stale_since: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(slots=True, frozen=True)
@@ -172,7 +174,7 @@ class Session:
 
     def _node_change(self, node: Node, task: Task, sign: float) -> None:
         req = task.request
-        releasing = task.status in (TaskStatus.RELEASING, TaskStatus.EVICTED)
+        releasing = task.status in (TaskStatus.RELEASING, TaskStatus.EVICTED) and not task.stuck
         if task.claim_now:
             _add(node.used, req, sign)
             if releasing:

@@ -1,0 +1,42 @@
+"""consolidation: move running jobs so that a fragmented pending job fits.
+
+Only when the cluster has enough free resources in total (the job is
+blocked by fragmentation, not by capacity); a move is accepted only if every
+moved job finds a new place, and at most ``max_consolidation_victims`` pods
+move. Off under spread placement, whose point is to keep jobs apart.
+"""
+
+from __future__ import annotations
+
+from kai_py.scheduler.actions.common import demand, needed
+from kai_py.scheduler.actions.evicting import preemptors, victim_cost
+from kai_py.scheduler.actions.preempt import _always
+from kai_py.scheduler.actions.victims import VictimSearch, victim_units
+from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.resources import EPS
+from kai_py.scheduler.session import Session
+
+
+def consolidation(session: Session, placer: Placer) -> None:
+    if session.config.placement == "spread":
+        return
+    for job in preemptors(session):
+        want = demand(session, job, needed(job))
+        free_gpu = sum(n.free_gpus_future() for n in session.nodes.values() if n.ready)
+        free_cpu = sum(n.future_idle.cpu for n in session.nodes.values() if n.ready)
+        if want.gpu > free_gpu + EPS or want.cpu > free_cpu + EPS:
+            continue
+        candidates = sorted(
+            (v for v in session.jobs.values() if v.preemptible and v is not job),
+            key=victim_cost,
+        )
+        units = victim_units(candidates, lambda t: True)
+        if units:
+            VictimSearch(
+                session,
+                placer,
+                "consolidation",
+                _always,
+                replace_victims=True,
+                max_victims=session.config.max_consolidation_victims,
+            ).run(job, units)

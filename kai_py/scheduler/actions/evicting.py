@@ -1,0 +1,70 @@
+"""What reclaim, preempt and consolidation share: which jobs may try, and the runtime guard."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kai_py.scheduler.actions.allocate import gate, pending_jobs
+from kai_py.scheduler.actions.common import demand, needed
+from kai_py.scheduler.model import Job, Queue, Task
+from kai_py.scheduler.ordering import JobPicker
+from kai_py.scheduler.quota import check_capacity
+from kai_py.scheduler.resources import EPS, Res
+from kai_py.scheduler.session import Session
+
+
+def preemptors(session: Session) -> Iterator[Job]:
+    """Pending jobs that allocate could not place, in queue and job order."""
+    ready = [j for j in pending_jobs(session) if gate(session, j) is None]
+    picker = JobPicker(session, ready, lambda j: demand(session, j))
+    while (job := picker.pop()) is not None:
+        if check_capacity(session, job, demand(session, job, needed(job))) is None:
+            yield job
+
+
+def inherited(session: Session, queue_name: str, attr: str) -> float:
+    """A queue setting such as reclaimMinRuntime: the nearest queue up the tree that sets it."""
+    for queue in session.ancestors(queue_name):
+        value = getattr(queue, attr)
+        if value is not None:
+            return float(value)
+    return 0.0
+
+
+def old_enough(session: Session, task: Task, queue_name: str, attr: str) -> bool:
+    minimum = inherited(session, queue_name, attr)
+    if minimum <= 0:
+        return True
+    if task.start_time is None:
+        return False
+    return session.now - task.start_time >= minimum - EPS
+
+
+def contested(amount: Res) -> tuple[str, ...]:
+    """The resources a reclaim is about: GPUs for GPU jobs, else CPU and memory.
+
+    Comparing every resource would block all reclaims, because CPU and memory
+    fair shares are usually just "what is asked", which any eviction undercuts.
+    """
+    if amount.gpu > EPS:
+        return ("gpu",)
+    return tuple(r for r in ("cpu", "memory") if amount.get(r) > EPS) or ("cpu",)
+
+
+def saturation(queue: Queue, resources: tuple[str, ...]) -> float:
+    worst = 0.0
+    for res in resources:
+        used = queue.allocated.get(res)
+        share = queue.fair_share.get(res)
+        if used <= EPS:
+            continue
+        worst = max(worst, used / share if share > EPS else float("inf"))
+    return worst
+
+
+def victim_cost(job: Job) -> tuple[float, ...]:
+    """Cheapest victim first: lowest priority, then the smallest, then the newest."""
+    running = [t for t in job.tasks if t.start_time is not None]
+    size = sum(t.request.gpu + t.gpu_fraction for t in job.tasks)
+    newest = max((t.start_time or 0.0) for t in running) if running else 0.0
+    return (job.priority, size, -newest, job.created)

@@ -1,0 +1,50 @@
+"""preempt: inside one queue, evict strictly lower-priority preemptible jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kai_py.scheduler import reasons
+from kai_py.scheduler.actions.evicting import old_enough, preemptors, victim_cost
+from kai_py.scheduler.actions.victims import Unit, VictimSearch, victim_units
+from kai_py.scheduler.model import Job
+from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.reasons import Reason
+from kai_py.scheduler.session import Session
+
+
+def _always(_: Sequence[Unit]) -> bool:
+    return True
+
+
+def preempt(session: Session, placer: Placer) -> None:
+    for job in preemptors(session):
+        candidates = sorted(
+            (
+                v
+                for v in session.jobs.values()
+                if v.queue == job.queue and v.preemptible and v.priority < job.priority
+            ),
+            key=victim_cost,
+        )
+        units = victim_units(
+            candidates, lambda t: old_enough(session, t, job.queue, "preempt_min_runtime")
+        )
+        if units and VictimSearch(session, placer, "preempt", _always).run(job, units):
+            continue
+        session.explain(job, _why_not(job, bool(candidates)))
+
+
+def _why_not(job: Job, had_candidates: bool) -> Reason:
+    if not had_candidates:
+        text = (
+            f"Job {job.key} (priority {job.priority}) cannot preempt: queue {job.queue} runs no "
+            f"preemptible job of lower priority"
+        )
+    else:
+        text = (
+            f"Job {job.key} (priority {job.priority}) cannot preempt: evicting the lower-priority "
+            f"preemptible jobs of queue {job.queue} that have run their preemptMinRuntime would "
+            f"not free enough resources"
+        )
+    return Reason(reasons.NO_PREEMPT, text, {"priority": job.priority, "queue": job.queue})

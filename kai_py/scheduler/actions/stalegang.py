@@ -1,0 +1,31 @@
+"""stale gang eviction: a running gang below minMember for too long loses all its pods."""
+
+from __future__ import annotations
+
+from kai_py.scheduler.model import TaskStatus
+from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.session import Session
+
+
+def stale_gang_eviction(session: Session, placer: Placer) -> None:
+    for job in session.jobs.values():
+        running = [t for t in job.tasks if t.status is TaskStatus.RUNNING]
+        stale = 0 < len(running) < job.min_member
+        if not stale:
+            session.decisions.stale_since[job.uid] = None
+            continue
+        since = job.stale_since if job.stale_since is not None else session.now
+        session.decisions.stale_since[job.uid] = since
+        grace = job.staleness_grace
+        if grace is None or session.now - since < grace:
+            continue
+        stmt = session.statement()
+        for task in running:
+            stmt.evict(task, "stalegangeviction", None)
+        stmt.commit()
+        session.event(
+            "PodGroup", job.namespace, job.name, "Warning", "StaleJob",
+            f"Job {job.key} has run {len(running)} of its minMember {job.min_member} pods for "
+            f"{session.now - since:g}s, longer than its stalenessGracePeriod of {grace:g}s; "
+            f"all its pods are evicted so that the gang can start again as a whole",
+        )

@@ -1,0 +1,159 @@
+"""The victim search shared by reclaim, preempt and consolidation.
+
+Victims are added one unit at a time, cheapest first: the surplus pods of
+elastic jobs (workers before masters, newest first), then whole gangs (a
+gang that would fall below minMember goes as a whole). After each addition
+the preemptor is placed on what the victims release; if that works and the
+action's validator agrees, units that turn out not to be needed are put
+back one by one, and the smallest scenario found is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from kai_py.scheduler.actions.common import needed, place_tasks
+from kai_py.scheduler.model import Job, Task, TaskStatus
+from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.session import Session, Statement
+
+
+@dataclass(slots=True, eq=False)
+class Unit:
+    job: Job
+    tasks: list[Task]
+
+
+Validator = Callable[[Sequence[Unit]], bool]
+
+
+def _eviction_order(task: Task) -> tuple[bool, float, str]:
+    return (task.role == "master", -(task.start_time or 0.0), task.name)
+
+
+def victim_units(jobs: Iterable[Job], eligible: Callable[[Task], bool]) -> list[Unit]:
+    """Units in the order they are tried; a protected task keeps its whole gang safe."""
+    surplus: list[Unit] = []
+    gangs: list[Unit] = []
+    for job in jobs:
+        running = sorted((t for t in job.tasks if t.status is TaskStatus.RUNNING), key=_eviction_order)
+        if not running:
+            continue
+        spare = max(0, len(running) - job.min_member)
+        taken: list[Task] = []
+        for task in running[:spare]:
+            if not eligible(task):
+                break
+            surplus.append(Unit(job, [task]))
+            taken.append(task)
+        rest = [t for t in running if t not in taken]
+        if rest and all(eligible(t) for t in rest):
+            gangs.append(Unit(job, rest))
+    return surplus + gangs
+
+
+def _live(unit: Unit) -> bool:
+    return all(t.status is TaskStatus.RUNNING for t in unit.tasks)
+
+
+class VictimSearch:
+    def __init__(
+        self,
+        session: Session,
+        placer: Placer,
+        action: str,
+        validate: Validator,
+        *,
+        replace_victims: bool = False,
+        max_victims: int | None = None,
+        admit: Callable[[Unit], bool] | None = None,
+    ) -> None:
+        self.session = session
+        self.placer = placer
+        self.action = action
+        self.validate = validate
+        self.replace_victims = replace_victims
+        self.max_victims = max_victims
+        self.admit = admit
+
+    def run(self, preemptor: Job, units: Sequence[Unit]) -> bool:
+        """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing."""
+        stmt = self.session.statement()
+        chosen: list[Unit] = []
+        evicted = 0
+        for unit in units:
+            if not _live(unit) or (self.admit is not None and not self.admit(unit)):
+                continue
+            if self.max_victims is not None and evicted + len(unit.tasks) > self.max_victims:
+                break
+            chosen.append(unit)
+            evicted += len(unit.tasks)
+            for task in unit.tasks:
+                stmt.evict(task, self.action, preemptor)
+            mark = stmt.checkpoint()
+            if self._try(stmt, preemptor, chosen):
+                stmt.rollback(0)
+                self._prune(stmt, preemptor, chosen)
+                stmt.commit()
+                return True
+            stmt.rollback(mark)
+        stmt.rollback(0)
+        return False
+
+    def _scenario(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
+        for unit in units:
+            for task in unit.tasks:
+                stmt.evict(task, self.action, preemptor)
+        return self._try(stmt, preemptor, units)
+
+    def _prune(self, stmt: Statement, preemptor: Job, chosen: list[Unit]) -> None:
+        """Drop units the preemptor turned out not to need; leave the best scenario applied."""
+        index = 0
+        while index < len(chosen) - 1:
+            trial = chosen[:index] + chosen[index + 1 :]
+            if self._scenario(stmt, preemptor, trial):
+                chosen[:] = trial
+            else:
+                index += 1
+            stmt.rollback(0)
+        applied = self._scenario(stmt, preemptor, chosen)
+        assert applied, "a scenario that worked must work again"
+
+    def _try(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
+        result = place_tasks(self.session, stmt, self.placer, preemptor, needed(preemptor))
+        if not result.ok:
+            return False
+        if self.replace_victims and not self._replace(stmt, units):
+            return False
+        return self.validate(units)
+
+    def _replace(self, stmt: Statement, units: Sequence[Unit]) -> bool:
+        """Find every moved victim a new place (held by a shadow task)."""
+        for unit in units:
+            for task in unit.tasks:
+                shadow = shadow_of(task)
+                where = self.placer.find(shadow)
+                if where is None:
+                    return False
+                stmt.allocate(shadow, where.node, where.groups, where.pipelined)
+        return True
+
+
+def shadow_of(task: Task) -> Task:
+    return Task(
+        uid=f"{task.uid}~moved",
+        namespace=task.namespace,
+        name=task.name,
+        job_uid=task.job_uid,
+        request=task.request,
+        gpu_fraction=task.gpu_fraction,
+        gpu_memory_mib=task.gpu_memory_mib,
+        gpu_devices=task.gpu_devices,
+        node_selector=task.node_selector,
+        affinity=task.affinity,
+        tolerations=task.tolerations,
+        created=task.created,
+        role=task.role,
+        shadow=True,
+    )
