@@ -37,7 +37,7 @@ def parse_duration(text: str) -> float:
     """Return the duration in seconds; raise ValueError with a readable message."""
     if not isinstance(text, str):
         raise ValueError(f"must be a duration string ({_HINT}), got {text!r}")
-    body = text.strip()
+    body = text  # no stripping: Go's parser (and the CRD pattern) refuse spaces
     sign = 1.0
     if body and body[0] in "+-":
         sign = -1.0 if body[0] == "-" else 1.0

@@ -49,7 +49,8 @@ def parse_quantity(value: str | int | float) -> float:
         raise ValueError(f'must be a quantity such as 1, "500m" or "2Gi", got {value!r}')
     if isinstance(value, int | float):
         return float(value)
-    match = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
+    # No stripping: the API server's grammar has no spaces either.
+    match = _QUANTITY.match(value) if isinstance(value, str) else None
     if match is None:
         raise ValueError(f'must be a quantity such as 1, "500m" or "2Gi", got {value!r}')
     number, suffix = match.group(1), match.group(2) or ""

@@ -3,16 +3,20 @@ and the field, lenient handling of unknown fields, and manifest round trips."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kai_py.api import keys
 from kai_py.api.bindrequest import BindRequest
 from kai_py.api.common import ManifestError
-from kai_py.api.durations import format_duration, parse_duration
+from kai_py.api.durations import DURATION_PATTERN, format_duration, parse_duration
 from kai_py.api.podgroup import PodGroup, QueueDetails
 from kai_py.api.quantities import (
+    QUANTITY_PATTERN,
     ResourceAmounts,
     from_resource_map,
     parse_quantity,
@@ -466,3 +470,46 @@ def test_bindrequest_requires_spec() -> None:
 def test_bad_status_phase() -> None:
     manifest = bindrequest({}) | {"status": {"phase": "Done"}}
     assert 'BindRequest "ns/p1": status.phase: ' in error_of(BindRequest, manifest)
+
+
+# --- the CRD's duration pattern and the parser agree -------------------------
+
+
+# Strings made of duration-like tokens, so near misses are common.
+_DURATION_ALPHABET = st.lists(
+    st.sampled_from(["0", "1", "25", ".", "h", "m", "s", "ms", "us", "µs", "ns", "+", "-", " "]),
+    max_size=6,
+).map("".join)
+
+
+@given(_DURATION_ALPHABET)
+def test_pattern_and_parser_accept_the_same_strings(text: str) -> None:
+    by_pattern = re.search(DURATION_PATTERN, text) is not None
+    try:
+        parse_duration(text)
+        by_parser = True
+    except ValueError:
+        by_parser = False
+    assert by_pattern == by_parser, text
+
+
+@given(st.integers(min_value=-(10**6), max_value=10**6))
+def test_format_then_parse_is_identity(half_seconds: int) -> None:
+    assert parse_duration(format_duration(half_seconds / 2)) == half_seconds / 2
+
+
+_QUANTITY_TOKENS = st.lists(
+    st.sampled_from(["0", "5", ".", "m", "k", "M", "Gi", "Ki", "e", "E", "3", "+", "-", " ", "i"]),
+    max_size=6,
+).map("".join)
+
+
+@given(_QUANTITY_TOKENS)
+def test_quantity_pattern_and_parser_accept_the_same_strings(text: str) -> None:
+    by_pattern = re.search(QUANTITY_PATTERN, text) is not None
+    try:
+        parse_quantity(text)
+        by_parser = True
+    except ValueError:
+        by_parser = False
+    assert by_pattern == by_parser, text
