@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kai_py.api import keys
+from kai_py.emulator.nodes.annotations import EMULATED_NODE
 from kai_py.emulator.nodes.quantity import QuantityError, parse_quantity
 
 API_VERSION: Final = "kai-py.dev/v1"
@@ -296,7 +297,7 @@ def node_manifest(name: str, group: NodeGroup, index: int, now: str) -> dict[str
             "labels": labels,
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
-                "kai-py.dev/emulated": "true",
+                EMULATED_NODE: "true",
                 **group.annotations,
             },
         },

@@ -1,0 +1,150 @@
+"""``kai-py dev``: an emulated cluster with GPU nodes that kubectl can use.
+
+Starts the API server, the simulated nodes and the built-in controllers,
+applies kai-py's CRDs, prints the ``export KUBECONFIG=...`` line, and runs
+until Ctrl-C or SIGTERM, then stops cleanly (exit 0). Exit 2: a bad
+cluster file; exit 1: the cluster could not start (e.g. the port is taken).
+
+The operator runs as its own process against the kubeconfig, as it would
+against a real cluster. That also keeps the layers apart: the emulator
+never imports the scheduler or the controllers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from kai_py.api import keys
+from kai_py.emulator.cluster_spec import ClusterSpec, ClusterSpecError, load_cluster
+from kai_py.emulator.dev_cluster import DevCluster
+
+#: The module that will run the kai-py operator (``python -m <module>``).
+#: Until it exists, ``kai-py dev`` runs the emulator alone and says so.
+OPERATOR_MODULE = "kai_py.controllers.operator"
+
+
+def _say(message: str, stream: TextIO | None = None) -> None:
+    print(message, file=stream or sys.stdout, flush=True)
+
+
+def operator_command() -> list[str] | None:
+    """How to start the operator, or None while it is not part of kai-py yet."""
+    try:
+        found = importlib.util.find_spec(OPERATOR_MODULE)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        return None
+    return [sys.executable, "-m", OPERATOR_MODULE]
+
+
+def _summary(spec: ClusterSpec) -> str:
+    groups = spec.node_groups()
+    gpus = sum(group.gpus for group in groups.values())
+    products = sorted({g.gpu_product for g in groups.values() if g.gpus})
+    what = f"{len(groups)} nodes, {gpus} GPUs"
+    if products:
+        what += f" ({', '.join(products)})"
+    return what
+
+
+async def _serve(spec: ClusterSpec, kubeconfig: Path | None, port: int, no_operator: bool) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    tmpdir: tempfile.TemporaryDirectory[str] | None = None
+    if kubeconfig is None:
+        tmpdir = tempfile.TemporaryDirectory(prefix="kai-py-dev-")
+        kubeconfig = Path(tmpdir.name) / "kubeconfig"
+    cluster = DevCluster(spec, port=port, kubeconfig_path=kubeconfig)
+    operator: subprocess.Popen[bytes] | None = None
+    try:
+        try:
+            await cluster.start()
+        except OSError as exc:
+            _say(
+                f"kai-py dev: cannot start the API server on port {port}: {exc.strerror or exc}",
+                sys.stderr,
+            )
+            return 1
+        _say(f"kai-py dev: emulated cluster at {cluster.url}: {_summary(spec)}")
+        _say(f"kai-py dev: CRDs applied; namespace {keys.RESERVATION_NAMESPACE} created")
+        _say(f"export KUBECONFIG={Path(cluster.kubeconfig_path).resolve()}")
+        if not no_operator:
+            operator = _start_operator(cluster.kubeconfig_path)
+        _say("kai-py dev: running; Ctrl-C stops it")
+        while not stop.is_set():
+            waiter = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([waiter], timeout=1.0)
+            waiter.cancel()
+            if operator is not None and operator.poll() is not None:
+                _say(
+                    f"kai-py dev: the operator exited with code {operator.returncode}; "
+                    "the emulator keeps running",
+                    sys.stderr,
+                )
+                operator = None
+        _say("kai-py dev: stopping")
+        return 0
+    finally:
+        if operator is not None:
+            _stop_operator(operator)
+        await cluster.close()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        if tmpdir is not None:
+            tmpdir.cleanup()
+
+
+def _start_operator(kubeconfig: str) -> subprocess.Popen[bytes] | None:
+    """The hook where the operator starts against the emulated cluster."""
+    command = operator_command()
+    if command is None:
+        _say(
+            "kai-py dev: the kai-py operator is not available yet; running the emulator "
+            "alone (pods of kai-scheduler stay Pending)"
+        )
+        return None
+    env = dict(os.environ, KUBECONFIG=kubeconfig)
+    _say(f"kai-py dev: starting the operator: {' '.join(command)}")
+    return subprocess.Popen(command, env=env)
+
+
+def _stop_operator(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+
+
+def run_dev(
+    cluster_file: Path | None, kubeconfig: Path | None, port: int, no_operator: bool
+) -> int:
+    """The ``kai-py dev`` command; returns the exit code."""
+    try:
+        spec = load_cluster(cluster_file)
+    except ClusterSpecError as exc:
+        _say(f"kai-py dev: bad cluster file: {exc}", sys.stderr)
+        return 2
+    if not 0 <= port <= 65535:
+        _say(f"kai-py dev: --port {port} is not a TCP port (0-65535)", sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_serve(spec, kubeconfig, port, no_operator))
+    except KeyboardInterrupt:  # a second Ctrl-C while stopping
+        return 130

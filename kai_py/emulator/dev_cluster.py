@@ -1,0 +1,335 @@
+"""``DevCluster``: the whole emulated cluster as one object, for ``kai-py dev`` and tests.
+
+API server + simulated nodes (kubelets, device plugins) + built-in
+controllers (Job, Deployment, ReplicaSet, a default scheduler), with the
+kai-py CRDs applied. Async::
+
+    async with DevCluster() as cluster:              # default: 4 x 8 GPU + 2 CPU nodes
+        print(cluster.kubeconfig_path)               # KUBECONFIG for kubectl / clients
+        await cluster.store.create("pods", {...})    # in process, no HTTP
+        cluster.faults.add(verb="create", resource="pods", code=500, fraction=0.3)
+        cluster.node_faults.add(verb="patch", resource="pods/status", code=409, times=3)
+        cluster.drop_watches()                       # every watch, HTTP and in process
+        await cluster.restart()                      # stop everything, start on the same state
+
+From sync code (kubectl, the sync kubernetes client), ``ThreadedDevCluster``
+runs the same thing on a loop in a background thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kai_py.api import keys
+from kai_py.emulator.cluster_spec import ClusterSpec, default_cluster
+from kai_py.emulator.controllers.client import Json
+from kai_py.emulator.controllers.manager import ControllerManager
+from kai_py.emulator.controllers.store_client import StoreClient
+from kai_py.emulator.errors import ApiError
+from kai_py.emulator.faults import FaultSet
+from kai_py.emulator.nodes.fleet import NodeFleet
+from kai_py.emulator.nodes.kubelet import Kubelet
+from kai_py.emulator.server import EmulatedAPIServer
+from kai_py.emulator.store import Store
+from kai_py.emulator.timesource import Clock, SystemClock
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def kai_crds() -> list[Json]:
+    """The CustomResourceDefinitions of kai-py (Queue, PodGroup, BindRequest)."""
+    try:
+        from kai_py.api.crdgen import crd_documents
+    except ImportError:  # pragma: no cover - only while the API package is being built
+        return _crds_from_repo()
+    return [dict(doc) for doc in crd_documents()]
+
+
+def _crds_from_repo() -> list[Json]:
+    import yaml
+
+    folder = Path(__file__).resolve().parents[2] / "crds"
+    docs: list[Json] = []
+    for path in sorted(folder.glob("*.yaml")):
+        docs.extend(d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict))
+    return docs
+
+
+class DevCluster:
+    """An emulated cluster running on the current event loop."""
+
+    def __init__(
+        self,
+        spec: ClusterSpec | None = None,
+        *,
+        port: int = 0,
+        kubeconfig_path: str | os.PathLike[str] | None = None,
+        clock: Clock | None = None,
+        store: Store | None = None,
+        default_scheduler: bool = True,
+        apply_crds: bool = True,
+        events: bool = True,
+        heartbeat: bool = True,
+        job_failure_backoff: float = 10.0,
+        bookmark_interval: float = 10.0,
+    ) -> None:
+        self.spec = spec or default_cluster()
+        self.clock: Clock = clock or SystemClock()
+        self.server = EmulatedAPIServer(
+            port=port,
+            kubeconfig_path=kubeconfig_path,
+            store=store,
+            bookmark_interval=bookmark_interval,
+        )
+        #: Faults for the simulated nodes and controllers (``server.faults`` is for HTTP).
+        self.node_faults = FaultSet()
+        self._options: dict[str, Any] = {
+            "default_scheduler": default_scheduler,
+            "events": events,
+            "heartbeat": heartbeat,
+            "job_failure_backoff": job_failure_backoff,
+        }
+        self._apply_crds = apply_crds
+        self.fleet: NodeFleet | None = None
+        self.controllers: ControllerManager | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._bootstrapped = False
+
+    # ---- what tests and users reach for -----------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        return self.server.store
+
+    @property
+    def faults(self) -> FaultSet:
+        """Faults for requests over HTTP (the operator, kubectl, clients under test)."""
+        return self.server.faults
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def kubeconfig_path(self) -> str:
+        return self.server.kubeconfig_path
+
+    @property
+    def running(self) -> bool:
+        return bool(self._tasks)
+
+    def kubelet(self, node: str) -> Kubelet:
+        assert self.fleet is not None, "not started"
+        kubelet = self.fleet.kubelet_of(node)
+        if kubelet is None:
+            raise KeyError(node)
+        return kubelet
+
+    def drop_watches(self) -> int:
+        """End every open watch, HTTP and in-process; watchers must resume on their own."""
+        return self.store.close_watches()
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> DevCluster:
+        if self._tasks:
+            return self
+        await self.server.start()
+        if not self._bootstrapped:
+            await self._bootstrap()
+            self._bootstrapped = True
+        client = StoreClient(self.store, faults=self.node_faults)
+        self.fleet = NodeFleet(
+            client,
+            self.spec,
+            self.clock,
+            events=self._options["events"],
+            heartbeat=self._options["heartbeat"],
+        )
+        self.controllers = ControllerManager(
+            client,
+            self.clock,
+            default_scheduler=self._options["default_scheduler"],
+            job_failure_backoff=self._options["job_failure_backoff"],
+            events=self._options["events"],
+        )
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self.fleet.run(), name="kai-py-nodes"),
+            loop.create_task(self.controllers.run(), name="kai-py-controllers"),
+        ]
+        fleet, controllers = self.fleet, self.controllers
+
+        async def both_ready() -> None:
+            await fleet.ready.wait()
+            await controllers.ready.wait()
+
+        ready = loop.create_task(both_ready())
+        watched: list[asyncio.Task[None]] = [ready, *self._tasks]
+        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED, timeout=30)
+        if ready not in done:
+            ready.cancel()
+            crashed = [t for t in self._tasks if t.done() and not t.cancelled()]
+            await self.stop()
+            if crashed:
+                crashed[0].result()  # raises why it stopped
+            raise TimeoutError("the emulated nodes and controllers did not start")
+        return self
+
+    async def _bootstrap(self) -> None:
+        """What a fresh cluster has: namespaces and, for kai-py, its CRDs."""
+        for name in [keys.RESERVATION_NAMESPACE, *self.spec.namespaces]:
+            with contextlib.suppress(ApiError):  # 409: there already (restarted store)
+                await self.store.create(
+                    "namespaces",
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                )
+        if self._apply_crds:
+            for crd in kai_crds():
+                try:
+                    await self.store.create("customresourcedefinitions", crd)
+                except ApiError as exc:
+                    if exc.code != 409:
+                        raise
+
+    async def stop(self) -> None:
+        """Stop nodes, controllers and the server; the state stays for ``start``."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.server.stop()
+
+    async def restart(self) -> None:
+        """A full restart (API server, kubelets, controllers) on the same state and port."""
+        await self.stop()
+        await self.start()
+
+    async def close(self) -> None:
+        await self.stop()
+        await self.server.close()
+
+    async def __aenter__(self) -> DevCluster:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---- waiting -----------------------------------------------------------------------------
+
+    async def wait_for(
+        self,
+        check: Callable[[], Awaitable[T | None]],
+        timeout: float = 10.0,
+        interval: float = 0.01,
+    ) -> T:
+        """Poll ``check`` until it returns something other than None/False."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            result = await check()
+            if result is not None and result is not False:
+                return result
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError("condition not met in time")
+            await asyncio.sleep(interval)
+
+    async def wait_pod_phase(
+        self, namespace: str, name: str, phase: str, timeout: float = 10.0
+    ) -> Json:
+        async def check() -> Json | None:
+            try:
+                pod = await self.store.get("pods", namespace, name)
+            except ApiError:
+                return None
+            return pod if (pod.get("status") or {}).get("phase") == phase else None
+
+        return await self.wait_for(check, timeout)
+
+
+class ThreadedDevCluster:
+    """A ``DevCluster`` on its own event loop in a daemon thread, for sync code."""
+
+    def __init__(self, spec: ClusterSpec | None = None, **kwargs: Any) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="kai-py-dev-cluster", daemon=True)
+        self._spec = spec
+        self._kwargs = kwargs
+        self._cluster: DevCluster | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_forever()
+
+    @property
+    def cluster(self) -> DevCluster:
+        assert self._cluster is not None, "not started"
+        return self._cluster
+
+    @property
+    def kubeconfig_path(self) -> str:
+        return self.cluster.kubeconfig_path
+
+    @property
+    def store(self) -> Store:
+        return self.cluster.store
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def call(self, awaitable: Awaitable[T], timeout: float = 30.0) -> T:
+        """Run a coroutine on the cluster's loop and return its result."""
+
+        async def wrap() -> T:
+            return await awaitable
+
+        return asyncio.run_coroutine_threadsafe(wrap(), self._loop).result(timeout)
+
+    def start(self) -> ThreadedDevCluster:
+        self._thread.start()
+
+        async def make() -> DevCluster:
+            return await DevCluster(self._spec, **self._kwargs).start()
+
+        self._cluster = self.call(make())
+        return self
+
+    def restart(self) -> None:
+        self.call(self.cluster.restart())
+
+    def stop(self) -> None:
+        if self._cluster is not None:
+            self.call(self._cluster.close())
+            self._cluster = None
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        if not self._loop.is_running():
+            self._loop.close()
+
+    def __enter__(self) -> ThreadedDevCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def dev_cluster_in_thread(
+    spec: ClusterSpec | None = None, **kwargs: Any
+) -> Iterator[ThreadedDevCluster]:
+    cluster = ThreadedDevCluster(spec, **kwargs).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

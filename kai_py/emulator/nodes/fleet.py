@@ -1,0 +1,201 @@
+"""All simulated nodes of a cluster: Node objects, kubelets, heartbeats.
+
+One pod informer and one work queue serve every kubelet: a real cluster has
+one watch per kubelet, but thousands of in-process watches would only cost
+memory. Each pod key goes to the kubelet of its node (or of the node that
+last ran it, so a deleted pod's cards are freed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from functools import partial
+
+from kai_py.emulator.cluster_spec import ClusterSpec, node_conditions, node_ip, node_manifest
+from kai_py.emulator.controllers.client import (
+    LEASES,
+    NODES,
+    PODS,
+    ClusterClient,
+    Json,
+    obj_key,
+    with_retries,
+)
+from kai_py.emulator.controllers.runtime import Informer, WorkQueue
+from kai_py.emulator.errors import ApiError
+from kai_py.emulator.nodes.kubelet import Kubelet
+from kai_py.emulator.timesource import Clock, rfc3339
+
+log = logging.getLogger(__name__)
+
+# The kubelet's defaults: renew the node Lease every 10 s, valid for 40 s.
+LEASE_RENEW_SECONDS = 10.0
+LEASE_DURATION_SECONDS = 40
+
+
+def _micro_time(seconds: float) -> str:
+    """metav1.MicroTime, what Lease.spec.renewTime holds."""
+    whole = rfc3339(seconds)[:-1]
+    return f"{whole}.{int((seconds % 1) * 1_000_000):06d}Z"
+
+
+class NodeFleet:
+    """Registers the nodes of ``spec`` and runs their kubelets until cancelled."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        spec: ClusterSpec,
+        clock: Clock,
+        *,
+        events: bool = True,
+        heartbeat: bool = True,
+    ) -> None:
+        self.client = client
+        self.spec = spec
+        self.clock = clock
+        self.heartbeat = heartbeat
+        self.pods = Informer(client, PODS)
+        self.nodes = Informer(client, NODES)
+        self.queue = WorkQueue(self._reconcile, name="kubelet")
+        self.kubelets: dict[str, Kubelet] = {}
+        self._ran_on: dict[str, str] = {}  # pod key -> node whose kubelet knows it
+        self.ready = asyncio.Event()
+        for index, (name, group) in enumerate(spec.node_groups().items()):
+            self.kubelets[name] = Kubelet(
+                name,
+                group,
+                index,
+                client,
+                clock,
+                get_pod=self.pods.get,
+                wake=self.queue.add,
+                remember=self.pods.remember,
+                host_ip=node_ip(index),
+                events=events,
+            )
+        self.pods.add_handler(self._on_pod)
+        self.nodes.add_handler(self._on_node)
+
+    def kubelet_of(self, node: str) -> Kubelet | None:
+        return self.kubelets.get(node)
+
+    def _on_pod(self, _type: str, obj: Json, old: Json | None) -> None:
+        key = obj_key(obj)
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node in self.kubelets or key in self._ran_on:
+            self.queue.add(key)
+
+    def _on_node(self, _type: str, obj: Json, _old: Json | None) -> None:
+        kubelet = self.kubelets.get(str((obj.get("metadata") or {}).get("name")))
+        if kubelet is not None:
+            kubelet.labels = dict((obj.get("metadata") or {}).get("labels") or {})
+
+    async def _reconcile(self, key: str) -> None:
+        pod = self.pods.get(key)
+        node = (pod.get("spec") or {}).get("nodeName") if pod else None
+        previous = self._ran_on.get(key)
+        if previous is not None and previous != node:
+            self.kubelets[previous].drop(key)
+            del self._ran_on[key]
+        kubelet = self.kubelets.get(str(node)) if node else None
+        if kubelet is None:
+            return
+        await kubelet.reconcile(key)
+        if key in kubelet.records:
+            self._ran_on[key] = kubelet.name
+        else:
+            self._ran_on.pop(key, None)
+
+    async def register(self) -> None:
+        """Create the Node objects; on a restart, keep what is there and refresh status."""
+        now = rfc3339(self.clock.time())
+        attach = getattr(self.client, "attach_kubelet", None)
+        for index, (name, group) in enumerate(self.spec.node_groups().items()):
+            manifest = node_manifest(name, group, index, now)
+            try:
+                stored = await with_retries(partial(self.client.create, NODES, manifest))
+            except ApiError as exc:
+                if exc.code != 409:
+                    raise
+                stored = await with_retries(partial(self.client.get, NODES, name))
+            # Create may drop status (it does for some types); write it as the kubelet does.
+            status = dict(manifest["status"])
+            status["conditions"] = node_conditions(now)
+            await with_retries(
+                partial(self.client.patch, NODES, name, {"status": status}, subresource="status")
+            )
+            self.kubelets[name].labels = dict(stored["metadata"].get("labels") or {})
+            if attach is not None:
+                attach(name)
+
+    async def run(self) -> None:
+        await self.register()
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks.append(group.create_task(self.nodes.run()))
+                tasks.append(group.create_task(self.pods.run()))
+                await self.pods.synced.wait()
+                self._restore()
+                tasks.append(group.create_task(self.queue.run()))
+                if self.heartbeat:
+                    tasks.append(group.create_task(self._heartbeat()))
+                self.ready.set()
+        finally:
+            for kubelet in self.kubelets.values():
+                kubelet.close()
+            detach = getattr(self.client, "detach_kubelet", None)
+            if detach is not None:
+                for name in self.kubelets:
+                    detach(name)
+
+    def _restore(self) -> None:
+        by_node: dict[str, list[Json]] = {}
+        for pod in self.pods.values():
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node in self.kubelets:
+                by_node.setdefault(str(node), []).append(pod)
+        for name, pods in by_node.items():
+            kubelet = self.kubelets[name]
+            kubelet.restore(pods)
+            for key in kubelet.records:
+                self._ran_on[key] = name
+            for pod in pods:
+                self.queue.add(obj_key(pod))
+
+    async def _heartbeat(self) -> None:
+        """Renew each node's Lease in kube-node-lease, as kubelets do every 10 s."""
+        while True:
+            for name in self.kubelets:
+                with contextlib.suppress(Exception):
+                    await self._renew_lease(name)
+            await self.clock.sleep(LEASE_RENEW_SECONDS)
+
+    async def _renew_lease(self, name: str) -> None:
+        now = _micro_time(self.clock.time())
+        spec = {
+            "holderIdentity": name,
+            "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+            "renewTime": now,
+        }
+        try:
+            await self.client.patch(LEASES, name, {"spec": spec}, namespace="kube-node-lease")
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            node = self.nodes.get(name) or {}
+            lease: Json = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": "kube-node-lease"},
+                "spec": spec,
+            }
+            uid = (node.get("metadata") or {}).get("uid")
+            if uid:
+                lease["metadata"]["ownerReferences"] = [
+                    {"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}
+                ]
+            await self.client.create(LEASES, lease, namespace="kube-node-lease")
