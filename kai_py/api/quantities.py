@@ -8,6 +8,7 @@ fractional values as strings ("1.5") and whole ones as integers.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Final, NamedTuple
 
@@ -54,9 +55,10 @@ def parse_quantity(value: str | int | float) -> float:
     if match is None:
         raise ValueError(f'must be a quantity such as 1, "500m" or "2Gi", got {value!r}')
     number, suffix = match.group(1), match.group(2) or ""
-    if suffix[:1] in ("e", "E"):
-        return float(number + suffix)
-    return float(number) * _SUFFIX[suffix]
+    if suffix in _SUFFIX:  # "E" and "Ei" are exa and exbi, not exponents
+        return float(number) * _SUFFIX[suffix]
+    # An exponent; the API server's grammar allows a fractional one ("1e.5").
+    return float(number) * math.pow(10.0, float(suffix[1:]))
 
 
 def format_quantity(value: float) -> int | str:

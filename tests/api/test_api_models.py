@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kai_py.api import keys
@@ -101,7 +101,16 @@ def test_format_duration() -> None:
 
 @pytest.mark.parametrize(
     ("value", "number"),
-    [("500m", 0.5), ("2Gi", 2 * 2**30), ("1.5", 1.5), (3, 3.0), ("1e3", 1000.0), ("4k", 4000.0)],
+    [
+        ("500m", 0.5),
+        ("2Gi", 2 * 2**30),
+        ("1.5", 1.5),
+        (3, 3.0),
+        ("1e3", 1000.0),
+        ("4k", 4000.0),
+        ("2E", 2e18),
+        ("1E3", 1000.0),
+    ],
 )
 def test_parse_quantity(value: str | int, number: float) -> None:
     assert parse_quantity(value) == number
@@ -482,6 +491,7 @@ _DURATION_ALPHABET = st.lists(
 ).map("".join)
 
 
+@settings(derandomize=True, max_examples=500)
 @given(_DURATION_ALPHABET)
 def test_pattern_and_parser_accept_the_same_strings(text: str) -> None:
     by_pattern = re.search(DURATION_PATTERN, text) is not None
@@ -499,11 +509,14 @@ def test_format_then_parse_is_identity(half_seconds: int) -> None:
 
 
 _QUANTITY_TOKENS = st.lists(
-    st.sampled_from(["0", "5", ".", "m", "k", "M", "Gi", "Ki", "e", "E", "3", "+", "-", " ", "i"]),
+    st.sampled_from(
+        ["0", "5", ".", "m", "k", "M", "Gi", "Ki", "e", "E", "3", "+", "-", " ", "i", "u"]
+    ),
     max_size=6,
 ).map("".join)
 
 
+@settings(derandomize=True, max_examples=500)
 @given(_QUANTITY_TOKENS)
 def test_quantity_pattern_and_parser_accept_the_same_strings(text: str) -> None:
     by_pattern = re.search(QUANTITY_PATTERN, text) is not None
