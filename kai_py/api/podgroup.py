@@ -12,7 +12,6 @@ from pydantic import Field, model_validator
 from kai_py.api import keys
 from kai_py.api.common import (
     NO_SERVER_DEFAULT,
-    Condition,
     Duration,
     FieldValueError,
     Int32,
@@ -178,9 +177,15 @@ class SchedulingCondition(KubeModel):
     transition_id: str | None = Field(default=None, alias="transitionID")
 
 
-class PodGroupCondition(Condition):
-    """A condition of the group as a whole."""
+class PodGroupCondition(KubeModel):
+    """A condition of the group as a whole. Nothing is required, as in KAI's CRD,
+    so that a status KAI wrote always loads."""
 
+    type: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: datetime | None = None
     transition_id: str | None = Field(default=None, alias="transitionID")
 
 
