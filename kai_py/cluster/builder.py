@@ -37,8 +37,17 @@ from kai_py.scheduler.session import Event
 
 OWNER_KINDS = frozenset(
     {
-        "Job", "Deployment", "ReplicaSet", "StatefulSet", "CronJob",
-        "PyTorchJob", "TFJob", "MPIJob", "XGBoostJob", "JAXJob", "PaddleJob",
+        "Job",
+        "Deployment",
+        "ReplicaSet",
+        "StatefulSet",
+        "CronJob",
+        "PyTorchJob",
+        "TFJob",
+        "MPIJob",
+        "XGBoostJob",
+        "JAXJob",
+        "PaddleJob",
     }
 )
 IGNORED_KINDS = frozenset({"Namespace"})
@@ -55,7 +64,9 @@ class Built:
 def _name(doc: Document) -> str:
     name = meta(doc.body).get("name")
     if not name:
-        raise InputError([f"{doc.source}: {doc.body.get('kind')}: metadata.name: required field is missing"])
+        raise InputError(
+            [f"{doc.source}: {doc.body.get('kind')}: metadata.name: required field is missing"]
+        )
     return str(name)
 
 
@@ -67,10 +78,19 @@ def default_queues() -> list[Queue]:
     """What KAI's default install creates: default-parent-queue / default-queue."""
     unlimited = Res(float("inf"), float("inf"), float("inf"))
     return [
-        Queue(keys.DEFAULT_PARENT_QUEUE, None, quota=Res(), limit=unlimited.copy(), weight=Res(1, 1, 1)),
         Queue(
-            keys.DEFAULT_QUEUE, keys.DEFAULT_PARENT_QUEUE,
-            quota=Res(), limit=unlimited.copy(), weight=Res(1, 1, 1),
+            keys.DEFAULT_PARENT_QUEUE,
+            None,
+            quota=Res(),
+            limit=unlimited.copy(),
+            weight=Res(1, 1, 1),
+        ),
+        Queue(
+            keys.DEFAULT_QUEUE,
+            keys.DEFAULT_PARENT_QUEUE,
+            quota=Res(),
+            limit=unlimited.copy(),
+            weight=Res(1, 1, 1),
         ),
     ]
 
@@ -89,8 +109,12 @@ def queue_from_model(q: QueueModel) -> Queue:
         weight=weight,
         priority=q.spec.priority,
         created=parse_time(q.metadata.creation_timestamp) or 0.0,
-        preempt_min_runtime=q.spec.preempt_min_runtime_seconds if q.spec.preempt_min_runtime else None,
-        reclaim_min_runtime=q.spec.reclaim_min_runtime_seconds if q.spec.reclaim_min_runtime else None,
+        preempt_min_runtime=q.spec.preempt_min_runtime_seconds
+        if q.spec.preempt_min_runtime
+        else None,
+        reclaim_min_runtime=q.spec.reclaim_min_runtime_seconds
+        if q.spec.reclaim_min_runtime
+        else None,
     )
 
 
@@ -147,7 +171,9 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
                 fatal.extend(f"{doc.source}: {line}" for line in str(exc).splitlines())
                 continue
             if name in queues:
-                fatal.append(f"{doc.source}: Queue {name}: defined twice (also in {queue_sources[name]})")
+                fatal.append(
+                    f"{doc.source}: Queue {name}: defined twice (also in {queue_sources[name]})"
+                )
             queues[name] = queue_from_model(model)
             queue_sources[name] = doc.source
             events.extend(
@@ -156,7 +182,9 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
         elif kind == "PriorityClass":
             value = doc.body.get("value")
             if not isinstance(value, int) or isinstance(value, bool):
-                fatal.append(f"{doc.source}: PriorityClass {name}: value: must be an integer, got {value!r}")
+                fatal.append(
+                    f"{doc.source}: PriorityClass {name}: value: must be an integer, got {value!r}"
+                )
             else:
                 priority_classes[name] = value
         elif kind == "PodGroup":
@@ -184,12 +212,16 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
         job = _job_from_podgroup(doc, priority_classes, events)
         jobs[(job.namespace, job.name)] = job
 
-    built = Built(Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()), events)
+    built = Built(
+        Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()), events
+    )
     node_names = {n.name for n in nodes}
     for doc in pods:
         _add_pod(doc, jobs, owners, priority_classes, nodes, node_names, built)
     built.snapshot.jobs = list(jobs.values())
-    if keys.DEFAULT_QUEUE not in queues and any(j.queue == keys.DEFAULT_QUEUE for j in jobs.values()):
+    if keys.DEFAULT_QUEUE not in queues and any(
+        j.queue == keys.DEFAULT_QUEUE for j in jobs.values()
+    ):
         # Workloads without a queue label land in default-queue, which KAI's install creates.
         for q in default_queues():
             queues.setdefault(q.name, q)
@@ -270,7 +302,9 @@ def _add_pod(
         return
     grouped = group_for_pod(body, owners, classes)
     for warning in grouped.warnings:
-        built.events.append(Event("Pod", ns, name, "Warning", "PodGrouperWarning", f"{doc.source}: {warning}"))
+        built.events.append(
+            Event("Pod", ns, name, "Warning", "PodGrouperWarning", f"{doc.source}: {warning}")
+        )
     job = jobs.get((ns, grouped.name))
     if job is None:
         if grouped.podgroup is not None:
@@ -280,9 +314,17 @@ def _add_pod(
                 f"{doc.source}: Pod {ns}/{name}: metadata.annotations[{keys.POD_GROUP_ANNOTATION}]: "
                 f"PodGroup {grouped.name!r} does not exist in namespace {ns}"
             )
-            job = Job(uid=f"missing:{ns}/{grouped.name}", namespace=ns, name=grouped.name,
-                      queue=keys.DEFAULT_QUEUE, priority=0, preemptible=True, min_member=1,
-                      created=parse_time(m.get("creationTimestamp")) or 0.0, errors=[message])
+            job = Job(
+                uid=f"missing:{ns}/{grouped.name}",
+                namespace=ns,
+                name=grouped.name,
+                queue=keys.DEFAULT_QUEUE,
+                priority=0,
+                preemptible=True,
+                min_member=1,
+                created=parse_time(m.get("creationTimestamp")) or 0.0,
+                errors=[message],
+            )
             built.events.append(Event("Pod", ns, name, "Warning", "PodGroupNotFound", message))
         jobs[(ns, grouped.name)] = job
     try:
@@ -291,13 +333,21 @@ def _add_pod(
         message = f"{doc.source}: {exc}"
         job.errors.append(message)
         built.events.append(Event("Pod", ns, name, "Warning", "InvalidPod", message))
-        task = Task(uid=str(m.get("uid") or f"{ns}/{name}"), namespace=ns, name=name,
-                    job_uid=job.uid, request=Res(), status=TaskStatus.PENDING,
-                    created=parse_time(m.get("creationTimestamp")) or 0.0)
+        task = Task(
+            uid=str(m.get("uid") or f"{ns}/{name}"),
+            namespace=ns,
+            name=name,
+            job_uid=job.uid,
+            request=Res(),
+            status=TaskStatus.PENDING,
+            created=parse_time(m.get("creationTimestamp")) or 0.0,
+        )
         if status is not TaskStatus.PENDING:
             task.status, task.node_name = status, str(spec.get("nodeName"))
     if task.node_name is not None and task.node_name not in node_names:
-        message = f"{doc.source}: Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"
+        message = (
+            f"{doc.source}: Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"
+        )
         built.events.append(Event("Pod", ns, name, "Warning", "NodeNotFound", message))
         return
     job.tasks.append(task)

@@ -87,7 +87,9 @@ def node_from_manifest(obj: Manifest) -> Node:
     gpu_memory = 0.0
     if keys.GPU_MEMORY_NODE_LABEL in labels:
         gpu_memory = _quantity(
-            who, f"metadata.labels[{keys.GPU_MEMORY_NODE_LABEL}]", labels[keys.GPU_MEMORY_NODE_LABEL]
+            who,
+            f"metadata.labels[{keys.GPU_MEMORY_NODE_LABEL}]",
+            labels[keys.GPU_MEMORY_NODE_LABEL],
         )
     taints = tuple(
         Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
@@ -125,7 +127,9 @@ def pod_requests(obj: Manifest) -> Res:
         total.add(container_res(c, f"spec.containers[{i}]"))
     for i, c in enumerate(spec.get("initContainers") or []):
         init = container_res(c, f"spec.initContainers[{i}]")
-        total = Res(max(total.cpu, init.cpu), max(total.memory, init.memory), max(total.gpu, init.gpu))
+        total = Res(
+            max(total.cpu, init.cpu), max(total.memory, init.memory), max(total.gpu, init.gpu)
+        )
     return total
 
 
@@ -150,14 +154,20 @@ def gpu_share(obj: Manifest) -> tuple[float, float, int]:
         try:
             fraction = float(raw)
         except (TypeError, ValueError):
-            raise WorkloadError(who, path, f"must be a number between 0 and 1, got {raw!r}") from None
+            raise WorkloadError(
+                who, path, f"must be a number between 0 and 1, got {raw!r}"
+            ) from None
         if not 0 < fraction < 1 or math.isnan(fraction):
             raise WorkloadError(
-                who, path, f"must be above 0 and below 1 (use nvidia.com/gpu for whole GPUs), got {raw!r}"
+                who,
+                path,
+                f"must be above 0 and below 1 (use nvidia.com/gpu for whole GPUs), got {raw!r}",
             )
         if _gpu_limit(obj):
             raise WorkloadError(
-                who, path, f"cannot be combined with a {keys.GPU_RESOURCE} request or limit; use one"
+                who,
+                path,
+                f"cannot be combined with a {keys.GPU_RESOURCE} request or limit; use one",
             )
     if keys.GPU_MEMORY_ANNOTATION in ann:
         path = f"metadata.annotations[{keys.GPU_MEMORY_ANNOTATION}]"
@@ -166,10 +176,14 @@ def gpu_share(obj: Manifest) -> tuple[float, float, int]:
         if not text.isdigit() or int(text) <= 0:
             raise WorkloadError(who, path, f"must be a positive whole number of MiB, got {raw!r}")
         if fraction:
-            raise WorkloadError(who, path, f"cannot be combined with {keys.GPU_FRACTION_ANNOTATION}")
+            raise WorkloadError(
+                who, path, f"cannot be combined with {keys.GPU_FRACTION_ANNOTATION}"
+            )
         if _gpu_limit(obj):
             raise WorkloadError(
-                who, path, f"cannot be combined with a {keys.GPU_RESOURCE} request or limit; use one"
+                who,
+                path,
+                f"cannot be combined with a {keys.GPU_RESOURCE} request or limit; use one",
             )
         memory = float(text)
     if keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION in ann:
@@ -190,7 +204,9 @@ def _affinity(obj: Manifest) -> tuple[tuple[SelectorRequirement, ...], ...]:
     terms = []
     for term in node_aff.get("nodeSelectorTerms") or []:
         reqs = tuple(
-            SelectorRequirement(str(e.get("key")), str(e.get("operator")), tuple(map(str, e.get("values") or ())))
+            SelectorRequirement(
+                str(e.get("key")), str(e.get("operator")), tuple(map(str, e.get("values") or ()))
+            )
             for e in term.get("matchExpressions") or []
         )
         terms.append(reqs)

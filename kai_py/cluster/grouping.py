@@ -34,7 +34,11 @@ def group_for_pod(
     podgroup = {
         "apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}",
         "kind": "PodGroup",
-        "metadata": {"name": group, "namespace": ns, "creationTimestamp": m.get("creationTimestamp")},
+        "metadata": {
+            "name": group,
+            "namespace": ns,
+            "creationTimestamp": m.get("creationTimestamp"),
+        },
         "spec": {
             "minMember": 1,
             "queue": labels.get(keys.QUEUE_LABEL, keys.DEFAULT_QUEUE),

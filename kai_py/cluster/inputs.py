@@ -31,7 +31,9 @@ def _files(paths: Iterable[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file()))
+            found.extend(
+                sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
+            )
         elif path.exists():
             found.append(path)
         else:
@@ -59,7 +61,9 @@ def load_documents(paths: Iterable[Path]) -> list[Document]:
                 continue
             source = f"{path}#{index}" if len(parsed) > 1 else str(path)
             if not isinstance(body, Mapping):
-                problems.append(f"{source}: expected a Kubernetes object (a mapping), got {type(body).__name__}")
+                problems.append(
+                    f"{source}: expected a Kubernetes object (a mapping), got {type(body).__name__}"
+                )
                 continue
             if body.get("kind") == "List" or str(body.get("kind", "")).endswith("List"):
                 for i, item in enumerate(body.get("items") or []):

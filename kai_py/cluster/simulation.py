@@ -54,7 +54,10 @@ def latest_time(docs: Sequence[Document]) -> float:
     for doc in docs:
         m = meta(doc.body)
         status = doc.body.get("status") or {}
-        for value in (m.get("creationTimestamp"), status.get("startTime") if isinstance(status, dict) else None):
+        for value in (
+            m.get("creationTimestamp"),
+            status.get("startTime") if isinstance(status, dict) else None,
+        ):
             try:
                 t = parse_time(value)
             except ValueError:
@@ -116,7 +119,9 @@ class Simulation:
 
     @staticmethod
     def _record(ev: Eviction, cycle: int) -> EvictionRecord:
-        return EvictionRecord(ev.task.key, ev.action, ev.by.key if ev.by else None, cycle, ev.message)
+        return EvictionRecord(
+            ev.task.key, ev.action, ev.by.key if ev.by else None, cycle, ev.message
+        )
 
     def _settle(self) -> None:
         """Write the previous cycle back as the cluster would have changed."""
@@ -227,7 +232,13 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             for e in outcome.evictions
         ],
         "events": [
-            {"kind": e.kind, "object": e.object, "type": e.type, "reason": e.reason, "message": e.message}
+            {
+                "kind": e.kind,
+                "object": e.object,
+                "type": e.type,
+                "reason": e.reason,
+                "message": e.message,
+            }
             for e in outcome.events
         ],
         "queues": queue_entries(outcome),
@@ -237,14 +248,20 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
 def _table(rows: list[list[str]], out: TextIO) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n")
+        out.write(
+            "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
+        )
 
 
 def _gpu_text(gpus: dict[str, Any]) -> str:
     if gpus.get("memory"):
-        return f"{gpus['memory']:g} MiB x{gpus['count']}" + (f" on {','.join(gpus['groups'])}" if gpus["groups"] else "")
+        return f"{gpus['memory']:g} MiB x{gpus['count']}" + (
+            f" on {','.join(gpus['groups'])}" if gpus["groups"] else ""
+        )
     if gpus.get("portion") not in (None, 1.0, 0.0):
-        return f"{gpus['portion']:g} x{gpus['count']}" + (f" on {','.join(gpus['groups'])}" if gpus["groups"] else "")
+        return f"{gpus['portion']:g} x{gpus['count']}" + (
+            f" on {','.join(gpus['groups'])}" if gpus["groups"] else ""
+        )
     return f"{gpus['count']:g}" if gpus["count"] else "-"
 
 
@@ -258,10 +275,16 @@ def write_text(outcome: Outcome, out: TextIO) -> None:
     out.write("\nQUEUES (GPU: deserved / fair share / allocated; -1 = unlimited)\n")
     qrows = [["QUEUE", "DESERVED", "FAIR SHARE", "ALLOCATED", "CPU ALLOC (m)", "MEM ALLOC (GB)"]]
     for name, q in data["queues"].items():
-        qrows.append([
-            name, f"{q['deserved']['gpu']:g}", f"{q['fairShare']['gpu']:g}", f"{q['allocated']['gpu']:g}",
-            f"{q['allocated']['cpu']:g}", f"{q['allocated']['memory'] / 1e9:g}",
-        ])
+        qrows.append(
+            [
+                name,
+                f"{q['deserved']['gpu']:g}",
+                f"{q['fairShare']['gpu']:g}",
+                f"{q['allocated']['gpu']:g}",
+                f"{q['allocated']['cpu']:g}",
+                f"{q['allocated']['memory'] / 1e9:g}",
+            ]
+        )
     _table(qrows, out)
     if data["evictions"]:
         out.write("\nEVICTIONS\n")
@@ -280,7 +303,9 @@ def parse_now(text: str) -> float:
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise InputError([f"--now: not an RFC 3339 time: {text!r} (e.g. 2026-01-01T00:01:00Z)"]) from None
+        raise InputError(
+            [f"--now: not an RFC 3339 time: {text!r} (e.g. 2026-01-01T00:01:00Z)"]
+        ) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.timestamp()
@@ -317,8 +342,9 @@ def run_cli(
         print("kai-py simulate: --cycles: must be at least 1", file=sys.stderr)
         return 2
     try:
-        outcome = simulate(paths, cycles=cycles, placement=placement, now=now,
-                           recreate_evicted=recreate_evicted)
+        outcome = simulate(
+            paths, cycles=cycles, placement=placement, now=now, recreate_evicted=recreate_evicted
+        )
     except InputError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)

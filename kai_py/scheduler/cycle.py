@@ -87,8 +87,11 @@ def close(session: Session) -> Decisions:
     d.events.extend(events)
     for q in session.queues.values():
         d.queues[q.name] = QueueFigures(
-            q.deserved.copy(), q.fair_share.copy(), q.allocated.copy(),
-            q.allocated_non_preemptible.copy(), q.request.copy(),
+            q.deserved.copy(),
+            q.fair_share.copy(),
+            q.allocated.copy(),
+            q.allocated_non_preemptible.copy(),
+            q.request.copy(),
         )
     return d
 

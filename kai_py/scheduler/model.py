@@ -97,10 +97,20 @@ class GpuGroup:
     tasks: int = 0
 
     def device_flags(self) -> tuple[int, int, int]:
-        """How this card counts in its node's whole-device totals (used, releasing, pipelined)."""
+        """How this card counts in its node's whole-device totals (used, releasing, pipelined).
+
+        A card whose holders are all leaving is releasing; once a pipelined task
+        claims part of it, it is promised too, so no one else counts it as free.
+        """
         if self.used > EPS:
-            return 1, (1 if self.used - self.releasing <= EPS else 0), 0
-        return 0, 0, (1 if self.pipelined > EPS else 0)
+            leaving = self.used - self.releasing <= EPS
+            return 1, int(leaving), int(leaving and self.pipelined > EPS)
+        return 0, 0, int(self.pipelined > EPS)
+
+    @property
+    def free_later(self) -> bool:
+        """All holders are leaving and nothing waits for the card yet."""
+        return self.used > EPS and self.used - self.releasing <= EPS and self.pipelined <= EPS
 
 
 @dataclass(slots=True, eq=False)
@@ -133,12 +143,6 @@ class Node:
 
     def free_gpus_future(self) -> float:
         return self.allocatable.gpu - self.used.gpu + self.releasing.gpu - self.pipelined.gpu
-
-    def new_group_id(self) -> str:
-        index = 0
-        while str(index) in self.groups:
-            index += 1
-        return str(index)
 
 
 @dataclass(slots=True, eq=False)

@@ -69,26 +69,23 @@ class Placer:
             if not future and group.used + portion > 1 + EPS:
                 continue
             options.append((held_later if future else group.used, group.id))
-        free_cards = math.floor(
-            (
-                node.free_gpus_future()
-                if future
-                else min(node.free_gpus_now(), node.free_gpus_future())
-            )
-            + EPS
-        )
+        if future:
+            # Cards being freed whole are offered above under their own ids.
+            reusable = sum(1 for g in node.groups.values() if g.free_later)
+            free_cards = math.floor(node.free_gpus_future() + EPS) - reusable
+        else:
+            free_cards = math.floor(min(node.free_gpus_now(), node.free_gpus_future()) + EPS)
         new_ids: list[str] = []
-        taken = set(node.groups)
         index = 0
         while len(new_ids) < min(free_cards, task.gpu_devices):
-            if str(index) not in taken:
+            if str(index) not in node.groups:
                 new_ids.append(str(index))
             index += 1
         options.extend((0.0, gid) for gid in new_ids)
         if len(options) < task.gpu_devices:
             return None
         # Binpack: the fullest card that fits; spread: the emptiest. A fresh card is the emptiest.
-        options.sort(key=lambda o: (o[0] if self.spread else -o[0], o[1] in node.groups, o[1]))
+        options.sort(key=lambda o: (o[0] if self.spread else -o[0], o[1] not in node.groups, o[1]))
         return tuple(gid for _, gid in options[: task.gpu_devices])
 
     # ------------------------------------------------------------ choose

@@ -82,7 +82,10 @@ def run_case(name: str) -> CaseResult:
     docs = load_documents([CASES_DIR / f"{name}.yaml"])
     sim = Simulation(docs, now=parse_now(expect["now"]), recreate_evicted=True)
     problems: list[str] = []
-    for stage, cycles in (("after the cycles", expect["cycles"]), ("when stable", expect["stable_cycles"])):
+    for stage, cycles in (
+        ("after the cycles", expect["cycles"]),
+        ("when stable", expect["stable_cycles"]),
+    ):
         outcome = sim.run(cycles)
         pods = pod_entries(outcome)
         for key, want in sorted(expect["pods"].items()):
@@ -104,8 +107,10 @@ def main() -> int:
         print(f"{mark} {r.name} ({r.seconds * 1000:.0f} ms)")
         for p in r.problems:
             print(f"       {p}")
-    print(f"\n{len(passed)}/{len(results)} KAI cases pass; {len(known)} known differences; "
-          f"{time.perf_counter() - started:.2f} s")
+    print(
+        f"\n{len(passed)}/{len(results)} KAI cases pass; {len(known)} known differences; "
+        f"{time.perf_counter() - started:.2f} s"
+    )
     return 0
 
 

@@ -12,9 +12,16 @@ from kai_py.scheduler.actions.common import demand, needed
 from kai_py.scheduler.actions.evicting import preemptors, victim_cost
 from kai_py.scheduler.actions.preempt import _always
 from kai_py.scheduler.actions.victims import VictimSearch, victim_units
+from kai_py.scheduler.model import Node
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
+
+
+def _free_gpu(node: Node) -> float:
+    """Whole free cards plus the unused parts of shared ones."""
+    shared = sum(max(0.0, 1 - g.used + g.releasing - g.pipelined) for g in node.groups.values())
+    return node.free_gpus_future() + shared
 
 
 def consolidation(session: Session, placer: Placer) -> None:
@@ -22,7 +29,7 @@ def consolidation(session: Session, placer: Placer) -> None:
         return
     for job in preemptors(session):
         want = demand(session, job, needed(job))
-        free_gpu = sum(n.free_gpus_future() for n in session.nodes.values() if n.ready)
+        free_gpu = sum(_free_gpu(n) for n in session.nodes.values() if n.ready)
         free_cpu = sum(n.future_idle.cpu for n in session.nodes.values() if n.ready)
         if want.gpu > free_gpu + EPS or want.cpu > free_cpu + EPS:
             continue

@@ -62,9 +62,8 @@ def saturation(queue: Queue, resources: tuple[str, ...]) -> float:
     return worst
 
 
-def victim_cost(job: Job) -> tuple[float, ...]:
-    """Cheapest victim first: lowest priority, then the smallest, then the newest."""
+def victim_cost(job: Job) -> tuple[int, float, float, str]:
+    """Cheapest victim first: lowest priority, then the newest (least work lost)."""
     running = [t for t in job.tasks if t.start_time is not None]
-    size = sum(t.request.gpu + t.gpu_fraction for t in job.tasks)
     newest = max((t.start_time or 0.0) for t in running) if running else 0.0
-    return (job.priority, size, -newest, job.created)
+    return (job.priority, -newest, -job.created, job.name)

@@ -28,7 +28,8 @@ def preempt(session: Session, placer: Placer) -> None:
             key=victim_cost,
         )
         units = victim_units(
-            candidates, lambda t: old_enough(session, t, job.queue, "preempt_min_runtime")
+            candidates,
+            lambda t, queue=job.queue: old_enough(session, t, queue, "preempt_min_runtime"),
         )
         if units and VictimSearch(session, placer, "preempt", _always).run(job, units):
             continue

@@ -23,7 +23,7 @@ from kai_py.scheduler.actions.evicting import (
     victim_cost,
 )
 from kai_py.scheduler.actions.victims import Unit, VictimSearch, victim_units
-from kai_py.scheduler.model import Job, Queue, TaskStatus
+from kai_py.scheduler.model import Job, Queue
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import EPS, Res, format_quantity
@@ -41,17 +41,19 @@ def split_paths(session: Session, a: str, b: str) -> tuple[list[Queue], list[Que
     return side_a, side_b
 
 
-def within_share(session: Session, job: Job, queues: Sequence[Queue], amount: Res) -> Reason | None:
-    """The reclaimer's queues must stay within fair share (non-preemptible: deserved quota).
+def within_share(
+    session: Session, job: Job, queues: Sequence[Queue], amount: Res, bound_by: str = "fair_share"
+) -> Reason | None:
+    """The reclaimer's queues must stay within ``bound_by`` (fair share or deserved quota).
 
-    ``amount`` is already counted in ``allocated`` when called after placement.
+    ``amount`` is already counted in ``allocated`` when this is called.
     """
     for queue in queues:
         for res in contested(amount):
             after = queue.allocated.get(res)
-            bound = queue.fair_share.get(res) if job.preemptible else queue.deserved.get(res)
+            bound = getattr(queue, bound_by).get(res)
             if after > bound + EPS:
-                what = "fair share" if job.preemptible else "deserved quota"
+                what = "fair share" if bound_by == "fair_share" else "deserved quota"
                 return Reason(
                     reasons.NO_RECLAIM,
                     f"Job {job.key} cannot reclaim resources: queue {queue.name} would have "
@@ -62,57 +64,91 @@ def within_share(session: Session, job: Job, queues: Sequence[Queue], amount: Re
     return None
 
 
+def _above(queues: Sequence[Queue], bound_by: str, resources: tuple[str, ...]) -> bool:
+    return bool(queues) and all(
+        q.allocated.get(r) > getattr(q, bound_by).get(r) + EPS for q in queues for r in resources
+    )
+
+
+class _Reclaim:
+    """One of the two ways KAI lets a queue take resources back.
+
+    ``fair_share``: the reclaimer's branch stays within its fair share, each
+    victim's branch is above its fair share when its victim is taken, and the
+    reclaimer does not end up more saturated than the victim's branch was.
+    ``deserved``: the reclaimer's branch stays within its deserved quota and
+    each victim's branch is above its deserved quota (a queue always gets its
+    quota back). Non-preemptible reclaimers only have the second way.
+    """
+
+    def __init__(self, session: Session, job: Job, amount: Res, way: str) -> None:
+        self.session = session
+        self.job = job
+        self.amount = amount
+        self.way = way
+        self.resources = contested(amount)
+        self.saturation_before: dict[int, float] = {}
+
+    def may_take_from(self, victim: Job) -> bool:
+        if victim.queue == self.job.queue or not victim.preemptible:
+            return False
+        if victim.queue not in self.session.queues:
+            return False
+        _, theirs = split_paths(self.session, self.job.queue, victim.queue)
+        return _above(theirs, self.way, self.resources)
+
+    def admit(self, unit: Unit) -> bool:
+        _, theirs = split_paths(self.session, self.job.queue, unit.job.queue)
+        if not _above(theirs, self.way, self.resources):
+            return False
+        self.saturation_before[id(unit)] = saturation(theirs[-1], self.resources)
+        return True
+
+    def validate(self, chosen: Sequence[Unit]) -> bool:
+        for unit in chosen:
+            mine, theirs = split_paths(self.session, self.job.queue, unit.job.queue)
+            if within_share(self.session, self.job, mine, self.amount, self.way) is not None:
+                return False
+            if self.way == "fair_share" and mine and theirs:
+                before = self.saturation_before.get(id(unit), 0.0)
+                if saturation(mine[-1], self.resources) > before + EPS:
+                    return False
+        return True
+
+
 def reclaim(session: Session, placer: Placer) -> None:
     for job in preemptors(session):
         amount = demand(session, job, needed(job))
         leaf = session.queues[job.queue]
         leaf.allocated.add(amount)
-        refusal = within_share(session, job, [leaf], amount)
+        ways = [
+            way
+            for way in (("fair_share", "deserved") if job.preemptible else ("deserved",))
+            if within_share(session, job, [leaf], amount, way) is None
+        ]
+        refusal = within_share(
+            session, job, [leaf], amount, "fair_share" if job.preemptible else "deserved"
+        )
         leaf.allocated.sub(amount)
-        if refusal is not None:
+        if not ways:
+            assert refusal is not None
             session.explain(job, refusal)
             continue
-        resources = contested(amount)
-
-        def eligible_job(victim: Job) -> bool:
-            if victim.queue == job.queue or not victim.preemptible or victim.queue not in session.queues:
-                return False
-            _, theirs = split_paths(session, job.queue, victim.queue)
-            return bool(theirs) and all(
-                q.allocated.get(r) > q.fair_share.get(r) + EPS for q in theirs for r in resources
-            )
-
-        candidates = sorted((v for v in session.jobs.values() if eligible_job(v)), key=victim_cost)
-        units = victim_units(
-            candidates,
-            lambda t: old_enough(session, t, session.jobs[t.job_uid].queue, "reclaim_min_runtime"),
-        )
-        if not units:
+        if not any(_reclaim_one_way(session, placer, job, amount, way) for way in ways):
             session.explain(job, _nothing_to_reclaim(session, job))
-            continue
 
-        before: dict[int, float] = {}
 
-        def admit(unit: Unit, job: Job = job) -> bool:
-            # A queue gives up resources only while it is still above its fair share.
-            _, theirs = split_paths(session, job.queue, unit.job.queue)
-            if not theirs:
-                return False
-            before[id(unit)] = saturation(theirs[-1], resources)
-            return all(q.allocated.get(r) > q.fair_share.get(r) + EPS for q in theirs for r in resources)
-
-        def validate(chosen: Sequence[Unit], job: Job = job) -> bool:
-            for unit in chosen:
-                mine, theirs = split_paths(session, job.queue, unit.job.queue)
-                if within_share(session, job, mine, amount) is not None:
-                    return False
-                # The reclaimer may not end up more saturated than its victim was.
-                if mine and theirs and saturation(mine[-1], resources) > before[id(unit)] + EPS:
-                    return False
-            return True
-
-        if not VictimSearch(session, placer, "reclaim", validate, admit=admit).run(job, units):
-            session.explain(job, _nothing_to_reclaim(session, job))
+def _reclaim_one_way(session: Session, placer: Placer, job: Job, amount: Res, way: str) -> bool:
+    plan = _Reclaim(session, job, amount, way)
+    candidates = sorted(
+        (v for v in session.jobs.values() if plan.may_take_from(v)), key=victim_cost
+    )
+    units = victim_units(
+        candidates,
+        lambda t: old_enough(session, t, session.jobs[t.job_uid].queue, "reclaim_min_runtime"),
+    )
+    search = VictimSearch(session, placer, "reclaim", plan.validate, admit=plan.admit)
+    return bool(units) and search.run(job, units)
 
 
 def _nothing_to_reclaim(session: Session, job: Job) -> Reason:
@@ -125,6 +161,3 @@ def _nothing_to_reclaim(session: Session, job: Job) -> Reason:
         f"{format_quantity('gpu', queue.fair_share.gpu)})",
         {"queue": queue.name},
     )
-
-
-__all__ = ["TaskStatus", "reclaim"]

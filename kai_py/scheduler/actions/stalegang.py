@@ -24,7 +24,11 @@ def stale_gang_eviction(session: Session, placer: Placer) -> None:
             stmt.evict(task, "stalegangeviction", None)
         stmt.commit()
         session.event(
-            "PodGroup", job.namespace, job.name, "Warning", "StaleJob",
+            "PodGroup",
+            job.namespace,
+            job.name,
+            "Warning",
+            "StaleJob",
             f"Job {job.key} has run {len(running)} of its minMember {job.min_member} pods for "
             f"{session.now - since:g}s, longer than its stalenessGracePeriod of {grace:g}s; "
             f"all its pods are evicted so that the gang can start again as a whole",

@@ -37,7 +37,9 @@ def victim_units(jobs: Iterable[Job], eligible: Callable[[Task], bool]) -> list[
     surplus: list[Unit] = []
     gangs: list[Unit] = []
     for job in jobs:
-        running = sorted((t for t in job.tasks if t.status is TaskStatus.RUNNING), key=_eviction_order)
+        running = sorted(
+            (t for t in job.tasks if t.status is TaskStatus.RUNNING), key=_eviction_order
+        )
         if not running:
             continue
         spare = max(0, len(running) - job.min_member)
