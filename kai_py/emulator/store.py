@@ -959,6 +959,8 @@ class Store:
         return new
 
     def _grace_done(self, rt: ResourceType, obj: JSON) -> bool:
+        if rt.storage_key == "namespaces":
+            return False  # namespaces go when emptied (_maybe_finish_namespace)
         if rt.storage_key != "pods":
             return True
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])

@@ -1,0 +1,402 @@
+"""The in-process Store: the semantics controllers and the HTTP layer share."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from apiserver_helpers import QUEUE_CRD, pod_body, run, widget
+
+from kai_py.emulator.errors import ApiError
+from kai_py.emulator.store import Store, collect
+
+
+def test_create_assigns_metadata_and_one_counter_orders_everything() -> None:
+    async def body() -> None:
+        store = Store()
+        a = await store.create("pods", pod_body("a"))
+        b = await store.create("configmaps", {"metadata": {"name": "c", "namespace": "default"}})
+        meta = a["metadata"]
+        assert meta["uid"] and meta["creationTimestamp"].endswith("Z")
+        assert int(b["metadata"]["resourceVersion"]) == int(meta["resourceVersion"]) + 1
+        assert a["kind"] == "Pod" and a["apiVersion"] == "v1"
+        assert a["status"]["phase"] == "Pending"
+        with pytest.raises(ApiError) as err:
+            await store.create("pods", pod_body("a"))
+        assert err.value.code == 409 and err.value.reason == "AlreadyExists"
+        assert err.value.message == 'pods "a" already exists'
+
+    run(body())
+
+
+def test_generate_name_and_missing_name() -> None:
+    async def body() -> None:
+        store = Store()
+        obj = await store.create("configmaps", {"metadata": {"generateName": "cm-",
+                                                             "namespace": "default"}})
+        assert obj["metadata"]["name"].startswith("cm-") and len(obj["metadata"]["name"]) == 8
+        with pytest.raises(ApiError) as err:
+            await store.create("configmaps", {"metadata": {"namespace": "default"}})
+        assert err.value.code == 422
+        assert "metadata.name: Required value: name or generateName is required" in \
+            err.value.message
+
+    run(body())
+
+
+def test_namespace_must_exist() -> None:
+    async def body() -> None:
+        store = Store()
+        with pytest.raises(ApiError) as err:
+            await store.create("pods", pod_body("a", namespace="nope"))
+        assert err.value.code == 404 and err.value.message == 'namespaces "nope" not found'
+
+    run(body())
+
+
+def test_stale_update_is_a_conflict_and_generation_tracks_spec() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create(QUEUE_CRD["kind"], QUEUE_CRD)
+        w = await store.create("widgets", widget("w1"))
+        assert w["metadata"]["generation"] == 1
+        w["spec"]["size"] = 5
+        w2 = await store.update("widgets", w)
+        assert w2["metadata"]["generation"] == 2
+        w2["metadata"]["labels"] = {"a": "b"}
+        w3 = await store.update("widgets", w2)
+        assert w3["metadata"]["generation"] == 2  # metadata is not spec
+        with pytest.raises(ApiError) as err:
+            await store.update("widgets", w2)  # w2's resourceVersion is stale now
+        assert err.value.code == 409 and err.value.reason == "Conflict"
+        assert "the object has been modified" in err.value.message
+
+    run(body())
+
+
+def test_noop_update_keeps_resource_version() -> None:
+    async def body() -> None:
+        store = Store()
+        cm = await store.create("configmaps", {"metadata": {"name": "c", "namespace": "default"},
+                                               "data": {"k": "v"}})
+        again = await store.update("configmaps", cm)
+        assert again["metadata"]["resourceVersion"] == cm["metadata"]["resourceVersion"]
+
+    run(body())
+
+
+def test_status_subresource_separates_spec_and_status() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("customresourcedefinitions", QUEUE_CRD)
+        w = await store.create("widgets", {**widget("w1"), "status": {"phase": "Ignored"}})
+        assert "status" not in w
+        w["status"] = {"phase": "Ready"}
+        w["spec"]["size"] = 9
+        w = await store.update_status("widgets", w)
+        assert w["status"] == {"phase": "Ready"} and w["spec"]["size"] == 3
+        w["status"] = {"phase": "Changed"}
+        w["spec"]["size"] = 4
+        w = await store.update("widgets", w)
+        assert w["status"] == {"phase": "Ready"} and w["spec"]["size"] == 4
+
+    run(body())
+
+
+def test_crd_schema_defaults_prunes_and_validates() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("customresourcedefinitions", QUEUE_CRD)
+        warnings: list[str] = []
+        w = await store.create("widgets", widget("w1", bogus=1, extra={"free": {"x": 1}}),
+                               warnings=warnings)
+        assert w["spec"]["color"] == "red"
+        assert "bogus" not in w["spec"] and w["spec"]["extra"] == {"free": {"x": 1}}
+        assert warnings == ['unknown field "spec.bogus"']
+        with pytest.raises(ApiError) as err:
+            await store.create("widgets", widget("w2", bogus=1), field_validation="Strict")
+        assert err.value.code == 400 and 'unknown field "spec.bogus"' in err.value.message
+        cases: list[tuple[dict[str, Any], str, str]] = [
+            (widget("x", size="big"), "spec.size",
+             'spec.size: Invalid value: "string": spec.size in body must be of type integer: '
+             '"string"'),
+            (widget("x", size=0), "spec.size",
+             "spec.size: Invalid value: 0: spec.size in body should be greater than or equal "
+             "to 1"),
+            (widget("x", size=101), "spec.size", "should be less than or equal to 100"),
+            (widget("x", color="pink"), "spec.color",
+             'spec.color: Unsupported value: "pink": supported values: "red", "green", "blue"'),
+            (widget("x", label="Bad1"), "spec.label", "spec.label in body should match '^[a-z]+$'"),
+            (widget("x", tags=["a", "b", "c", "d"]), "spec.tags",
+             "spec.tags: Too many: 4: must have at most 3 items"),
+            ({**widget("x"), "spec": {}}, "spec.size", "spec.size: Required value"),
+        ]
+        for obj, field, text in cases:
+            with pytest.raises(ApiError) as err:
+                await store.create("widgets", obj)
+            assert err.value.code == 422, obj
+            assert err.value.message.startswith('Widget.test.kai-py.dev "x" is invalid: ')
+            assert text in err.value.message, err.value.message
+            causes = err.value.status["details"]["causes"]
+            assert [c["field"] for c in causes] == [field]
+
+    run(body())
+
+
+def test_list_selectors_and_paging() -> None:
+    async def body() -> None:
+        store = Store()
+        for i in range(7):
+            labels = {"app": "web" if i % 2 else "db", "tier": str(i)}
+            await store.create("pods", pod_body(f"p{i}", labels=labels))
+        await store.bind_pod("default", "p3", "node-a")
+        items, rv = await store.list("pods", label_selector="app=web")
+        assert [p["metadata"]["name"] for p in items] == ["p1", "p3", "p5"]
+        assert int(rv) == store.resource_version
+        items, _ = await store.list("pods", label_selector="app!=web,tier in (0,2,9)")
+        assert [p["metadata"]["name"] for p in items] == ["p0", "p2"]
+        items, _ = await store.list("pods", label_selector="tier notin (0,1,2,3,4),!missing")
+        assert [p["metadata"]["name"] for p in items] == ["p5", "p6"]
+        items, _ = await store.list("pods", field_selector="spec.nodeName=node-a")
+        assert [p["metadata"]["name"] for p in items] == ["p3"]
+        items, _ = await store.list("pods", field_selector="spec.nodeName=")
+        assert len(items) == 6
+        with pytest.raises(ApiError) as err:
+            await store.list("pods", field_selector="spec.bogus=1")
+        assert err.value.code == 400
+        names, token = [], None
+        while True:
+            page = await store.list_page("pods", limit=3, continue_=token)
+            names += [p["metadata"]["name"] for p in page.items]
+            token = page.continue_token
+            if not token:
+                break
+            assert page.remaining is not None and page.remaining > 0
+        assert names == [f"p{i}" for i in range(7)]
+
+    run(body())
+
+
+def test_watch_from_resource_version_replays_and_follows() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("pods", pod_body("before"))
+        _, rv = await store.list("pods")
+        await store.create("pods", pod_body("after"))
+        w = store.watch("pods", resource_version=rv)
+        await store.delete("pods", "default", "before")
+        events = await collect(w, 2)
+        assert [(t, o["metadata"]["name"]) for t, o in events] == [
+            ("ADDED", "after"), ("DELETED", "before")]
+        w.close()
+        fresh = store.watch("pods")  # no resourceVersion: the current state first
+        events = await collect(fresh, 1)
+        assert events[0][0] == "ADDED" and events[0][1]["metadata"]["name"] == "after"
+
+    run(body())
+
+
+def test_watch_with_label_selector_sees_objects_leave_and_enter() -> None:
+    async def body() -> None:
+        store = Store()
+        cm = await store.create("configmaps", {"metadata": {
+            "name": "c", "namespace": "default", "labels": {"watched": "yes"}}})
+        w = store.watch("configmaps", "default", resource_version=cm["metadata"][
+            "resourceVersion"], label_selector="watched=yes")
+        cm["metadata"]["labels"]["watched"] = "no"
+        cm = await store.update("configmaps", cm)
+        cm["metadata"]["labels"]["watched"] = "yes"
+        await store.update("configmaps", cm)
+        events = await collect(w, 2)
+        assert [t for t, _ in events] == ["DELETED", "ADDED"]
+
+    run(body())
+
+
+def test_expired_resource_version_is_410() -> None:
+    async def body() -> None:
+        store = Store(history_size=5)
+        first = await store.create("configmaps", {"metadata": {"name": "c0",
+                                                               "namespace": "default"}})
+        for i in range(1, 10):
+            await store.create("configmaps", {"metadata": {"name": f"c{i}",
+                                                           "namespace": "default"}})
+        with pytest.raises(ApiError) as err:
+            store.watch("configmaps", resource_version=first["metadata"]["resourceVersion"])
+        assert err.value.code == 410 and err.value.reason == "Expired"
+        assert err.value.message.startswith("too old resource version")
+
+    run(body())
+
+
+def test_finalizers_delay_deletion_until_removed() -> None:
+    async def body() -> None:
+        store = Store()
+        cm = await store.create("configmaps", {"metadata": {
+            "name": "c", "namespace": "default", "finalizers": ["test/hold"]}})
+        w = store.watch("configmaps", resource_version=cm["metadata"]["resourceVersion"])
+        out = await store.delete("configmaps", "default", "c")
+        assert out["metadata"]["deletionTimestamp"]
+        still = await store.get("configmaps", "default", "c")
+        with pytest.raises(ApiError) as err:
+            await store.patch("configmaps", "default", "c",
+                              {"metadata": {"finalizers": ["test/hold", "test/new"]}})
+        assert err.value.code == 422 and "no new finalizers" in err.value.message
+        await store.patch("configmaps", "default", "c", [
+            {"op": "test", "path": "/metadata/finalizers/0", "value": "test/hold"},
+            {"op": "remove", "path": "/metadata/finalizers/0"}], "json")
+        events = await collect(w, 2)
+        assert [t for t, _ in events] == ["MODIFIED", "DELETED"]
+        assert still["metadata"]["finalizers"] == ["test/hold"]
+        with pytest.raises(ApiError):
+            await store.get("configmaps", "default", "c")
+
+    run(body())
+
+
+def _owned(name: str, owner: dict[str, Any], kind: str = "ConfigMap",
+           block: bool = False) -> dict[str, Any]:
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+           "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+           "blockOwnerDeletion": block}
+    return {"metadata": {"name": name, "namespace": "default", "ownerReferences": [ref]}}
+
+
+def test_garbage_collection_background_foreground_orphan() -> None:
+    async def body() -> None:
+        store = Store()
+        for policy in ("Background", "Foreground", "Orphan"):
+            tag = policy.lower()
+            owner = await store.create("configmaps", {"metadata": {
+                "name": f"owner-{tag}", "namespace": "default"}})
+            child = await store.create("configmaps", _owned(f"child-{tag}", owner))
+            await store.create("configmaps", _owned(f"grandchild-{tag}", child))
+            result = await store.delete("configmaps", "default", f"owner-{tag}",
+                                        propagation_policy=policy)
+            if policy == "Foreground":
+                assert "foregroundDeletion" in result["metadata"]["finalizers"]
+            await store.wait_idle()
+            names = {c["metadata"]["name"] for c in (await store.list("configmaps"))[0]}
+            assert f"owner-{tag}" not in names
+            if policy == "Orphan":
+                assert {f"child-{tag}", f"grandchild-{tag}"} <= names
+                orphan = await store.get("configmaps", "default", f"child-{tag}")
+                assert "ownerReferences" not in orphan["metadata"]
+            else:
+                assert f"child-{tag}" not in names and f"grandchild-{tag}" not in names
+
+    run(body())
+
+
+def test_dependent_with_a_live_second_owner_survives() -> None:
+    async def body() -> None:
+        store = Store()
+        a = await store.create("configmaps", {"metadata": {"name": "a", "namespace": "default"}})
+        b = await store.create("configmaps", {"metadata": {"name": "b", "namespace": "default"}})
+        child = _owned("child", a)
+        child["metadata"]["ownerReferences"].append(_owned("x", b)["metadata"][
+            "ownerReferences"][0])
+        await store.create("configmaps", child)
+        await store.delete("configmaps", "default", "a")
+        await store.wait_idle()
+        kept = await store.get("configmaps", "default", "child")
+        assert [r["name"] for r in kept["metadata"]["ownerReferences"]] == ["b"]
+
+    run(body())
+
+
+def test_graceful_pod_deletion_with_and_without_kubelet() -> None:
+    async def body() -> None:
+        store = Store()
+        store.attach_kubelet("node-k")
+        await store.create("pods", pod_body("on-kubelet", node="node-k"))
+        await store.create("pods", pod_body("no-kubelet", node="node-x"))
+        await store.create("pods", pod_body("unbound"))
+        out = await store.delete("pods", "default", "unbound")
+        assert "deletionTimestamp" not in out["metadata"]  # never scheduled: gone at once
+        out = await store.delete("pods", "default", "on-kubelet")
+        assert out["metadata"]["deletionGracePeriodSeconds"] == 30
+        out = await store.delete("pods", "default", "no-kubelet", grace_period_seconds=1)
+        assert out["metadata"]["deletionGracePeriodSeconds"] == 1
+        await asyncio.sleep(1.3)
+        names = [p["metadata"]["name"] for p in (await store.list("pods"))[0]]
+        assert names == ["on-kubelet"]  # waits for its kubelet; the other timed out
+        await store.delete("pods", "default", "on-kubelet", grace_period_seconds=0)
+        assert (await store.list("pods"))[0] == []
+
+    run(body())
+
+
+def test_namespace_deletion_removes_contents() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("namespaces", {"metadata": {"name": "team"}})
+        await store.create("pods", pod_body("p", namespace="team", node="n1"))
+        await store.create("configmaps", {"metadata": {"name": "c", "namespace": "team"}})
+        ns = await store.delete("namespaces", None, "team")
+        assert ns["status"]["phase"] == "Terminating"
+        with pytest.raises(ApiError) as err:
+            await store.create("configmaps", {"metadata": {"name": "d", "namespace": "team"}})
+        assert err.value.code == 403
+        await store.wait_idle()
+        with pytest.raises(ApiError):
+            await store.get("namespaces", None, "team")
+        assert (await store.list("pods", "team"))[0] == []
+
+    run(body())
+
+
+def test_binding_and_pod_spec_immutability() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("pods", pod_body("p"))
+        bound = await store.bind_pod("default", "p", "node-1")
+        assert bound["spec"]["nodeName"] == "node-1"
+        assert any(c["type"] == "PodScheduled" and c["status"] == "True"
+                   for c in bound["status"]["conditions"])
+        with pytest.raises(ApiError) as err:
+            await store.bind_pod("default", "p", "node-2")
+        assert err.value.code == 409
+        assert 'pod p is already assigned to node "node-1"' in err.value.message
+        with pytest.raises(ApiError) as err:
+            await store.patch("pods", "default", "p", {"spec": {"nodeName": "node-2"}})
+        assert err.value.code == 422 and "spec: Forbidden: pod updates may not change" in \
+            err.value.message
+        image = await store.patch("pods", "default", "p", {"spec": {"containers": [
+            {"name": "main", "image": "busybox:1.37"}]}}, "strategic")
+        assert image["spec"]["containers"][0]["image"] == "busybox:1.37"
+        assert image["spec"]["containers"][0]["terminationMessagePath"]  # merged, not replaced
+
+    run(body())
+
+
+def test_json_patch_test_failure_is_422() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("configmaps", {"metadata": {"name": "c", "namespace": "default"},
+                                          "data": {"k": "v"}})
+        with pytest.raises(ApiError) as err:
+            await store.patch("configmaps", "default", "c", [
+                {"op": "test", "path": "/data/k", "value": "other"},
+                {"op": "replace", "path": "/data/k", "value": "new"}], "json")
+        assert err.value.code == 422
+        assert (await store.get("configmaps", "default", "c"))["data"] == {"k": "v"}
+
+    run(body())
+
+
+def test_crd_deletion_stops_serving_its_resources() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("customresourcedefinitions", QUEUE_CRD)
+        crd = await store.get("customresourcedefinitions", None, QUEUE_CRD["metadata"]["name"])
+        assert {c["type"] for c in crd["status"]["conditions"]} == {"Established",
+                                                                   "NamesAccepted"}
+        await store.create("widgets", widget("w"))
+        await store.delete("customresourcedefinitions", None, QUEUE_CRD["metadata"]["name"])
+        with pytest.raises(ApiError) as err:
+            await store.get("widgets", "default", "w")
+        assert err.value.code == 404
+
+    run(body())
