@@ -101,3 +101,7 @@ class DevicePlugin:
 
     def in_use(self) -> int:
         return len(self._owners)
+
+    def allocations(self) -> dict[str, str]:
+        """UUID -> the uid of the pod that holds it."""
+        return {self.uuid(index): uid for index, (uid, _) in sorted(self._owners.items())}
