@@ -300,7 +300,7 @@ def _add_pod(
             node.allocatable.sub(used)
         built.other_scheduler_pods += 1
         return
-    grouped = group_for_pod(body, owners, classes)
+    grouped = group_for_pod(body, owners)
     for warning in grouped.warnings:
         built.events.append(
             Event("Pod", ns, name, "Warning", "PodGrouperWarning", f"{doc.source}: {warning}")

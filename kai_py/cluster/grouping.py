@@ -1,4 +1,8 @@
-"""Which PodGroup a pod belongs to: its annotation, or the pod-grouper's rules."""
+"""Which PodGroup a pod belongs to: its annotation, or the pod-grouper's rules.
+
+The owner chain is resolved here from the objects given (by uid, or by kind
+and name when the input has no uids) and handed to the pure pod-grouper.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,10 @@ from typing import Any
 
 from kai_py.api import keys
 from kai_py.cluster.convert import meta
+from kai_py.scheduler.podgrouper import Grouped as GrouperGrouped
+from kai_py.scheduler.podgrouper import GroupingFailed, group_pod
+
+Owners = Mapping[tuple[str, str], Mapping[str, Any]]
 
 
 @dataclass(slots=True)
@@ -15,36 +23,45 @@ class Grouped:
     name: str
     podgroup: Mapping[str, Any] | None = None  # a PodGroup to create, if the grouper made one
     warnings: list[str] = field(default_factory=list)
+    failed: bool = False
 
 
-def group_for_pod(
-    pod: Mapping[str, Any],
-    owners: Mapping[tuple[str, str], Mapping[str, Any]],
-    classes: Mapping[str, int],
-) -> Grouped:
-    m = meta(pod)
-    annotations = m.get("annotations") or {}
+def owner_chain(pod: Mapping[str, Any], owners: Owners) -> list[Mapping[str, Any]]:
+    """The pod's owners, nearest first, as far up as the input has them."""
+    chain: list[Mapping[str, Any]] = []
+    ns = str(meta(pod).get("namespace") or "default")
+    current = pod
+    seen: set[int] = set()
+    while True:
+        refs = meta(current).get("ownerReferences") or []
+        ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+        if ref is None:
+            return chain
+        found = owners.get((ns, str(ref.get("uid") or ""))) or owners.get(
+            (ns, f"{ref.get('kind')}/{ref.get('name')}")
+        )
+        if found is None or id(found) in seen:
+            return chain
+        seen.add(id(found))
+        chain.append(found)
+        current = found
+
+
+def group_for_pod(pod: Mapping[str, Any], owners: Owners) -> Grouped:
+    annotations = meta(pod).get("annotations") or {}
     if annotations.get(keys.POD_GROUP_ANNOTATION):
         return Grouped(str(annotations[keys.POD_GROUP_ANNOTATION]))
-    ns, name = str(m.get("namespace") or "default"), str(m["name"])
-    uid = str(m.get("uid") or name)
-    group = f"pg-{name}-{uid}"
-    labels = m.get("labels") or {}
-    spec = pod.get("spec") or {}
-    podgroup = {
-        "apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}",
-        "kind": "PodGroup",
-        "metadata": {
-            "name": group,
-            "namespace": ns,
-            "creationTimestamp": m.get("creationTimestamp"),
-        },
-        "spec": {
-            "minMember": 1,
-            "queue": labels.get(keys.QUEUE_LABEL, keys.DEFAULT_QUEUE),
-            "priorityClassName": labels.get(keys.PRIORITY_CLASS_LABEL)
-            or spec.get("priorityClassName")
-            or keys.DEFAULT_PRIORITY_CLASS,
-        },
-    }
-    return Grouped(group, podgroup)
+    result = group_pod(pod, owner_chain(pod, owners), scheduler_name=None)
+    warnings = [w.message for w in result.warnings]
+    if isinstance(result, GrouperGrouped):
+        manifest = result.pod_group.to_manifest()
+        # Groups made for pods inherit the creation time of what they group, so that
+        # job order (older first) follows the workload, not the moment of grouping.
+        created = meta(pod).get("creationTimestamp")
+        if created and not manifest["metadata"].get("creationTimestamp"):
+            manifest["metadata"]["creationTimestamp"] = created
+        return Grouped(result.group_name, manifest, warnings)
+    if isinstance(result, GroupingFailed):
+        name = f"ungrouped-{meta(pod).get('name')}"
+        return Grouped(name, None, warnings, failed=True)
+    return Grouped(result.group_name or f"pg-{meta(pod).get('name')}", None, warnings)

@@ -77,13 +77,16 @@ def close(session: Session) -> Decisions:
         if not pending:
             del d.reasons[job_uid]
             continue
-        last = why[-1]
-        kind = "Warning"
-        event_reason = "NotReady" if last.code == "NotReady" else "Unschedulable"
-        session.event("PodGroup", job.namespace, job.name, kind, event_reason, last.message)
+        first = why[0]
+        # The first reason is why it did not fit; later ones say why taking
+        # resources back did not help either.
+        extra = list(dict.fromkeys(r.message for r in why[1:] if r.message != first.message))
+        message = " ".join([first.message, *extra])
+        event_reason = "NotReady" if first.code == "NotReady" else "Unschedulable"
+        session.event("PodGroup", job.namespace, job.name, "Warning", event_reason, message)
         if event_reason == "Unschedulable" and job.mark_unschedulable:
             for task in pending:
-                session.event("Pod", task.namespace, task.name, kind, "Unschedulable", last.message)
+                session.event("Pod", task.namespace, task.name, "Warning", "Unschedulable", message)
     d.events.extend(events)
     for q in session.queues.values():
         d.queues[q.name] = QueueFigures(

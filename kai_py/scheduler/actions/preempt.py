@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions.evicting import old_enough, preemptors, victim_cost
 from kai_py.scheduler.actions.victims import Unit, VictimSearch, victim_units
-from kai_py.scheduler.model import Job
+from kai_py.scheduler.model import Job, Task
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.session import Session
+
+
+def _old_enough(session: Session, queue: str, task: Task) -> bool:
+    return old_enough(session, task, queue, "preempt_min_runtime")
 
 
 def _always(_: Sequence[Unit]) -> bool:
@@ -27,10 +32,7 @@ def preempt(session: Session, placer: Placer) -> None:
             ),
             key=victim_cost,
         )
-        units = victim_units(
-            candidates,
-            lambda t, queue=job.queue: old_enough(session, t, queue, "preempt_min_runtime"),
-        )
+        units = victim_units(candidates, partial(_old_enough, session, job.queue))
         if units and VictimSearch(session, placer, "preempt", _always).run(job, units):
             continue
         session.explain(job, _why_not(job, bool(candidates)))
