@@ -1,0 +1,28 @@
+"""KAI's own scheduler test cases, run as their README says (see kai_cases.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conformance.kai_cases import CASES_DIR, case_names, known_differences, run_case
+
+KNOWN = known_differences()
+CASES = case_names()
+
+
+def test_all_cases_are_here() -> None:
+    assert len(CASES) == 51
+    assert (CASES_DIR / "README.md").exists(), "the provenance note must stay beside the cases"
+
+
+def test_known_differences_name_real_cases() -> None:
+    assert set(KNOWN) <= set(CASES)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_kai_case(name: str) -> None:
+    result = run_case(name)
+    if name in KNOWN:
+        assert result.problems, f"{name} now passes: remove it from KNOWN-DIFFERENCES.md"
+        pytest.xfail(KNOWN[name])
+    assert not result.problems, "\n".join(result.problems)
