@@ -523,6 +523,11 @@ def _not_found_path() -> ApiError:
 async def _read_json(request: web.Request, rt: ResourceType) -> Any:
     raw = await request.read()
     content_type = request.headers.get("Content-Type", "application/json").split(";")[0]
+    if "protobuf" in content_type or "cbor" in content_type:
+        raise ApiError(415, "UnsupportedMediaType",
+                       f"the body of the request was in an unknown format - accepted media "
+                       f"types include: application/json, application/yaml "
+                       f"(got {content_type})")
     try:
         if "yaml" in content_type:
             return yaml.safe_load(raw.decode())

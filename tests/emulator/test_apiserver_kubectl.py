@@ -1,0 +1,184 @@
+"""End to end: the real kubectl binary against the emulator."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from apiserver_helpers import Kubectl
+
+from kai_py.emulator.threaded import ThreadedServer
+
+pytestmark = pytest.mark.e2e
+
+CRD = """\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gadgets.e2e.kai-py.dev
+spec:
+  group: e2e.kai-py.dev
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget, shortNames: [gd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    additionalPrinterColumns:
+    - {name: Priority, type: integer, jsonPath: .spec.priority}
+    - {name: Owner, type: string, jsonPath: .spec.owner}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [owner]
+            properties:
+              priority: {type: integer, minimum: 0, default: 50}
+              owner: {type: string}
+          status:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+"""
+
+GADGET = """\
+apiVersion: e2e.kai-py.dev/v1
+kind: Gadget
+metadata: {name: g1}
+spec: {owner: team-a}
+"""
+
+BAD_GADGET = """\
+apiVersion: e2e.kai-py.dev/v1
+kind: Gadget
+metadata: {name: g2}
+spec: {owner: team-b, priority: high}
+"""
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  labels: {app: web}
+spec:
+  containers:
+  - name: main
+    image: nginx:1.27
+    resources:
+      requests: {cpu: 100m, memory: 64Mi}
+    env:
+    - {name: MODE, value: prod}
+"""
+
+
+def test_apply_get_describe_delete_pod(kubectl: Kubectl) -> None:
+    assert kubectl("apply", "-f", "-", input=POD).stdout.strip() == "pod/web created"
+    assert kubectl("apply", "-f", "-", input=POD).stdout.strip() == "pod/web unchanged"
+    changed = POD.replace("prod", "staging")
+    with pytest.raises(AssertionError, match="Forbidden: pod updates may not change"):
+        kubectl("apply", "-f", "-", input=changed)  # env is immutable on a pod, as for real
+    relabelled = POD.replace("{app: web}", "{app: web, tier: front}")
+    assert kubectl("apply", "-f", "-", input=relabelled).stdout.strip() == "pod/web configured"
+    got = json.loads(kubectl("get", "pod", "web", "-o", "json").stdout)
+    assert got["metadata"]["labels"] == {"app": "web", "tier": "front"}
+    assert got["spec"]["containers"][0]["env"] == [{"name": "MODE", "value": "prod"}]
+    table = kubectl("get", "pods").stdout.splitlines()
+    assert table[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert table[1].split()[:4] == ["web", "0/1", "Pending", "0"]
+    described = kubectl("describe", "pod", "web").stdout
+    fields = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
+              for line in described.splitlines() if ":" in line}
+    assert fields["Name"] == "web" and fields["QoS Class"] == "Burstable"
+    assert fields["Image"] == "nginx:1.27" and fields["Status"] == "Pending"
+    assert kubectl("delete", "pod", "web").stdout.strip() == 'pod "web" deleted'
+    missing = kubectl("get", "pod", "web", check=False)
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == 'Error from server (NotFound): pods "web" not found'
+
+
+def test_server_side_apply(kubectl: Kubectl) -> None:
+    out = kubectl("apply", "--server-side", "-f", "-", input=POD)
+    assert out.stdout.strip() == "pod/web serverside-applied"
+    out = kubectl("apply", "--server-side", "-f", "-",
+                  input=POD.replace("{app: web}", "{app: web, x: z}"))
+    assert out.stdout.strip() == "pod/web serverside-applied"
+    labels = json.loads(kubectl("get", "pod", "web", "-o", "json").stdout)["metadata"]["labels"]
+    assert labels == {"app": "web", "x": "z"}
+
+
+def test_crd_then_its_resources_and_invalid_one(kubectl: Kubectl) -> None:
+    out = kubectl("apply", "-f", "-", input=CRD)
+    assert out.stdout.strip() == ("customresourcedefinition.apiextensions.k8s.io/"
+                                  "gadgets.e2e.kai-py.dev created")
+    assert kubectl("apply", "-f", "-", input=GADGET).stdout.strip() == \
+        "gadget.e2e.kai-py.dev/g1 created"
+    assert kubectl("apply", "-f", "-", input=GADGET).stdout.strip() == \
+        "gadget.e2e.kai-py.dev/g1 unchanged"
+    table = kubectl("get", "gd").stdout.splitlines()
+    assert table[0].split() == ["NAME", "PRIORITY", "OWNER"]
+    assert table[1].split() == ["g1", "50", "team-a"]
+    bad = kubectl("apply", "-f", "-", input=BAD_GADGET, check=False)
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == (
+        'The Gadget.e2e.kai-py.dev "g2" is invalid: spec.priority: Invalid value: "string": spec.priority in '
+        'body must be of type integer: "string"')
+    unknown = kubectl("apply", "-f", "-", input=GADGET.replace("owner: team-a",
+                                                               "owner: team-a, color: red"),
+                      check=False)
+    assert unknown.returncode == 1 and 'unknown field "spec.color"' in unknown.stderr
+    ssa = kubectl("apply", "--server-side", "-f", "-", input=GADGET.replace("team-a", "team-c"))
+    assert ssa.stdout.strip() == "gadget.e2e.kai-py.dev/g1 serverside-applied"
+    got = json.loads(kubectl("get", "gadget", "g1", "-o", "json").stdout)
+    assert got["spec"] == {"owner": "team-c", "priority": 50}
+    assert "Owner:     team-c" in kubectl("describe", "gadget", "g1").stdout
+    assert kubectl("delete", "-f", "-", input=GADGET).stdout.strip() == \
+        'gadget.e2e.kai-py.dev "g1" deleted'
+
+
+def test_get_watch_streams_changes(kubectl: Kubectl, server: ThreadedServer) -> None:
+    kubectl("apply", "-f", "-", input=POD)
+    proc = kubectl.popen("get", "pods", "-w", "--request-timeout=10s")
+    try:
+        time.sleep(1.0)
+        kubectl("label", "pod", "web", "seen=yes")
+        server.call(server.store.bind_pod("default", "web", "node-7"))
+        time.sleep(1.0)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+    lines = [line.split() for line in out.splitlines() if line.strip()]
+    assert lines[0][:3] == ["NAME", "READY", "STATUS"]
+    assert [line[0] for line in lines[1:]] == ["web", "web", "web"]
+
+
+def test_delete_waits_for_finalizers(kubectl: Kubectl, server: ThreadedServer) -> None:
+    kubectl("apply", "-f", "-", input="""\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: held, finalizers: [e2e.kai-py.dev/hold]}
+data: {a: "1"}
+""")
+    out = kubectl("delete", "configmap", "held", "--wait=false")
+    assert out.stdout.strip() == 'configmap "held" deleted'
+    got = json.loads(kubectl("get", "configmap", "held", "-o", "json").stdout)
+    assert got["metadata"]["deletionTimestamp"]
+    kubectl("patch", "configmap", "held", "--type=json",
+            "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    assert kubectl("get", "configmap", "held", check=False).returncode == 1
+
+
+def test_nodes_table_and_namespaces(kubectl: Kubectl, server: ThreadedServer) -> None:
+    server.call(server.store.create("nodes", {
+        "metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/worker": ""}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}],
+                   "nodeInfo": {"kubeletVersion": "v1.32.0"}}}))
+    lines = kubectl("get", "nodes").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert lines[1].split()[:3] == ["gpu-1", "Ready", "worker"]
+    assert lines[1].split()[4] == "v1.32.0"
+    names = kubectl("get", "ns", "-o", "name").stdout.split()
+    assert {"namespace/default", "namespace/kube-system", "namespace/kube-public"} <= set(names)
