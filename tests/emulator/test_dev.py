@@ -1,0 +1,269 @@
+"""``kai-py dev`` as users run it, and the real kubectl against the emulated cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kai_py.emulator.dev_cluster import ThreadedDevCluster
+
+KUBECTL = shutil.which("kubectl")
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed on PATH")
+REPO = Path(__file__).resolve().parents[2]
+DEV = [sys.executable, "-m", "kai_py.cli", "dev"]
+
+
+def kubectl(kubeconfig: str, *args: str, stdin: str | None = None, check: bool = True) -> str:
+    assert KUBECTL is not None
+    done = subprocess.run(
+        [KUBECTL, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "KUBECONFIG": kubeconfig},
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
+    return done.stdout + (done.stderr if not check else "")
+
+
+def read_until(process: subprocess.Popen[bytes], marker: str, timeout: float = 20.0) -> list[str]:
+    """Lines of stdout up to and including the first that contains ``marker``.
+
+    Reads the pipe's file descriptor directly: a buffered reader would hide
+    lines it has already read from select().
+    """
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    buffer = b""
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if not ready:
+            if process.poll() is not None:
+                break
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buffer += chunk
+        while b"\n" in buffer:
+            raw, buffer = buffer.split(b"\n", 1)
+            lines.append(raw.decode())
+            if marker in lines[-1]:
+                return lines
+    raise AssertionError(f"no line with {marker!r} in time; got {lines}")
+
+
+@pytest.fixture
+def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    kubeconfig = tmp_path / "kubeconfig"
+    process = subprocess.Popen(
+        [*DEV, "--no-operator", "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    try:
+        yield process, kubeconfig
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+
+
+@pytest.mark.e2e
+@needs_kubectl
+def test_dev_prints_export_line_serves_kubectl_and_stops_on_sigterm(
+    dev_process: tuple[subprocess.Popen[bytes], Path],
+) -> None:
+    process, kubeconfig = dev_process
+    lines = read_until(process, "export KUBECONFIG=")
+    assert lines[-1] == f"export KUBECONFIG={kubeconfig.resolve()}"
+    nodes = json.loads(kubectl(str(kubeconfig), "get", "nodes", "-o", "json"))["items"]
+    assert len(nodes) == 6
+    gpu_nodes = [n for n in nodes if "nvidia.com/gpu.count" in n["metadata"]["labels"]]
+    assert len(gpu_nodes) == 4
+    assert all(n["status"]["allocatable"]["nvidia.com/gpu"] == "8" for n in gpu_nodes)
+    crds = kubectl(str(kubeconfig), "get", "crd", "-o", "name")
+    assert "queues.scheduling.run.ai" in crds
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(10) == 0
+    assert time.monotonic() - started < 5
+
+
+def test_dev_without_operator_flag_says_the_operator_is_not_there_yet(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [*DEV, "--kubeconfig", str(tmp_path / "kc")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    try:
+        lines = read_until(process, "not available yet")
+        assert lines[-1].startswith("kai-py dev: the kai-py operator is not available yet")
+        assert any(line.startswith("export KUBECONFIG=") for line in lines)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(10) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("nodes:\n  - name: gpu\n    gpus: lots\n", "field nodes[0].gpus"),
+        (
+            "nodes:\n  - name: gpu\n    gpuz: 8\n",
+            "field nodes[0].gpuz: Extra inputs are not permitted",
+        ),
+        ("nodes: [unclosed\n", "not valid YAML"),
+        ("- just a list\n", "expected a mapping"),
+    ],
+)
+def test_bad_cluster_file_exits_2_naming_file_and_field(
+    tmp_path: Path, content: str, expected: str
+) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(content)
+    done = subprocess.run(
+        [*DEV, "--no-operator", "--cluster", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert str(path) in done.stderr
+    assert expected in done.stderr
+    assert "export KUBECONFIG" not in done.stdout
+
+
+def test_missing_cluster_file_exits_2(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*DEV, "--cluster", str(tmp_path / "nope.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert "nope.yaml: cannot read" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ThreadedDevCluster]:
+    with ThreadedDevCluster(job_failure_backoff=0.0) as running:
+        yield running
+
+
+JOB = textwrap.dedent(
+    """\
+    apiVersion: batch/v1
+    kind: Job
+    metadata:
+      name: hello
+    spec:
+      parallelism: 2
+      completions: 2
+      template:
+        metadata:
+          annotations:
+            kai-py.dev/run-seconds: "0.3"
+        spec:
+          restartPolicy: Never
+          containers:
+            - name: main
+              image: busybox:1.36
+              resources:
+                limits:
+                  nvidia.com/gpu: 1
+    """
+)
+
+
+@pytest.mark.e2e
+@needs_kubectl
+def test_kubectl_apply_of_a_job_makes_pods_that_complete(cluster: ThreadedDevCluster) -> None:
+    kc = cluster.kubeconfig_path
+    out = kubectl(kc, "apply", "-f", "-", stdin=JOB)
+    assert "job.batch/hello created" in out
+    kubectl(kc, "wait", "--for=condition=complete", "job/hello", "--timeout=20s")
+    pods = json.loads(kubectl(kc, "get", "pods", "-l", "job-name=hello", "-o", "json"))["items"]
+    assert len(pods) == 2
+    assert {p["status"]["phase"] for p in pods} == {"Succeeded"}
+    devices = {p["metadata"]["annotations"]["kai-py.dev/visible-devices"] for p in pods}
+    assert len(devices) == 2 and all(d.startswith("GPU-") for d in devices)
+    # Applying the same manifest again changes nothing.
+    assert "job.batch/hello unchanged" in kubectl(kc, "apply", "-f", "-", stdin=JOB)
+    described = kubectl(kc, "describe", "pod", pods[0]["metadata"]["name"])
+    assert "Started container main" in described
+
+
+DEPLOYMENT = textwrap.dedent(
+    """\
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: web
+    spec:
+      replicas: 2
+      selector:
+        matchLabels: {app: web}
+      template:
+        metadata:
+          labels: {app: web}
+        spec:
+          containers:
+            - name: web
+              image: nginx:1.27
+              resources:
+                requests: {cpu: 100m}
+    """
+)
+
+
+@pytest.mark.e2e
+@needs_kubectl
+def test_kubectl_deployment_rollout_and_scale_up_and_down(cluster: ThreadedDevCluster) -> None:
+    kc = cluster.kubeconfig_path
+
+    def running() -> int:
+        pods = json.loads(kubectl(kc, "get", "pods", "-l", "app=web", "-o", "json"))["items"]
+        return sum(
+            1
+            for p in pods
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        )
+
+    def wait_running(count: int) -> None:
+        deadline = time.monotonic() + 15
+        while running() != count:
+            assert time.monotonic() < deadline, f"never {count} running pods"
+            time.sleep(0.1)
+
+    kubectl(kc, "apply", "-f", "-", stdin=DEPLOYMENT)
+    kubectl(kc, "rollout", "status", "deployment/web", "--timeout=20s")
+    wait_running(2)
+    # `kubectl scale` needs the server's /scale subresource to answer with an
+    # autoscaling/v1 Scale; a patch of spec.replicas is what scaling does underneath.
+    kubectl(kc, "patch", "deployment/web", "-p", '{"spec":{"replicas":4}}')
+    wait_running(4)
+    kubectl(kc, "patch", "deployment/web", "-p", '{"spec":{"replicas":1}}')
+    wait_running(1)
