@@ -121,6 +121,9 @@ _GENERATION_KEYS = frozenset({
 #: Where the API's default propagationPolicy is Orphan (kubectl asks for Background).
 _ORPHAN_BY_DEFAULT = frozenset({"jobs.batch", "replicationcontrollers"})
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+#: PriorityClasses every cluster has.
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000,
+                           "system-node-critical": 2000001000}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -273,6 +276,15 @@ class Store:
                                  "spec": {"finalizers": ["kubernetes"]},
                                  "status": {"phase": "Active"},
                              }, "", ns))
+            pcs = self.registry.resolve("priorityclasses.scheduling.k8s.io")
+            for pc_name, value in SYSTEM_PRIORITY_CLASSES.items():
+                self._insert(pcs, self._new_object_meta(pcs, {
+                    "apiVersion": pcs.api_version, "kind": pcs.kind,
+                    "metadata": {"name": pc_name}, "value": value,
+                    "description": "Used for system critical pods that must not be moved "
+                                   "from their current node.",
+                    "preemptionPolicy": "PreemptLowerPriority",
+                }, "", pc_name))
 
     # ---- public: reads --------------------------------------------------------------------
 
@@ -416,6 +428,8 @@ class Store:
         self._check_namespace_writable(rt, ns, name)
         obj = self._new_object_meta(rt, obj, ns, name)
         obj = self._prepare(rt, obj, None, field_validation, warnings)
+        if rt.storage_key == "pods":
+            self._admit_pod_priority(obj)
         if self.admission is not None:
             req = AdmissionRequest("CREATE", rt, ns, name, obj, None, dry_run=dry_run)
             mutated = await self.admission.mutate(req)
@@ -834,6 +848,30 @@ class Store:
                     warnings.extend(f'unknown field "{p}"' for p in unknown)
         builtin_validation.apply_defaults(rt, obj, old)
         return obj
+
+    def _admit_pod_priority(self, pod: JSON) -> None:
+        """The Priority admission plugin: spec.priority from the PriorityClass."""
+        spec = pod.setdefault("spec", {})
+        classes = self._objects.get("priorityclasses.scheduling.k8s.io", {})
+        name = spec.get("priorityClassName")
+        if name:
+            pc = classes.get(("", name))
+            if pc is None:
+                raise forbidden("pods", "", pod["metadata"]["name"],
+                                f"no PriorityClass with name {name} was found")
+        else:
+            pc = next((c for c in classes.values() if c.get("globalDefault")), None)
+            if pc is not None:
+                spec["priorityClassName"] = pc["metadata"]["name"]
+        value = int(pc.get("value", 0)) if pc is not None else 0
+        if "priority" in spec and spec["priority"] != value:
+            raise forbidden("pods", "", pod["metadata"]["name"],
+                            f"the integer value of priority ({spec['priority']}) must not be "
+                            f"provided in pod spec; priority admission controller computed "
+                            f"{value} from the given PriorityClass name")
+        spec["priority"] = value
+        if pc is not None and pc.get("preemptionPolicy"):
+            spec["preemptionPolicy"] = pc["preemptionPolicy"]
 
     def _validate(self, rt: ResourceType, obj: JSON, old: JSON | None) -> None:
         errors: builtins.list[FieldError] = []

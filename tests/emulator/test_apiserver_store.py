@@ -400,3 +400,29 @@ def test_crd_deletion_stops_serving_its_resources() -> None:
         assert err.value.code == 404
 
     run(body())
+
+
+def test_pod_priority_comes_from_its_priority_class() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("priorityclasses", {"metadata": {"name": "train"}, "value": 50,
+                                               "preemptionPolicy": "Never"})
+        pod = await store.create("pods", pod_body("p", priorityClassName="train"))
+        assert pod["spec"]["priority"] == 50 and pod["spec"]["preemptionPolicy"] == "Never"
+        plain = await store.create("pods", pod_body("q"))
+        assert plain["spec"]["priority"] == 0
+        system = await store.create("pods", pod_body(
+            "s", priorityClassName="system-node-critical"))
+        assert system["spec"]["priority"] == 2000001000
+        with pytest.raises(ApiError) as err:
+            await store.create("pods", pod_body("x", priorityClassName="missing"))
+        assert err.value.code == 403
+        assert err.value.message == ('pods "x" is forbidden: no PriorityClass with name '
+                                     'missing was found')
+        await store.create("priorityclasses", {"metadata": {"name": "dflt"}, "value": 7,
+                                               "globalDefault": True})
+        defaulted = await store.create("pods", pod_body("d"))
+        assert defaulted["spec"]["priority"] == 7
+        assert defaulted["spec"]["priorityClassName"] == "dflt"
+
+    run(body())
