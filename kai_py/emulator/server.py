@@ -435,21 +435,27 @@ class EmulatedAPIServer:
         headers_sent = False
         try:
             if initial:
-                pending: list[bytes] = []
-                while not w._queue.empty():
-                    item = w._queue.get_nowait()
-                    if item is None:
-                        break
-                    pending.append(self._event_bytes(req.rt, item[0], item[1], table, include,
-                                                     not headers_sent))
+                chunks = []
+                for event_type, obj in w.ready():
+                    chunks.append(self._event_bytes(req.rt, event_type, obj, table, include,
+                                                    not headers_sent))
                     headers_sent = True
-                for chunk in pending:
-                    await response.write(chunk)
+                await response.write(b"".join(chunks))
                 mark = {"kind": req.rt.kind, "apiVersion": req.rt.api_version, "metadata": {
                     "resourceVersion": str(self.store.resource_version),
                     "annotations": {"k8s.io/initial-events-end": "true"}}}
                 await response.write(_dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
             while True:
+                batch = w.ready()
+                if batch:
+                    chunks = []
+                    for event_type, obj in batch:
+                        chunks.append(self._event_bytes(req.rt, event_type, obj, table,
+                                                        include, not headers_sent))
+                        headers_sent = headers_sent or table
+                    await response.write(b"".join(chunks))
+                    last_sent = time.monotonic()
+                    continue
                 wait = 1.0
                 if deadline is not None:
                     wait = min(wait, deadline - time.monotonic())

@@ -213,6 +213,17 @@ class Watch:
     def _put(self, event_type: str, obj: JSON) -> None:
         self._queue.put_nowait((event_type, self._store._present(self.resource, obj)))
 
+    def ready(self) -> builtins.list[tuple[str, JSON]]:
+        """Events already queued, taken without waiting (for batching writers)."""
+        out: builtins.list[tuple[str, JSON]] = []
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if item is None:
+                self._queue.put_nowait(None)  # keep the end marker for __anext__
+                break
+            out.append(item)
+        return out
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
