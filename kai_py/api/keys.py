@@ -74,3 +74,7 @@ KUBEFLOW_GROUP: Final = "kubeflow.org"
 
 # The CRD category, so that `kubectl get kai` lists queues, pod groups and bind requests.
 CRD_CATEGORY: Final = "kai"
+
+# kai-py: when a PodGroup fell below minMember (RFC 3339), so that stale-gang
+# eviction survives a scheduler restart and can be scripted in `kai-py simulate`.
+STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-since"

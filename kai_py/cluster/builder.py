@@ -219,6 +219,9 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
     for doc in pods:
         _add_pod(doc, jobs, owners, priority_classes, nodes, node_names, built)
     built.snapshot.jobs = list(jobs.values())
+    for job in built.snapshot.jobs:
+        if job.stale_since is None:
+            job.stale_since = _stale_since(job)
     if keys.DEFAULT_QUEUE not in queues and any(
         j.queue == keys.DEFAULT_QUEUE for j in jobs.values()
     ):
@@ -227,6 +230,19 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
             queues.setdefault(q.name, q)
     built.snapshot.queues = list(queues.values())
     return built
+
+
+def _stale_since(job: Job) -> float | None:
+    """When a running gang fell below minMember, as far as the pods tell.
+
+    A replacement pod is created when a member dies, so the newest pending pod
+    dates the loss; without one, the gang counts as stale from now on.
+    """
+    running = sum(1 for t in job.tasks if t.status is TaskStatus.RUNNING)
+    if not 0 < running < job.min_member:
+        return None
+    pending = [t.created for t in job.tasks if t.status is TaskStatus.PENDING and t.created]
+    return max(pending) if pending else None
 
 
 def _priority(name: str | None, classes: dict[str, int], errors: list[str], who: str) -> int:
@@ -253,8 +269,19 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
         preemptible = spec.preemptibility == keys.PREEMPTIBLE
     else:
         preemptible = priority < keys.PREEMPTIBLE_PRIORITY_THRESHOLD
+    stale_text = (m.get("annotations") or {}).get(keys.STALE_SINCE_ANNOTATION)
+    stale_since = None
+    if stale_text:
+        try:
+            stale_since = parse_time(stale_text)
+        except ValueError:
+            errors.append(
+                f"{who}: metadata.annotations[{keys.STALE_SINCE_ANNOTATION}]: "
+                f"not an RFC 3339 time: {stale_text!r}"
+            )
     job = Job(
         uid=str(m.get("uid") or f"{ns}/{name}"),
+        stale_since=stale_since,
         namespace=ns,
         name=name,
         queue=(spec.queue if spec and spec.queue else keys.DEFAULT_QUEUE),

@@ -125,6 +125,10 @@ class Simulation:
 
     def _settle(self) -> None:
         """Write the previous cycle back as the cluster would have changed."""
+        if self.outcome.last is not None:
+            for uid, since in self.outcome.last.stale_since.items():
+                if uid in self.jobs:
+                    self.jobs[uid].stale_since = since
         for job in self.jobs.values():
             kept: list[Task] = []
             for task in job.tasks:

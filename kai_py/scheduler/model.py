@@ -224,6 +224,7 @@ class Job:
     mark_unschedulable: bool = True
     priority_class: str = ""
     errors: list[str] = field(default_factory=list)  # input problems: keep it pending
+    version: int = 0  # bumped whenever one of its tasks changes in a session
 
     @property
     def key(self) -> str:
@@ -259,6 +260,7 @@ class Queue:
     request: Res = field(default_factory=Res)
     deserved: Res = field(default_factory=Res)
     fair_share: Res = field(default_factory=Res)
+    version: int = 0  # bumped whenever its totals change in a session
 
     @property
     def is_leaf(self) -> bool:

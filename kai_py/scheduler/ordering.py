@@ -65,6 +65,7 @@ class JobPicker:
         self.demand = demand
         self._heaps: dict[str, list[tuple[JobKey, Job]]] = {}
         self._pending: dict[str, int] = {}  # queue -> jobs waiting in its subtree
+        self._keys: dict[str, tuple[int, Job, int, tuple[object, ...]]] = {}
         for job in jobs:
             self.push(job)
 
@@ -89,7 +90,12 @@ class JobPicker:
                 job = found[1]
             else:
                 job = self._heaps[name][0][1]
-            key = queue_key(queue, self.demand(job))
+            memo = self._keys.get(name)
+            if memo is not None and memo[0] == queue.version and memo[1] is job and memo[2] == job.version:
+                key = memo[3]
+            else:
+                key = queue_key(queue, self.demand(job))
+                self._keys[name] = (queue.version, job, job.version, key)
             if best is None or key < best[0]:
                 best = (key, queue, job)
         return None if best is None else (best[1], best[2])

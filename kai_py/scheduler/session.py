@@ -94,6 +94,9 @@ class Session:
         self.decisions = Decisions()
         # Bumped whenever resources are freed, so cached "does not fit" answers expire.
         self.release_generation = 0
+        # Per-session memo of derived values, keyed with the versions they depend on.
+        self.memo: dict[object, object] = {}
+        self._ancestors: dict[str, list[Queue]] = {}
         self.max_gpu_memory = max((n.gpu_memory_mib for n in self.nodes.values()), default=0.0)
         self._reset_state()
         self.index = NodeIndex(list(self.nodes.values()))
@@ -135,12 +138,17 @@ class Session:
 
     def ancestors(self, queue_name: str) -> list[Queue]:
         """The queue itself, then its parents up to the root."""
+        cached = self._ancestors.get(queue_name)
+        if cached is not None:
+            return cached
         chain: list[Queue] = []
         name: str | None = queue_name
         while name is not None and name in self.queues:
             queue = self.queues[name]
             chain.append(queue)
             name = queue.parent
+        if hasattr(self, "index"):  # the tree is final once set-up is done
+            self._ancestors[queue_name] = chain
         return chain
 
     def task_res(self, task: Task, node: Node | None) -> Res:
@@ -155,6 +163,7 @@ class Session:
         amount = Res(task.request.cpu * sign, task.request.memory * sign, gpu * sign)
         for queue in self.ancestors(job.queue):
             queue.allocated.add(amount)
+            queue.version += 1
             if not job.preemptible:
                 queue.allocated_non_preemptible.add(amount)
 
@@ -173,6 +182,9 @@ class Session:
         node.tasks.pop(task.uid, None)
 
     def _node_change(self, node: Node, task: Task, sign: float) -> None:
+        job = self.jobs.get(task.job_uid)
+        if job is not None:
+            job.version += 1
         req = task.request
         releasing = task.status in (TaskStatus.RELEASING, TaskStatus.EVICTED) and not task.stuck
         if task.claim_now:

@@ -27,9 +27,15 @@ def next_tasks(job: Job, count: int) -> list[Task]:
 
 
 def demand(session: Session, job: Job, count: int | None = None) -> Res:
+    """What the next ``count`` tasks (default: the next step) of ``job`` ask for."""
+    key = ("demand", job.uid, job.version, count)
+    cached = session.memo.get(key)
+    if isinstance(cached, Res):
+        return cached
     total = Res()
     for task in next_tasks(job, needed(job) if count is None else count):
         total.add(session.task_res(task, None))
+    session.memo[key] = total
     return total
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from kai_py.scheduler.actions.common import demand, needed
 from kai_py.scheduler.actions.evicting import preemptors, victim_cost
 from kai_py.scheduler.actions.preempt import _always
-from kai_py.scheduler.actions.victims import VictimSearch, victim_units
+from kai_py.scheduler.actions.victims import VictimPool, VictimSearch
 from kai_py.scheduler.model import Node
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import EPS
@@ -27,23 +27,28 @@ def _free_gpu(node: Node) -> float:
 def consolidation(session: Session, placer: Placer) -> None:
     if session.config.placement == "spread":
         return
+    pool: VictimPool | None = None
+    free: tuple[float, float] | None = None
     for job in preemptors(session):
+        if free is None:
+            ready = [n for n in session.nodes.values() if n.ready]
+            free = (
+                sum(_free_gpu(n) for n in ready),
+                sum(n.allocatable.cpu - n.used.cpu + n.releasing.cpu - n.pipelined.cpu for n in ready),
+            )
         want = demand(session, job, needed(job))
-        free_gpu = sum(_free_gpu(n) for n in session.nodes.values() if n.ready)
-        free_cpu = sum(n.future_idle.cpu for n in session.nodes.values() if n.ready)
-        if want.gpu > free_gpu + EPS or want.cpu > free_cpu + EPS:
-            continue
-        candidates = sorted(
-            (v for v in session.jobs.values() if v.preemptible and v is not job),
-            key=victim_cost,
+        if want.gpu > free[0] + EPS or want.cpu > free[1] + EPS:
+            continue  # not fragmentation: the cluster lacks the resources
+        if pool is None:
+            pool = VictimPool(session.jobs.values(), victim_cost, lambda t: True)
+        search = VictimSearch(
+            session,
+            placer,
+            "consolidation",
+            _always,
+            replace_victims=True,
+            max_victims=session.config.max_consolidation_victims,
         )
-        units = victim_units(candidates, lambda t: True)
-        if units:
-            VictimSearch(
-                session,
-                placer,
-                "consolidation",
-                _always,
-                replace_victims=True,
-                max_victims=session.config.max_consolidation_victims,
-            ).run(job, units)
+        units = pool.units(sorted(pool.queues), keep=lambda v, job=job: v is not job)  # type: ignore[misc]
+        if search.run(job, units):
+            free = None

@@ -7,7 +7,7 @@ from functools import partial
 
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions.evicting import old_enough, preemptors, victim_cost
-from kai_py.scheduler.actions.victims import Unit, VictimSearch, victim_units
+from kai_py.scheduler.actions.victims import Unit, VictimPool, VictimSearch
 from kai_py.scheduler.model import Job, Task
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
@@ -23,19 +23,23 @@ def _always(_: Sequence[Unit]) -> bool:
 
 
 def preempt(session: Session, placer: Placer) -> None:
+    pools: dict[str, VictimPool] = {}
     for job in preemptors(session):
-        candidates = sorted(
-            (
-                v
-                for v in session.jobs.values()
-                if v.queue == job.queue and v.preemptible and v.priority < job.priority
-            ),
-            key=victim_cost,
-        )
-        units = victim_units(candidates, partial(_old_enough, session, job.queue))
-        if units and VictimSearch(session, placer, "preempt", _always).run(job, units):
+        pool = pools.get(job.queue)
+        if pool is None:
+            pool = pools[job.queue] = VictimPool(
+                (v for v in session.jobs.values() if v.queue == job.queue),
+                victim_cost,
+                partial(_old_enough, session, job.queue),
+            )
+        units = pool.units([job.queue], keep=lambda v, job=job: v.priority < job.priority)  # type: ignore[misc]
+        if VictimSearch(session, placer, "preempt", _always).run(job, units):
             continue
-        session.explain(job, _why_not(job, bool(candidates)))
+        has_lower = any(
+            v.queue == job.queue and v.preemptible and v.priority < job.priority
+            for v in session.jobs.values()
+        )
+        session.explain(job, _why_not(job, has_lower))
 
 
 def _why_not(job: Job, had_candidates: bool) -> Reason:

@@ -22,7 +22,7 @@ from kai_py.scheduler.actions.evicting import (
     saturation,
     victim_cost,
 )
-from kai_py.scheduler.actions.victims import Unit, VictimSearch, victim_units
+from kai_py.scheduler.actions.victims import Unit, VictimPool, VictimSearch
 from kai_py.scheduler.model import Job, Queue
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
@@ -32,6 +32,16 @@ from kai_py.scheduler.session import Session
 
 def split_paths(session: Session, a: str, b: str) -> tuple[list[Queue], list[Queue]]:
     """The queues of ``a``'s and ``b``'s branches below their lowest common ancestor."""
+    key = ("split", a, b)
+    cached = session.memo.get(key)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    result = _split_paths(session, a, b)
+    session.memo[key] = result
+    return result
+
+
+def _split_paths(session: Session, a: str, b: str) -> tuple[list[Queue], list[Queue]]:
     up_a = session.ancestors(a)
     up_b = session.ancestors(b)
     names_b = {q.name for q in up_b}
@@ -89,14 +99,6 @@ class _Reclaim:
         self.resources = contested(amount)
         self.saturation_before: dict[int, float] = {}
 
-    def may_take_from(self, victim: Job) -> bool:
-        if victim.queue == self.job.queue or not victim.preemptible:
-            return False
-        if victim.queue not in self.session.queues:
-            return False
-        _, theirs = split_paths(self.session, self.job.queue, victim.queue)
-        return _above(theirs, self.way, self.resources)
-
     def admit(self, unit: Unit) -> bool:
         _, theirs = split_paths(self.session, self.job.queue, unit.job.queue)
         if not _above(theirs, self.way, self.resources):
@@ -117,6 +119,7 @@ class _Reclaim:
 
 
 def reclaim(session: Session, placer: Placer) -> None:
+    pool: VictimPool | None = None
     for job in preemptors(session):
         amount = demand(session, job, needed(job))
         leaf = session.queues[job.queue]
@@ -134,21 +137,29 @@ def reclaim(session: Session, placer: Placer) -> None:
             assert refusal is not None
             session.explain(job, refusal)
             continue
-        if not any(_reclaim_one_way(session, placer, job, amount, way) for way in ways):
+        if pool is None:
+            pool = VictimPool(
+                session.jobs.values(),
+                victim_cost,
+                lambda t: old_enough(session, t, session.jobs[t.job_uid].queue, "reclaim_min_runtime"),
+            )
+        if not any(_reclaim_one_way(session, placer, pool, job, amount, way) for way in ways):
             session.explain(job, _nothing_to_reclaim(session, job))
 
 
-def _reclaim_one_way(session: Session, placer: Placer, job: Job, amount: Res, way: str) -> bool:
+def _reclaim_one_way(
+    session: Session, placer: Placer, pool: VictimPool, job: Job, amount: Res, way: str
+) -> bool:
     plan = _Reclaim(session, job, amount, way)
-    candidates = sorted(
-        (v for v in session.jobs.values() if plan.may_take_from(v)), key=victim_cost
-    )
-    units = victim_units(
-        candidates,
-        lambda t: old_enough(session, t, session.jobs[t.job_uid].queue, "reclaim_min_runtime"),
-    )
+    queues = [
+        q
+        for q in pool.queues
+        if q != job.queue and _above(split_paths(session, job.queue, q)[1], way, plan.resources)
+    ]
+    if not queues:
+        return False
     search = VictimSearch(session, placer, "reclaim", plan.validate, admit=plan.admit)
-    return bool(units) and search.run(job, units)
+    return search.run(job, pool.units(queues))
 
 
 def _nothing_to_reclaim(session: Session, job: Job) -> Reason:

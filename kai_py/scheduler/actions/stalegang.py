@@ -10,7 +10,8 @@ from kai_py.scheduler.session import Session
 def stale_gang_eviction(session: Session, placer: Placer) -> None:
     for job in session.jobs.values():
         running = [t for t in job.tasks if t.status is TaskStatus.RUNNING]
-        stale = 0 < len(running) < job.min_member
+        # Pods placed in this very cycle count: the gang is about to be whole again.
+        stale = bool(running) and job.placed < job.min_member
         if not stale:
             session.decisions.stale_since[job.uid] = None
             continue

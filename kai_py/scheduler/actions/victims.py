@@ -10,13 +10,14 @@ back one by one, and the smallest scenario found is kept.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kai_py.scheduler.actions.common import needed, place_tasks
 from kai_py.scheduler.model import Job, Task, TaskStatus
 from kai_py.scheduler.placement import Placer
-from kai_py.scheduler.session import Session, Statement
+from kai_py.scheduler.session import Op, Session, Statement
 
 
 @dataclass(slots=True, eq=False)
@@ -32,31 +33,75 @@ def _eviction_order(task: Task) -> tuple[bool, float, str]:
     return (task.role == "master", -(task.start_time or 0.0), task.name)
 
 
+def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], Unit | None]:
+    """A job's surplus pods (one unit each) and its gang unit (all its running pods).
+
+    The gang unit holds every running pod, so taking it never leaves part of a
+    gang behind; a protected pod (too young) keeps the whole gang safe.
+    """
+    running = sorted((t for t in job.tasks if t.status is TaskStatus.RUNNING), key=_eviction_order)
+    if not running:
+        return [], None
+    surplus: list[Unit] = []
+    for task in running[: max(0, len(running) - job.min_member)]:
+        if not eligible(task):
+            break
+        surplus.append(Unit(job, [task]))
+    gang = Unit(job, running) if all(eligible(t) for t in running) else None
+    return surplus, gang
+
+
 def victim_units(jobs: Iterable[Job], eligible: Callable[[Task], bool]) -> list[Unit]:
-    """Units in the order they are tried; a protected task keeps its whole gang safe."""
+    """Units in the order they are tried: all surplus pods, then whole gangs."""
     surplus: list[Unit] = []
     gangs: list[Unit] = []
     for job in jobs:
-        running = sorted(
-            (t for t in job.tasks if t.status is TaskStatus.RUNNING), key=_eviction_order
-        )
-        if not running:
-            continue
-        spare = max(0, len(running) - job.min_member)
-        taken: list[Task] = []
-        for task in running[:spare]:
-            if not eligible(task):
-                break
-            surplus.append(Unit(job, [task]))
-            taken.append(task)
-        rest = [t for t in running if t not in taken]
-        if rest and all(eligible(t) for t in rest):
-            gangs.append(Unit(job, rest))
+        extra, gang = job_units(job, eligible)
+        surplus.extend(extra)
+        if gang is not None:
+            gangs.append(gang)
     return surplus + gangs
 
 
+class VictimPool:
+    """The possible victims of one action, by queue, cheapest first, built once.
+
+    Units of victims already evicted are skipped when read, so the pool stays
+    valid while the action commits evictions.
+    """
+
+    def __init__(
+        self,
+        jobs: Iterable[Job],
+        cost: Callable[[Job], tuple[object, ...]],
+        eligible: Callable[[Task], bool],
+    ) -> None:
+        self._surplus: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
+        self._gangs: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
+        ordered = sorted((j for j in jobs if j.preemptible), key=cost)
+        for seq, job in enumerate(ordered):
+            extra, gang = job_units(job, eligible)
+            key = cost(job)
+            for unit in extra:
+                self._surplus.setdefault(job.queue, []).append((key, seq, unit))
+            if gang is not None:
+                self._gangs.setdefault(job.queue, []).append((key, seq, gang))
+
+    @property
+    def queues(self) -> set[str]:
+        return set(self._surplus) | set(self._gangs)
+
+    def units(self, queues: Iterable[str], keep: Callable[[Job], bool] | None = None) -> Iterator[Unit]:
+        names = list(queues)
+        for table in (self._surplus, self._gangs):
+            lists = [table[q] for q in names if q in table]
+            for _, _, unit in heapq.merge(*lists, key=lambda e: (e[0], e[1])):
+                if _live(unit) and (keep is None or keep(unit.job)):
+                    yield unit
+
+
 def _live(unit: Unit) -> bool:
-    return all(t.status is TaskStatus.RUNNING for t in unit.tasks)
+    return any(t.status is TaskStatus.RUNNING for t in unit.tasks)
 
 
 class VictimSearch:
@@ -79,7 +124,7 @@ class VictimSearch:
         self.max_victims = max_victims
         self.admit = admit
 
-    def run(self, preemptor: Job, units: Sequence[Unit]) -> bool:
+    def run(self, preemptor: Job, units: Iterable[Unit]) -> bool:
         """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing."""
         stmt = self.session.statement()
         chosen: list[Unit] = []
@@ -87,11 +132,12 @@ class VictimSearch:
         for unit in units:
             if not _live(unit) or (self.admit is not None and not self.admit(unit)):
                 continue
-            if self.max_victims is not None and evicted + len(unit.tasks) > self.max_victims:
+            live = [t for t in unit.tasks if t.status is TaskStatus.RUNNING]
+            if self.max_victims is not None and evicted + len(live) > self.max_victims:
                 break
             chosen.append(unit)
-            evicted += len(unit.tasks)
-            for task in unit.tasks:
+            evicted += len(live)
+            for task in live:
                 stmt.evict(task, self.action, preemptor)
             mark = stmt.checkpoint()
             if self._try(stmt, preemptor, chosen):
@@ -106,7 +152,8 @@ class VictimSearch:
     def _scenario(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
         for unit in units:
             for task in unit.tasks:
-                stmt.evict(task, self.action, preemptor)
+                if task.status is TaskStatus.RUNNING:
+                    stmt.evict(task, self.action, preemptor)
         return self._try(stmt, preemptor, units)
 
     def _prune(self, stmt: Statement, preemptor: Job, chosen: list[Unit]) -> None:
@@ -126,19 +173,18 @@ class VictimSearch:
         result = place_tasks(self.session, stmt, self.placer, preemptor, needed(preemptor))
         if not result.ok:
             return False
-        if self.replace_victims and not self._replace(stmt, units):
+        if self.replace_victims and not self._replace(stmt):
             return False
         return self.validate(units)
 
-    def _replace(self, stmt: Statement, units: Sequence[Unit]) -> bool:
-        """Find every moved victim a new place (held by a shadow task)."""
-        for unit in units:
-            for task in unit.tasks:
-                shadow = shadow_of(task)
-                where = self.placer.find(shadow)
-                if where is None:
-                    return False
-                stmt.allocate(shadow, where.node, where.groups, where.pipelined)
+    def _replace(self, stmt: Statement) -> bool:
+        """Find every victim of this scenario a new place (held by a shadow task)."""
+        for task in [rec.task for rec in stmt.log if rec.op is Op.EVICT]:
+            shadow = shadow_of(task)
+            where = self.placer.find(shadow)
+            if where is None:
+                return False
+            stmt.allocate(shadow, where.node, where.groups, where.pipelined)
         return True
 
 
