@@ -24,7 +24,14 @@ def _always(_: Sequence[Unit]) -> bool:
 
 def preempt(session: Session, placer: Placer) -> None:
     pools: dict[str, VictimPool] = {}
+    lowest: dict[str, int] = {}  # the lowest priority of a preemptible job, per queue
+    for v in session.jobs.values():
+        if v.preemptible:
+            lowest[v.queue] = min(v.priority, lowest.get(v.queue, v.priority))
     for job in preemptors(session):
+        if lowest.get(job.queue, job.priority) >= job.priority:
+            session.explain(job, _why_not(job, False))
+            continue
         pool = pools.get(job.queue)
         if pool is None:
             pool = pools[job.queue] = VictimPool(
@@ -35,11 +42,7 @@ def preempt(session: Session, placer: Placer) -> None:
         units = pool.units([job.queue], keep=lambda v, job=job: v.priority < job.priority)  # type: ignore[misc]
         if VictimSearch(session, placer, "preempt", _always).run(job, units):
             continue
-        has_lower = any(
-            v.queue == job.queue and v.preemptible and v.priority < job.priority
-            for v in session.jobs.values()
-        )
-        session.explain(job, _why_not(job, has_lower))
+        session.explain(job, _why_not(job, True))
 
 
 def _why_not(job: Job, had_candidates: bool) -> Reason:
