@@ -33,33 +33,64 @@ def _nodes(count: int, gpus: int) -> list[Node]:
 
 def _queues(count: int) -> list[Queue]:
     unlimited = Res(INF, INF, INF)
-    queues = [Queue("root", None, quota=unlimited.copy(), limit=unlimited.copy(), weight=Res(1, 1, 1))]
+    queues = [
+        Queue("root", None, quota=unlimited.copy(), limit=unlimited.copy(), weight=Res(1, 1, 1))
+    ]
     for d in range(max(1, count // 10)):
-        queues.append(Queue(f"dept-{d}", "root", quota=Res(INF, INF, 0), limit=unlimited.copy(), weight=Res(1, 1, 1)))
+        queues.append(
+            Queue(
+                f"dept-{d}",
+                "root",
+                quota=Res(INF, INF, 0),
+                limit=unlimited.copy(),
+                weight=Res(1, 1, 1),
+            )
+        )
     departments = [q.name for q in queues[1:]]
     for i in range(count):
         queues.append(
             Queue(
-                f"q-{i:03d}", departments[i % len(departments)],
-                quota=Res(INF, INF, 8.0 * (i % 5)), limit=unlimited.copy(), weight=Res(1, 1, 1 + i % 3),
+                f"q-{i:03d}",
+                departments[i % len(departments)],
+                quota=Res(INF, INF, 8.0 * (i % 5)),
+                limit=unlimited.copy(),
+                weight=Res(1, 1, 1 + i % 3),
                 created=float(i),
             )
         )
     return queues
 
 
-def _pending_jobs(pods: int, queues: list[str], rng: random.Random, prefix: str = "job") -> list[Job]:
+def _pending_jobs(
+    pods: int, queues: list[str], rng: random.Random, prefix: str = "job"
+) -> list[Job]:
     jobs: list[Job] = []
     made = 0
     while made < pods:
         size = min(rng.randint(1, 8), pods - made)
         uid = f"{prefix}-{len(jobs):05d}"
-        job = Job(uid, "bench", uid, rng.choice(queues), priority=50, preemptible=True,
-                  min_member=size, created=float(len(jobs)))
+        job = Job(
+            uid,
+            "bench",
+            uid,
+            rng.choice(queues),
+            priority=50,
+            preemptible=True,
+            min_member=size,
+            created=float(len(jobs)),
+        )
         gpus = rng.choice((1, 1, 1, 2, 4))
         for t in range(size):
-            job.tasks.append(Task(f"{uid}-{t}", "bench", f"{uid}-{t}", uid,
-                                  Res(cpu=4000, memory=32 * GIB, gpu=gpus), created=float(len(jobs))))
+            job.tasks.append(
+                Task(
+                    f"{uid}-{t}",
+                    "bench",
+                    f"{uid}-{t}",
+                    uid,
+                    Res(cpu=4000, memory=32 * GIB, gpu=gpus),
+                    created=float(len(jobs)),
+                )
+            )
         jobs.append(job)
         made += size
     return jobs
@@ -79,21 +110,48 @@ def reclaim_snapshot(nodes: int, gpus: int, pending: int, seed: int) -> Snapshot
     qs = [
         Queue("root", None, quota=unlimited.copy(), limit=unlimited.copy(), weight=Res(1, 1, 1)),
         Queue("owner", "root", quota=Res(INF, INF, 0), limit=unlimited.copy(), weight=Res(1, 1, 1)),
-        Queue("claimer", "root", quota=Res(INF, INF, nodes * gpus / 2), limit=unlimited.copy(), weight=Res(1, 1, 1)),
+        Queue(
+            "claimer",
+            "root",
+            quota=Res(INF, INF, nodes * gpus / 2),
+            limit=unlimited.copy(),
+            weight=Res(1, 1, 1),
+        ),
     ]
     node_list = _nodes(nodes, gpus)
     jobs: list[Job] = []
     for node in node_list:
         for g in range(gpus):
             uid = f"run-{node.name}-{g}"
-            job = Job(uid, "bench", uid, "owner", priority=50, preemptible=True, min_member=1, created=0.0)
-            job.tasks.append(Task(uid, "bench", uid, uid, Res(cpu=4000, memory=32 * GIB, gpu=1),
-                                  status=TaskStatus.RUNNING, node_name=node.name, start_time=0.0))
+            job = Job(
+                uid, "bench", uid, "owner", priority=50, preemptible=True, min_member=1, created=0.0
+            )
+            job.tasks.append(
+                Task(
+                    uid,
+                    "bench",
+                    uid,
+                    uid,
+                    Res(cpu=4000, memory=32 * GIB, gpu=1),
+                    status=TaskStatus.RUNNING,
+                    node_name=node.name,
+                    start_time=0.0,
+                )
+            )
             jobs.append(job)
     claim = []
     for i in range(pending):
         uid = f"claim-{i:05d}"
-        job = Job(uid, "bench", uid, "claimer", priority=50, preemptible=True, min_member=1, created=1.0 + i)
+        job = Job(
+            uid,
+            "bench",
+            uid,
+            "claimer",
+            priority=50,
+            preemptible=True,
+            min_member=1,
+            created=1.0 + i,
+        )
         job.tasks.append(Task(uid, "bench", uid, uid, Res(cpu=4000, memory=32 * GIB, gpu=1)))
         claim.append(job)
     rng.shuffle(claim)
@@ -102,7 +160,9 @@ def reclaim_snapshot(nodes: int, gpus: int, pending: int, seed: int) -> Snapshot
 
 def first_fit(snapshot: Snapshot) -> int:
     """The floor: each gang on the first nodes with room, no queues, no order."""
-    free = {n.name: [n.allocatable.gpu, n.allocatable.cpu, n.allocatable.memory] for n in snapshot.nodes}
+    free = {
+        n.name: [n.allocatable.gpu, n.allocatable.cpu, n.allocatable.memory] for n in snapshot.nodes
+    }
     names = list(free)
     placed = 0
     for job in snapshot.jobs:
@@ -139,7 +199,9 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--pods", type=int, default=10_000)
@@ -149,15 +211,29 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    cycle_s, decisions = timed(lambda: run_cycle(allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed)))
-    build_s, _ = timed(lambda: allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed))
+    cycle_s, decisions = timed(
+        lambda: run_cycle(
+            allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed)
+        )
+    )
+    build_s, _ = timed(
+        lambda: allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed)
+    )
     cycle_s -= build_s  # the synthetic input is not part of the cycle
-    floor_s, floor_placed = timed(lambda: first_fit(allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed)))
+    floor_s, floor_placed = timed(
+        lambda: first_fit(
+            allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed)
+        )
+    )
     floor_s -= build_s
     bound = len(decisions.binds)  # type: ignore[attr-defined]
 
-    rsnap_s, _ = timed(lambda: reclaim_snapshot(args.nodes, args.gpus, args.reclaim_pods, args.seed))
-    reclaim_s, rdec = timed(lambda: run_cycle(reclaim_snapshot(args.nodes, args.gpus, args.reclaim_pods, args.seed)))
+    rsnap_s, _ = timed(
+        lambda: reclaim_snapshot(args.nodes, args.gpus, args.reclaim_pods, args.seed)
+    )
+    reclaim_s, rdec = timed(
+        lambda: run_cycle(reclaim_snapshot(args.nodes, args.gpus, args.reclaim_pods, args.seed))
+    )
     reclaim_s -= rsnap_s
     evicted = len(rdec.evictions)  # type: ignore[attr-defined]
 
@@ -176,11 +252,15 @@ def main() -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"cluster: {args.nodes} nodes x {args.gpus} GPUs, {args.pods} pending pods in {args.queues} queues")
+        print(
+            f"cluster: {args.nodes} nodes x {args.gpus} GPUs, {args.pods} pending pods in {args.queues} queues"
+        )
         print(f"full cycle:       {cycle_s:8.3f} s  ({bound} pods bound)")
         print(f"first-fit floor:  {floor_s:8.3f} s  ({floor_placed} pods placed)")
         print(f"ratio:            {result['ratio']}x  (target: cycle <= 1 s and <= 10x the floor)")
-        print(f"reclaim cycle:    {reclaim_s:8.3f} s  ({evicted} pods evicted for {args.reclaim_pods} pending; target <= 3 s)")
+        print(
+            f"reclaim cycle:    {reclaim_s:8.3f} s  ({evicted} pods evicted for {args.reclaim_pods} pending; target <= 3 s)"
+        )
     return 0
 
 

@@ -23,14 +23,26 @@ from kai_py.emulator.store import Store
 
 def pod(i: int) -> dict[str, Any]:
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"pod-{i:05d}", "namespace": "default",
-                     "labels": {"app": "bench", "shard": str(i % 16)}},
-        "spec": {"schedulerName": "kai-scheduler", "containers": [{
-            "name": "main", "image": "busybox:1.36",
-            "resources": {"requests": {"cpu": "100m", "memory": "128Mi",
-                                       "nvidia.com/gpu": "1"},
-                          "limits": {"nvidia.com/gpu": "1"}}}]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"pod-{i:05d}",
+            "namespace": "default",
+            "labels": {"app": "bench", "shard": str(i % 16)},
+        },
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox:1.36",
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu": "1"},
+                        "limits": {"nvidia.com/gpu": "1"},
+                    },
+                }
+            ],
+        },
     }
 
 
@@ -60,8 +72,12 @@ async def in_process(n: int) -> dict[str, float]:
     items, _ = await store.list("pods", field_selector="spec.nodeName=")
     list_s = time.perf_counter() - t0
     assert len(items) == n
-    return {"creates_per_s": n / create_s, "watch_events_per_s": n / live_s,
-            "replay_events_per_s": n / replay_s, "list_s": list_s}
+    return {
+        "creates_per_s": n / create_s,
+        "watch_events_per_s": n / live_s,
+        "replay_events_per_s": n / replay_s,
+        "list_s": list_s,
+    }
 
 
 _SERVE = """
@@ -79,13 +95,17 @@ async def over_http(n: int, concurrency: int) -> dict[str, float]:
     # The server runs in its own process, as for kubectl or an operator: a client
     # in the same process would share its core and halve both.
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _SERVE, str(max(20_000, 2 * n)),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-c",
+        _SERVE,
+        str(max(20_000, 2 * n)),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
     assert proc.stdout is not None and proc.stdin is not None
     base, start_rv = (await proc.stdout.readline()).decode().split()
     try:
-        return await _http_load(f"{base}/api/v1/namespaces/default/pods", start_rv, n,
-                                concurrency)
+        return await _http_load(f"{base}/api/v1/namespaces/default/pods", start_rv, n, concurrency)
     finally:
         proc.stdin.close()
         await proc.wait()
@@ -111,8 +131,9 @@ async def _http_load(url: str, start_rv: str, n: int, concurrency: int) -> dict[
 
         t0 = time.perf_counter()
         events = 0
-        async with session.get(url, params={"watch": "1", "resourceVersion": start_rv,
-                                            "timeoutSeconds": "60"}) as resp:
+        async with session.get(
+            url, params={"watch": "1", "resourceVersion": start_rv, "timeoutSeconds": "60"}
+        ) as resp:
             async for line in resp.content:
                 if line.strip():
                     json.loads(line)
@@ -124,9 +145,12 @@ async def _http_load(url: str, start_rv: str, n: int, concurrency: int) -> dict[
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    return {"pods": args.pods, "in_process": await in_process(args.pods),
-            "http": await over_http(args.pods, args.concurrency),
-            "http_concurrency": args.concurrency}
+    return {
+        "pods": args.pods,
+        "in_process": await in_process(args.pods),
+        "http": await over_http(args.pods, args.concurrency),
+        "http_concurrency": args.concurrency,
+    }
 
 
 def main() -> None:
@@ -145,8 +169,10 @@ def main() -> None:
     print(f"  in-process  watch events/s  {ip['watch_events_per_s']:10,.0f}   (target >= 10,000)")
     print(f"  in-process  replay events/s {ip['replay_events_per_s']:10,.0f}")
     print(f"  in-process  list all        {ip['list_s'] * 1000:10,.0f} ms")
-    print(f"  HTTP        creates/s       {http['creates_per_s']:10,.0f}   "
-          f"({args.concurrency} concurrent clients)")
+    print(
+        f"  HTTP        creates/s       {http['creates_per_s']:10,.0f}   "
+        f"({args.concurrency} concurrent clients)"
+    )
     print(f"  HTTP        watch events/s  {http['watch_events_per_s']:10,.0f}")
 
 

@@ -85,11 +85,13 @@ def check(path: Path) -> list[str]:
                 problems.append(f"pod {pod}: status {got['status']}, expected {status}")
         problems += _match_subset(want, got, f"pod {pod}")
     if "evictions" in expect:
-        want_ev = sorted(
-            (e["pod"], e["action"], e.get("by")) for e in expect["evictions"] or []
-        )
+        want_ev = sorted((e["pod"], e["action"], e.get("by")) for e in expect["evictions"] or [])
         got_ev = sorted(
-            (e["pod"], e["action"], e["by"] if any("by" in w for w in expect["evictions"] or []) else None)
+            (
+                e["pod"],
+                e["action"],
+                e["by"] if any("by" in w for w in expect["evictions"] or []) else None,
+            )
             for e in result["evictions"]
         )
         if [w[:2] for w in want_ev] != [g[:2] for g in got_ev] or any(
@@ -100,7 +102,8 @@ def check(path: Path) -> list[str]:
         want = dict(want)
         contains = want.pop("messageContains", None)
         if not any(
-            all(e.get(k) == v for k, v in want.items()) and (contains is None or contains in e["message"])
+            all(e.get(k) == v for k, v in want.items())
+            and (contains is None or contains in e["message"])
             for e in result["events"]
         ):
             problems.append(f"event {want} (message containing {contains!r}) not found")

@@ -1,0 +1,221 @@
+"""`kai-py simulate` end to end through the CLI: the JSON contract, text output, bad input."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kai_py.cli import main
+
+NODE = """
+apiVersion: v1
+kind: Node
+metadata: {name: gpu-1, labels: {nvidia.com/gpu.memory: "81920"}}
+status: {allocatable: {cpu: "8", memory: 32Gi, nvidia.com/gpu: "2"}}
+"""
+QUEUES = """
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: root}
+spec:
+  resources:
+    gpu: {quota: -1, limit: -1}
+    cpu: {quota: -1, limit: -1}
+    memory: {quota: -1, limit: -1}
+---
+apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: team}
+spec:
+  parentQueue: root
+  resources:
+    gpu: {quota: 2, limit: -1}
+    cpu: {quota: -1, limit: -1}
+    memory: {quota: -1, limit: -1}
+"""
+
+
+def pod(name: str, gpus: str = "1", annotations: str = "", queue: str = "team") -> str:
+    limits = f', limits: {{nvidia.com/gpu: "{gpus}"}}' if gpus != "0" else ""
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: ml
+  labels: {{kai.scheduler/queue: {queue}}}
+  annotations: {{{annotations}}}
+spec:
+  schedulerName: kai-scheduler
+  containers:
+  - name: main
+    image: busybox
+    resources: {{requests: {{cpu: 500m, memory: 1Gi}}{limits}}}
+"""
+
+
+def write(tmp_path: Path, *docs: str, name: str = "input.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text("\n---\n".join(textwrap.dedent(d) for d in docs), encoding="utf-8")
+    return path
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    assert main(["simulate", *args, "--output", "json"]) == 0
+    data: dict[str, object] = json.loads(capsys.readouterr().out)
+    return data
+
+
+def test_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(
+        tmp_path, NODE, QUEUES, pod("a"), pod("b", gpus="0", annotations="gpu-fraction: '0.5'")
+    )
+    data = run_json(capsys, str(path))
+    assert set(data) >= {"cycles", "pods", "evictions", "events", "queues"}
+    pods = data["pods"]
+    assert isinstance(pods, dict)
+    assert pods["ml/a"] == {
+        "status": "Running",
+        "node": "gpu-1",
+        "gpus": {"count": 1, "portion": 1.0, "groups": []},
+    }
+    assert pods["ml/b"]["status"] == "Running"
+    assert pods["ml/b"]["gpus"]["portion"] == 0.5
+    assert len(pods["ml/b"]["gpus"]["groups"]) == 1
+    queues = data["queues"]
+    assert isinstance(queues, dict)
+    # Units: GPUs in devices, CPU in millicores, memory in bytes.
+    assert queues["team"]["allocated"] == {"gpu": 1.5, "cpu": 1000.0, "memory": 2 * 2.0**30}
+    assert queues["team"]["deserved"]["gpu"] == 2.0
+    assert data["evictions"] == []
+    events = data["events"]
+    assert isinstance(events, list)
+    assert {
+        "kind": "Pod",
+        "object": "ml/a",
+        "type": "Normal",
+        "reason": "Scheduled",
+        "message": "Successfully assigned pod ml/a to node gpu-1",
+    } in events
+    # Until nothing changes: the bind cycle, then one that changes nothing.
+    assert data["cycles"] == 2
+
+
+def test_cycles_runs_exactly_n(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, NODE, QUEUES, pod("a"))
+    data = run_json(capsys, str(path), "--cycles", "3")
+    assert data["cycles"] == 3
+    one = run_json(capsys, str(path), "--cycles", "1")
+    assert one["pods"]["ml/a"]["status"] == "Bound"  # type: ignore[index]
+
+
+def test_text_output_has_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, NODE, QUEUES, pod("a"), pod("big", gpus="4"))
+    assert main(["simulate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "POD" in out and "QUEUE" in out and "EVENTS" in out
+    assert "ml/big" in out and "Insufficient nvidia.com/gpu" in out
+
+
+def test_folder_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path, NODE, name="nodes.yaml")
+    write(tmp_path, QUEUES, name="queues.yml")
+    (tmp_path / "sub").mkdir()
+    write(tmp_path / "sub", pod("a"), name="pods.yaml")
+    data = run_json(capsys, str(tmp_path))
+    assert data["pods"]["ml/a"]["node"] == "gpu-1"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("docs", "expected"),
+    [
+        (("kind: Node\nmetadata: {name: [unclosed",), ["input.yaml", "not valid YAML", "line"]),
+        (
+            ("apiVersion: v1\nkind: Service\nmetadata: {name: web}",),
+            ["input.yaml", "Service web", "unknown kind"],
+        ),
+        (
+            (QUEUES.replace("parentQueue: root", "parentQueue: nowhere"),),
+            ["Queue team", "spec.parentQueue", "'nowhere' does not exist"],
+        ),
+        (
+            (
+                "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: a}\nspec: {parentQueue: b}\n---\n"
+                "apiVersion: scheduling.run.ai/v2\nkind: Queue\nmetadata: {name: b}\nspec: {parentQueue: a}",
+            ),
+            ["spec.parentQueue", "cycle"],
+        ),
+        (
+            (QUEUES.replace("gpu: {quota: 2,", "gpu: {quota: -2,"),),
+            ["team", "spec.resources.gpu.quota"],
+        ),
+        (("apiVersion: v1\nkind: Pod\nmetadata: {namespace: x}",), ["metadata.name", "required"]),
+    ],
+    ids=["yaml", "unknown-kind", "missing-parent", "parent-cycle", "negative-quota", "no-name"],
+)
+def test_bad_input_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], docs: tuple[str, ...], expected: list[str]
+) -> None:
+    path = write(tmp_path, NODE, *docs)
+    assert main(["simulate", str(path)]) == 2
+    err = capsys.readouterr().err
+    for text in expected:
+        assert text in err, err
+
+
+def test_missing_file_and_bad_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(tmp_path / "nope.yaml")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    path = write(tmp_path, NODE)
+    assert main(["simulate", str(path), "--now", "yesterday"]) == 2
+    assert "--now" in capsys.readouterr().err
+    assert main(["simulate", str(path), "--cycles", "0"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("annotations", "gpus", "field"),
+    [
+        ("gpu-fraction: '1.5'", "0", "gpu-fraction"),
+        ("gpu-fraction: 'half'", "0", "gpu-fraction"),
+        ("gpu-fraction: '0.5'", "1", "gpu-fraction"),
+        ("gpu-memory: '-3'", "0", "gpu-memory"),
+        ("gpu-memory: '2.5'", "0", "gpu-memory"),
+    ],
+)
+def test_bad_workload_stays_pending_others_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], annotations: str, gpus: str, field: str
+) -> None:
+    bad = pod("bad", gpus=gpus, annotations=annotations)
+    path = write(tmp_path, NODE, QUEUES, pod("good"), bad)
+    data = run_json(capsys, str(path))
+    pods = data["pods"]
+    assert pods["ml/good"]["status"] == "Running"  # type: ignore[index]
+    assert pods["ml/bad"]["status"] == "Pending"  # type: ignore[index]
+    warnings = [e for e in data["events"] if e["type"] == "Warning" and e["object"] == "ml/bad"]  # type: ignore[index, union-attr]
+    assert any(
+        f"metadata.annotations[{field}]" in e["message"] and "input.yaml" in e["message"]
+        for e in warnings
+    ), warnings
+
+
+def test_missing_queue_and_podgroup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pg = """
+apiVersion: scheduling.run.ai/v2alpha2
+kind: PodGroup
+metadata: {name: lost, namespace: ml}
+spec: {minMember: 1, queue: no-such-queue}
+"""
+    lost = pod("lost-0", annotations="pod-group-name: lost")
+    orphan = pod("orphan", annotations="pod-group-name: ghost")
+    path = write(tmp_path, NODE, QUEUES, pod("good"), pg, lost, orphan)
+    data = run_json(capsys, str(path))
+    pods = data["pods"]
+    assert pods["ml/good"]["status"] == "Running"  # type: ignore[index]
+    assert pods["ml/lost-0"]["status"] == "Pending"  # type: ignore[index]
+    assert pods["ml/orphan"]["status"] == "Pending"  # type: ignore[index]
+    messages = " ".join(e["message"] for e in data["events"])  # type: ignore[union-attr]
+    assert "'no-such-queue'" in messages and "does not exist" in messages
+    assert "PodGroup 'ghost' does not exist" in messages
