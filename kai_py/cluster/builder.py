@@ -31,6 +31,7 @@ from kai_py.cluster.convert import (
 )
 from kai_py.cluster.grouping import group_for_pod
 from kai_py.cluster.inputs import Document, InputError
+from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
 from kai_py.scheduler.model import Config, Job, Node, Queue, Snapshot, Task, TaskStatus
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
@@ -61,7 +62,19 @@ class Built:
     other_scheduler_pods: int = 0
 
 
+def _dev_cluster_nodes(doc: Document, first_index: int) -> list[Node]:
+    spec = parse_cluster(dict(doc.body), doc.source)
+    made: list[Node] = []
+    for group in spec.nodes:
+        for name in group.node_names():
+            manifest = node_manifest(name, group, first_index + len(made), "1970-01-01T00:00:00Z")
+            made.append(node_from_manifest(manifest))
+    return made
+
+
 def _name(doc: Document) -> str:
+    if doc.body.get("kind") == "DevCluster":
+        return str(meta(doc.body).get("name") or "dev-cluster")
     name = meta(doc.body).get("name")
     if not name:
         raise InputError(
@@ -195,6 +208,12 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
             uid = str(meta(doc.body).get("uid") or f"{kind}/{name}")
             owners[(_ns(doc), uid)] = doc.body
             owners[(_ns(doc), f"{kind}/{name}")] = doc.body
+        elif kind == "DevCluster":
+            # The `kai-py dev` cluster description works here too: its nodes are added.
+            try:
+                nodes.extend(_dev_cluster_nodes(doc, len(nodes)))
+            except (ClusterSpecError, WorkloadError) as exc:
+                fatal.append(f"{doc.source}: {exc}")
         elif kind in IGNORED_KINDS:
             continue
         else:

@@ -219,3 +219,28 @@ spec: {minMember: 1, queue: no-such-queue}
     messages = " ".join(e["message"] for e in data["events"])  # type: ignore[union-attr]
     assert "'no-such-queue'" in messages and "does not exist" in messages
     assert "PodGroup 'ghost' does not exist" in messages
+
+
+def test_dev_cluster_description_gives_nodes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster = """
+apiVersion: kai-py.dev/v1
+kind: DevCluster
+nodes:
+  - {name: h100, count: 2, gpus: 8, gpuMemory: 80Gi, cpu: "64", memory: 512Gi}
+"""
+    path = write(
+        tmp_path, cluster, QUEUES, pod("a", gpus="8"), pod("b", gpus="8"), pod("c", gpus="8")
+    )
+    data = run_json(capsys, str(path))
+    pods = data["pods"]
+    assert {pods["ml/a"]["node"], pods["ml/b"]["node"]} == {"h100-0", "h100-1"}  # type: ignore[index]
+    assert pods["ml/c"]["status"] == "Pending"  # type: ignore[index]
+    bad = write(
+        tmp_path,
+        "apiVersion: kai-py.dev/v1\nkind: DevCluster\nnodes: [{name: x, gpus: lots}]",
+        name="bad.yaml",
+    )
+    assert main(["simulate", str(bad)]) == 2
+    assert "bad.yaml" in capsys.readouterr().err
