@@ -338,7 +338,20 @@ def _crd_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
     return errors
 
 
+def _secret_defaults(obj: JSON, old: JSON | None) -> None:
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
+    string_data = obj.pop("stringData", None)
+    if isinstance(string_data, dict):
+        import base64
+
+        data = obj.setdefault("data", {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+
+
 _DEFAULTERS = {
+    "secrets": _secret_defaults,
     "pods": _pod_defaults,
     "jobs.batch": _job_defaults,
     "deployments.apps": _deployment_defaults,

@@ -26,11 +26,12 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import discovery
+from . import discovery, protobuf
 from .admission import WebhookDispatcher
 from .errors import ApiError, bad_request, method_not_allowed
 from .faults import FaultSet
 from .kubeconfig import write_kubeconfig
+from .protobuf import ProtobufError
 from .resources import ResourceType
 from .store import Store, Watch
 from .tables import to_table
@@ -529,7 +530,15 @@ def _not_found_path() -> ApiError:
 async def _read_json(request: web.Request, rt: ResourceType) -> Any:
     raw = await request.read()
     content_type = request.headers.get("Content-Type", "application/json").split(";")[0]
-    if "protobuf" in content_type or "cbor" in content_type:
+    if "protobuf" in content_type:
+        try:
+            return protobuf.decode(raw)
+        except ProtobufError as exc:
+            raise ApiError(415, "UnsupportedMediaType",
+                           f"the body of the request was in an unknown format - accepted media "
+                           f"types include: application/json, application/yaml ({exc})"
+                           ) from None
+    if "cbor" in content_type:
         raise ApiError(415, "UnsupportedMediaType",
                        f"the body of the request was in an unknown format - accepted media "
                        f"types include: application/json, application/yaml "
@@ -555,7 +564,12 @@ def _parse_patch(raw: bytes, content_type: str) -> Any:
 async def _delete_options(request: web.Request) -> JSON:
     opts: JSON = {}
     raw = await request.read()
-    if raw.strip():
+    if raw.startswith(protobuf.MAGIC):
+        try:
+            opts.update(protobuf.decode(raw))
+        except ProtobufError as exc:
+            raise bad_request(str(exc)) from None
+    elif raw.strip():
         try:
             body = json.loads(raw.decode())
         except ValueError as exc:

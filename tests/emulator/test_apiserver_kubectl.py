@@ -182,3 +182,32 @@ def test_nodes_table_and_namespaces(kubectl: Kubectl, server: ThreadedServer) ->
     assert lines[1].split()[4] == "v1.32.0"
     names = kubectl("get", "ns", "-o", "name").stdout.split()
     assert {"namespace/default", "namespace/kube-system", "namespace/kube-public"} <= set(names)
+
+
+def test_typed_create_commands_send_protobuf(kubectl: Kubectl) -> None:
+    assert kubectl("create", "namespace", "team-a").stdout.strip() == "namespace/team-a created"
+    kubectl("create", "configmap", "settings", "-n", "team-a", "--from-literal=mode=fast")
+    kubectl("create", "secret", "generic", "pw", "--from-literal=password=hunter2")
+    kubectl("create", "serviceaccount", "robot")
+    kubectl("create", "priorityclass", "train", "--value=1000", "--preemption-policy=Never")
+    ns = json.loads(kubectl("get", "ns", "team-a", "-o", "json").stdout)
+    assert ns["metadata"]["labels"] == {"kubernetes.io/metadata.name": "team-a"}
+    cm = json.loads(kubectl("get", "cm", "settings", "-n", "team-a", "-o", "json").stdout)
+    assert cm["data"] == {"mode": "fast"}
+    secret = json.loads(kubectl("get", "secret", "pw", "-o", "json").stdout)
+    assert secret["data"] == {"password": "aHVudGVyMg=="} and secret["type"] == "Opaque"
+    pc = json.loads(kubectl("get", "priorityclass", "train", "-o", "json").stdout)
+    assert pc["value"] == 1000 and pc["preemptionPolicy"] == "Never"
+    assert kubectl("get", "sa", "robot", "-o", "name").stdout.strip() == "serviceaccount/robot"
+    unsupported = kubectl("create", "deployment", "d", "--image=nginx", check=False)
+    assert unsupported.returncode == 1 and "unknown format" in unsupported.stderr
+
+
+def test_drain_evicts_through_the_eviction_subresource(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n")
+    kubectl("apply", "-f", "-", input=POD.replace("spec:\n", "spec:\n  nodeName: n1\n"))
+    out = kubectl("drain", "n1", "--force", "--grace-period=1", "--timeout=20s")
+    assert "node/n1 cordoned" in out.stdout and "pod/web evicted" in out.stdout
+    node = json.loads(kubectl("get", "node", "n1", "-o", "json").stdout)
+    assert node["spec"]["unschedulable"] is True
+    assert kubectl("get", "pods", "-o", "name").stdout.strip() == ""
