@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ALL_VERBS: tuple[str, ...] = (
-    "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch",
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
 )
 
 
@@ -141,14 +148,29 @@ class Registry:
 
 
 def _core(plural: str, kind: str, namespaced: bool = True, **kw: Any) -> ResourceType:
-    return ResourceType(group="", version="v1", plural=plural, kind=kind,
-                        namespaced=namespaced, singular=kind.lower(), **kw)
+    return ResourceType(
+        group="",
+        version="v1",
+        plural=plural,
+        kind=kind,
+        namespaced=namespaced,
+        singular=kind.lower(),
+        **kw,
+    )
 
 
-def _g(group: str, version: str, plural: str, kind: str, namespaced: bool = True,
-       **kw: Any) -> ResourceType:
-    return ResourceType(group=group, version=version, plural=plural, kind=kind,
-                        namespaced=namespaced, singular=kind.lower(), **kw)
+def _g(
+    group: str, version: str, plural: str, kind: str, namespaced: bool = True, **kw: Any
+) -> ResourceType:
+    return ResourceType(
+        group=group,
+        version=version,
+        plural=plural,
+        kind=kind,
+        namespaced=namespaced,
+        singular=kind.lower(),
+        **kw,
+    )
 
 
 _STATUS = frozenset({"status"})
@@ -157,48 +179,121 @@ _STATUS = frozenset({"status"})
 def builtin_types() -> list[ResourceType]:
     """The built-in resources the emulator serves from the start."""
     return [
-        _core("namespaces", "Namespace", False, short_names=("ns",),
-              subresources=frozenset({"status", "finalize"})),
+        _core(
+            "namespaces",
+            "Namespace",
+            False,
+            short_names=("ns",),
+            subresources=frozenset({"status", "finalize"}),
+        ),
         _core("nodes", "Node", False, short_names=("no",), subresources=_STATUS),
-        _core("pods", "Pod", short_names=("po",), categories=("all",),
-              subresources=frozenset({"status", "binding", "eviction"})),
+        _core(
+            "pods",
+            "Pod",
+            short_names=("po",),
+            categories=("all",),
+            subresources=frozenset({"status", "binding", "eviction"}),
+        ),
         _core("configmaps", "ConfigMap", short_names=("cm",)),
         _core("secrets", "Secret"),
-        _core("services", "Service", short_names=("svc",), categories=("all",),
-              subresources=_STATUS),
+        _core(
+            "services", "Service", short_names=("svc",), categories=("all",), subresources=_STATUS
+        ),
         _core("events", "Event", short_names=("ev",)),
         _core("serviceaccounts", "ServiceAccount", short_names=("sa",)),
-        _core("persistentvolumeclaims", "PersistentVolumeClaim", short_names=("pvc",),
-              subresources=_STATUS),
+        _core(
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            short_names=("pvc",),
+            subresources=_STATUS,
+        ),
         _core("resourcequotas", "ResourceQuota", short_names=("quota",), subresources=_STATUS),
         _core("limitranges", "LimitRange", short_names=("limits",)),
         _g("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
-        _g("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False,
-           short_names=("pc",)),
+        _g(
+            "scheduling.k8s.io",
+            "v1",
+            "priorityclasses",
+            "PriorityClass",
+            False,
+            short_names=("pc",),
+        ),
         _g("coordination.k8s.io", "v1", "leases", "Lease"),
-        _g("apiextensions.k8s.io", "v1", "customresourcedefinitions",
-           "CustomResourceDefinition", False, short_names=("crd", "crds"),
-           categories=("api-extensions",), subresources=_STATUS),
+        _g(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            False,
+            short_names=("crd", "crds"),
+            categories=("api-extensions",),
+            subresources=_STATUS,
+        ),
         _g("batch", "v1", "jobs", "Job", categories=("all",), subresources=_STATUS),
-        _g("apps", "v1", "deployments", "Deployment", short_names=("deploy",),
-           categories=("all",), subresources=frozenset({"status", "scale"})),
-        _g("apps", "v1", "replicasets", "ReplicaSet", short_names=("rs",),
-           categories=("all",), subresources=frozenset({"status", "scale"})),
-        _g("apps", "v1", "statefulsets", "StatefulSet", short_names=("sts",),
-           categories=("all",), subresources=frozenset({"status", "scale"})),
-        _g("apps", "v1", "daemonsets", "DaemonSet", short_names=("ds",),
-           categories=("all",), subresources=_STATUS),
-        _g("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget",
-           short_names=("pdb",), subresources=_STATUS),
-        _g("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-           "MutatingWebhookConfiguration", False, categories=("api-extensions",)),
-        _g("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-           "ValidatingWebhookConfiguration", False, categories=("api-extensions",)),
+        _g(
+            "apps",
+            "v1",
+            "deployments",
+            "Deployment",
+            short_names=("deploy",),
+            categories=("all",),
+            subresources=frozenset({"status", "scale"}),
+        ),
+        _g(
+            "apps",
+            "v1",
+            "replicasets",
+            "ReplicaSet",
+            short_names=("rs",),
+            categories=("all",),
+            subresources=frozenset({"status", "scale"}),
+        ),
+        _g(
+            "apps",
+            "v1",
+            "statefulsets",
+            "StatefulSet",
+            short_names=("sts",),
+            categories=("all",),
+            subresources=frozenset({"status", "scale"}),
+        ),
+        _g(
+            "apps",
+            "v1",
+            "daemonsets",
+            "DaemonSet",
+            short_names=("ds",),
+            categories=("all",),
+            subresources=_STATUS,
+        ),
+        _g(
+            "policy",
+            "v1",
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            short_names=("pdb",),
+            subresources=_STATUS,
+        ),
+        _g(
+            "admissionregistration.k8s.io",
+            "v1",
+            "mutatingwebhookconfigurations",
+            "MutatingWebhookConfiguration",
+            False,
+            categories=("api-extensions",),
+        ),
+        _g(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+            False,
+            categories=("api-extensions",),
+        ),
         _g("rbac.authorization.k8s.io", "v1", "roles", "Role"),
         _g("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
         _g("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
-        _g("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding",
-           False),
+        _g("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     ]
 
 
@@ -220,20 +315,31 @@ def types_from_crd(crd: Mapping[str, Any]) -> list[ResourceType]:
             subs.add("scale")
         columns = tuple(
             PrinterColumn(
-                name=c.get("name", ""), type=c.get("type", "string"),
-                json_path=c.get("jsonPath", ""), description=c.get("description", ""),
-                priority=int(c.get("priority", 0)), format=c.get("format", ""),
+                name=c.get("name", ""),
+                type=c.get("type", "string"),
+                json_path=c.get("jsonPath", ""),
+                description=c.get("description", ""),
+                priority=int(c.get("priority", 0)),
+                format=c.get("format", ""),
             )
             for c in v.get("additionalPrinterColumns") or []
         )
         schema = (v.get("schema") or {}).get("openAPIV3Schema")
-        out.append(ResourceType(
-            group=group, version=v["name"], plural=names.get("plural", ""),
-            kind=names.get("kind", ""), namespaced=namespaced,
-            singular=names.get("singular", "") or names.get("kind", "").lower(),
-            short_names=tuple(names.get("shortNames") or ()),
-            categories=tuple(names.get("categories") or ()),
-            subresources=frozenset(subs), printer_columns=columns, schema=schema,
-            custom=True, strategic_merge=False,
-        ))
+        out.append(
+            ResourceType(
+                group=group,
+                version=v["name"],
+                plural=names.get("plural", ""),
+                kind=names.get("kind", ""),
+                namespaced=namespaced,
+                singular=names.get("singular", "") or names.get("kind", "").lower(),
+                short_names=tuple(names.get("shortNames") or ()),
+                categories=tuple(names.get("categories") or ()),
+                subresources=frozenset(subs),
+                printer_columns=columns,
+                schema=schema,
+                custom=True,
+                strategic_merge=False,
+            )
+        )
     return out

@@ -31,6 +31,7 @@ from .admission import WebhookDispatcher
 from .errors import ApiError, bad_request, method_not_allowed
 from .faults import FaultSet
 from .kubeconfig import write_kubeconfig
+from .patches import json_patch, merge_patch
 from .protobuf import ProtobufError
 from .resources import ResourceType
 from .store import Store, Watch
@@ -46,14 +47,19 @@ def _dumps(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def json_response(body: Any, status: int = 200, warnings: list[str] | None = None,
-                  ) -> web.Response:
+def json_response(
+    body: Any,
+    status: int = 200,
+    warnings: list[str] | None = None,
+) -> web.Response:
     headers = {}
     if warnings:
         headers["Warning"] = ", ".join(
-            '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in warnings)
-    return web.Response(body=_dumps(body), status=status, content_type="application/json",
-                        headers=headers)
+            '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in warnings
+        )
+    return web.Response(
+        body=_dumps(body), status=status, content_type="application/json", headers=headers
+    )
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -61,8 +67,13 @@ def error_response(err: ApiError) -> web.Response:
 
 
 def success_status(code: int = 201, details: JSON | None = None) -> JSON:
-    body: JSON = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                  "code": code}
+    body: JSON = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "code": code,
+    }
     if details:
         body["details"] = details
     return body
@@ -71,8 +82,14 @@ def success_status(code: int = 201, details: JSON | None = None) -> JSON:
 class _Request:
     """A resource request decoded from the URL."""
 
-    def __init__(self, rt: ResourceType, namespace: str | None, name: str | None,
-                 subresource: str, watch_path: bool) -> None:
+    def __init__(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str | None,
+        subresource: str,
+        watch_path: bool,
+    ) -> None:
         self.rt = rt
         self.namespace = namespace
         self.name = name
@@ -95,10 +112,17 @@ class EmulatedAPIServer:
     that asked for bookmarks get one (the real server: about a minute).
     """
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0,
-                 kubeconfig_path: str | os.PathLike[str] | None = None,
-                 store: Store | None = None, bookmark_interval: float = 10.0,
-                 history_size: int = 20_000, service_resolver: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        kubeconfig_path: str | os.PathLike[str] | None = None,
+        store: Store | None = None,
+        bookmark_interval: float = 10.0,
+        history_size: int = 20_000,
+        service_resolver: Any = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.store = store if store is not None else Store(history_size=history_size)
@@ -131,8 +155,7 @@ class EmulatedAPIServer:
             return self
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False,
-                               shutdown_timeout=0.5)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
         await site.start()
@@ -184,14 +207,14 @@ class EmulatedAPIServer:
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         except Exception as exc:  # an emulator bug must still answer like a server
-            return error_response(ApiError(500, "InternalError",
-                                           f"Internal error occurred: {exc!r}"))
+            return error_response(
+                ApiError(500, "InternalError", f"Internal error occurred: {exc!r}")
+            )
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
         if not parts:
-            return json_response({"paths": ["/api", "/api/v1", "/apis", "/version",
-                                            "/healthz"]})
+            return json_response({"paths": ["/api", "/api/v1", "/apis", "/version", "/healthz"]})
         head = parts[0]
         if head in ("healthz", "livez", "readyz"):
             return web.Response(text="ok", content_type="text/plain")
@@ -287,11 +310,19 @@ class EmulatedAPIServer:
             return await self._list(request, req)
         if verb == "watch":
             return await self._watch(request, req)
+        if req.subresource == "scale" and verb in ("get", "update", "patch"):
+            return await self._scale(request, req, verb, dry_run)
         if verb == "get":
             obj = await store.get(rt, req.namespace, req.name or "")
             if _wants_table(request) and not req.subresource:
-                return json_response(to_table(rt, [obj], resource_version=obj["metadata"].get(
-                    "resourceVersion", ""), include_object=q.get("includeObject", "Metadata")))
+                return json_response(
+                    to_table(
+                        rt,
+                        [obj],
+                        resource_version=obj["metadata"].get("resourceVersion", ""),
+                        include_object=q.get("includeObject", "Metadata"),
+                    )
+                )
             return json_response(obj)
         if verb == "create":
             body = await _read_json(request, rt)
@@ -300,8 +331,14 @@ class EmulatedAPIServer:
                 return await self._bind(req, body, dry_run)
             if req.subresource == "eviction":
                 return await self._evict(req, body, dry_run)
-            obj = await store.create(rt, body, namespace=req.namespace, dry_run=dry_run,
-                                     field_validation=validation, warnings=warnings)
+            obj = await store.create(
+                rt,
+                body,
+                namespace=req.namespace,
+                dry_run=dry_run,
+                field_validation=validation,
+                warnings=warnings,
+            )
             return json_response(obj, 201, warnings)
         if verb == "update":
             body = await _read_json(request, rt)
@@ -310,16 +347,23 @@ class EmulatedAPIServer:
                 raise bad_request("the body of the request was not a JSON object")
             name = (body.get("metadata") or {}).get("name")
             if name != req.name:
-                raise bad_request(f"the name of the object ({name}) does not match the name "
-                                  f"on the URL ({req.name})")
+                raise bad_request(
+                    f"the name of the object ({name}) does not match the name "
+                    f"on the URL ({req.name})"
+                )
             if req.subresource == "status":
-                obj = await store.update_status(rt, body, namespace=req.namespace,
-                                                dry_run=dry_run)
+                obj = await store.update_status(rt, body, namespace=req.namespace, dry_run=dry_run)
             elif req.subresource:
                 raise method_not_allowed()
             else:
-                obj = await store.update(rt, body, namespace=req.namespace, dry_run=dry_run,
-                                         field_validation=validation, warnings=warnings)
+                obj = await store.update(
+                    rt,
+                    body,
+                    namespace=req.namespace,
+                    dry_run=dry_run,
+                    field_validation=validation,
+                    warnings=warnings,
+                )
             return json_response(obj, 200, warnings)
         if verb == "patch":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
@@ -333,35 +377,62 @@ class EmulatedAPIServer:
                 except ApiError:
                     existed = False
                 if not q.get("fieldManager"):
-                    raise ApiError(422, "Invalid", "PatchOptions.meta.k8s.io \"\" is invalid: "
-                                   "fieldManager: Required value: is required for apply patch")
+                    raise ApiError(
+                        422,
+                        "Invalid",
+                        'PatchOptions.meta.k8s.io "" is invalid: '
+                        "fieldManager: Required value: is required for apply patch",
+                    )
             if req.subresource and req.subresource not in ("status", "scale"):
                 raise method_not_allowed()
-            obj = await store.patch(rt, req.namespace, req.name or "", patch, content_type,
-                                    subresource=req.subresource, dry_run=dry_run,
-                                    field_manager=q.get("fieldManager"),
-                                    force=q.get("force") in _TRUE,
-                                    field_validation=validation, warnings=warnings)
+            obj = await store.patch(
+                rt,
+                req.namespace,
+                req.name or "",
+                patch,
+                content_type,
+                subresource=req.subresource,
+                dry_run=dry_run,
+                field_manager=q.get("fieldManager"),
+                force=q.get("force") in _TRUE,
+                field_validation=validation,
+                warnings=warnings,
+            )
             return json_response(obj, 200 if existed else 201, warnings)
         if verb == "delete":
             opts = await _delete_options(request)
-            obj = await store.delete(rt, req.namespace, req.name or "",
-                                     grace_period_seconds=opts.get("gracePeriodSeconds"),
-                                     propagation_policy=opts.get("propagationPolicy"),
-                                     preconditions=opts.get("preconditions"), dry_run=dry_run)
+            obj = await store.delete(
+                rt,
+                req.namespace,
+                req.name or "",
+                grace_period_seconds=opts.get("gracePeriodSeconds"),
+                propagation_policy=opts.get("propagationPolicy"),
+                preconditions=opts.get("preconditions"),
+                dry_run=dry_run,
+            )
             pending = bool(obj["metadata"].get("deletionTimestamp")) and (
-                obj["metadata"].get("finalizers") or rt.storage_key == "pods")
+                obj["metadata"].get("finalizers") or rt.storage_key == "pods"
+            )
             return json_response(obj, 202 if pending else 200)
         if verb == "deletecollection":
             opts = await _delete_options(request)
             items = await store.delete_collection(
-                rt, req.namespace, label_selector=q.get("labelSelector"),
+                rt,
+                req.namespace,
+                label_selector=q.get("labelSelector"),
                 field_selector=q.get("fieldSelector"),
                 grace_period_seconds=opts.get("gracePeriodSeconds"),
-                propagation_policy=opts.get("propagationPolicy"), dry_run=dry_run)
-            return json_response({"kind": rt.list_kind, "apiVersion": rt.api_version,
-                                  "metadata": {"resourceVersion": str(store.resource_version)},
-                                  "items": items})
+                propagation_policy=opts.get("propagationPolicy"),
+                dry_run=dry_run,
+            )
+            return json_response(
+                {
+                    "kind": rt.list_kind,
+                    "apiVersion": rt.api_version,
+                    "metadata": {"resourceVersion": str(store.resource_version)},
+                    "items": items,
+                }
+            )
         raise method_not_allowed()
 
     @staticmethod
@@ -385,21 +456,36 @@ class EmulatedAPIServer:
     async def _list(self, request: web.Request, req: _Request) -> web.Response:
         q = request.query
         limit = int(q["limit"]) if q.get("limit", "").isdigit() else None
-        page = await self.store.list_page(req.rt, req.namespace,
-                                          label_selector=q.get("labelSelector"),
-                                          field_selector=q.get("fieldSelector"),
-                                          limit=limit or None, continue_=q.get("continue"))
+        page = await self.store.list_page(
+            req.rt,
+            req.namespace,
+            label_selector=q.get("labelSelector"),
+            field_selector=q.get("fieldSelector"),
+            limit=limit or None,
+            continue_=q.get("continue"),
+        )
         if _wants_table(request):
-            return json_response(to_table(req.rt, page.items,
-                                          resource_version=page.resource_version,
-                                          continue_token=page.continue_token,
-                                          include_object=q.get("includeObject", "Metadata")))
+            return json_response(
+                to_table(
+                    req.rt,
+                    page.items,
+                    resource_version=page.resource_version,
+                    continue_token=page.continue_token,
+                    include_object=q.get("includeObject", "Metadata"),
+                )
+            )
         meta: JSON = {"resourceVersion": page.resource_version}
         if page.continue_token:
             meta["continue"] = page.continue_token
             meta["remainingItemCount"] = page.remaining
-        return json_response({"kind": req.rt.list_kind, "apiVersion": req.rt.api_version,
-                              "metadata": meta, "items": page.items})
+        return json_response(
+            {
+                "kind": req.rt.list_kind,
+                "apiVersion": req.rt.api_version,
+                "metadata": meta,
+                "items": page.items,
+            }
+        )
 
     async def _watch(self, request: web.Request, req: _Request) -> web.StreamResponse:
         q = request.query
@@ -414,14 +500,22 @@ class EmulatedAPIServer:
             field_sel = f"{field_sel},{name_sel}" if field_sel else name_sel
         else:
             field_sel = q.get("fieldSelector")
-        response = web.StreamResponse(status=200, headers={
-            "Content-Type": "application/json", "Cache-Control": "no-cache, private",
-            "Transfer-Encoding": "chunked"})
+        response = web.StreamResponse(
+            status=200,
+            headers={
+                "Content-Type": "application/json",
+                "Cache-Control": "no-cache, private",
+                "Transfer-Encoding": "chunked",
+            },
+        )
         try:
-            w = self.store.watch(req.rt, req.namespace,
-                                 resource_version=None if initial else rv,
-                                 label_selector=q.get("labelSelector"),
-                                 field_selector=field_sel)
+            w = self.store.watch(
+                req.rt,
+                req.namespace,
+                resource_version=None if initial else rv,
+                label_selector=q.get("labelSelector"),
+                field_selector=field_sel,
+            )
         except ApiError as err:
             if err.code != 410:
                 raise
@@ -438,21 +532,30 @@ class EmulatedAPIServer:
             if initial:
                 chunks = []
                 for event_type, obj in w.ready():
-                    chunks.append(self._event_bytes(req.rt, event_type, obj, table, include,
-                                                    not headers_sent))
+                    chunks.append(
+                        self._event_bytes(req.rt, event_type, obj, table, include, not headers_sent)
+                    )
                     headers_sent = True
                 await response.write(b"".join(chunks))
-                mark = {"kind": req.rt.kind, "apiVersion": req.rt.api_version, "metadata": {
-                    "resourceVersion": str(self.store.resource_version),
-                    "annotations": {"k8s.io/initial-events-end": "true"}}}
+                mark = {
+                    "kind": req.rt.kind,
+                    "apiVersion": req.rt.api_version,
+                    "metadata": {
+                        "resourceVersion": str(self.store.resource_version),
+                        "annotations": {"k8s.io/initial-events-end": "true"},
+                    },
+                }
                 await response.write(_dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
             while True:
                 batch = w.ready()
                 if batch:
                     chunks = []
                     for event_type, obj in batch:
-                        chunks.append(self._event_bytes(req.rt, event_type, obj, table,
-                                                        include, not headers_sent))
+                        chunks.append(
+                            self._event_bytes(
+                                req.rt, event_type, obj, table, include, not headers_sent
+                            )
+                        )
                         headers_sent = headers_sent or table
                     await response.write(b"".join(chunks))
                     last_sent = time.monotonic()
@@ -469,17 +572,17 @@ class EmulatedAPIServer:
                     if transport is None or transport.is_closing():
                         break
                     if bookmarks and time.monotonic() - last_sent >= self.bookmark_interval:
-                        mark = {"kind": req.rt.kind, "apiVersion": req.rt.api_version,
-                                "metadata": {"resourceVersion": str(
-                                    self.store.resource_version)}}
-                        await response.write(_dumps({"type": "BOOKMARK", "object": mark})
-                                             + b"\n")
+                        mark = {
+                            "kind": req.rt.kind,
+                            "apiVersion": req.rt.api_version,
+                            "metadata": {"resourceVersion": str(self.store.resource_version)},
+                        }
+                        await response.write(_dumps({"type": "BOOKMARK", "object": mark}) + b"\n")
                         last_sent = time.monotonic()
                     continue
                 except StopAsyncIteration:
                     break
-                chunk = self._event_bytes(req.rt, event_type, obj, table, include,
-                                          not headers_sent)
+                chunk = self._event_bytes(req.rt, event_type, obj, table, include, not headers_sent)
                 headers_sent = headers_sent or table
                 await response.write(chunk)
                 last_sent = time.monotonic()
@@ -493,11 +596,36 @@ class EmulatedAPIServer:
         return response
 
     @staticmethod
-    def _event_bytes(rt: ResourceType, event_type: str, obj: JSON, table: bool, include: str,
-                     headers: bool) -> bytes:
+    def _event_bytes(
+        rt: ResourceType, event_type: str, obj: JSON, table: bool, include: str, headers: bool
+    ) -> bytes:
         if table and event_type in ("ADDED", "MODIFIED", "DELETED"):
             obj = to_table(rt, [obj], include_object=include, with_headers=headers)
         return _dumps({"type": event_type, "object": obj}) + b"\n"
+
+    async def _scale(self, request: web.Request, req: _Request, verb: str,
+                     dry_run: bool) -> web.Response:
+        store, name = self.store, req.name or ""
+        if verb == "get":
+            return json_response(await store.get_scale(req.rt, req.namespace, name))
+        if verb == "update":
+            body = await _read_json(request, req.rt)
+            if not isinstance(body, dict):
+                raise bad_request("the body of the request was not a JSON object")
+            return json_response(await store.update_scale(req.rt, req.namespace, name, body,
+                                                          dry_run=dry_run))
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+        patch = _parse_patch(await request.read(), content_type)
+        current = await store.get_scale(req.rt, req.namespace, name)
+        if content_type == "application/json-patch+json":
+            patched = json_patch(current, patch)
+        elif isinstance(patch, dict):
+            patched = merge_patch(current, patch)
+        else:
+            raise bad_request("the patch must be an object")
+        patched["metadata"].pop("resourceVersion", None)
+        return json_response(await store.update_scale(req.rt, req.namespace, name, patched,
+                                                      dry_run=dry_run))
 
     async def _bind(self, req: _Request, body: Any, dry_run: bool) -> web.Response:
         if not isinstance(body, dict):
@@ -505,26 +633,38 @@ class EmulatedAPIServer:
         target = body.get("target") or {}
         name = req.name or (body.get("metadata") or {}).get("name") or ""
         if not target.get("name"):
-            raise ApiError(422, "Invalid", f'Binding "{name}" is invalid: target.name: '
-                           f"Required value", details={"name": name, "kind": "Binding",
-                                                       "causes": [{
-                                                           "reason": "FieldValueRequired",
-                                                           "message": "Required value",
-                                                           "field": "target.name"}]})
+            raise ApiError(
+                422,
+                "Invalid",
+                f'Binding "{name}" is invalid: target.name: Required value',
+                details={
+                    "name": name,
+                    "kind": "Binding",
+                    "causes": [
+                        {
+                            "reason": "FieldValueRequired",
+                            "message": "Required value",
+                            "field": "target.name",
+                        }
+                    ],
+                },
+            )
         await self.store.bind_pod(req.namespace or "", name, target["name"], dry_run=dry_run)
         return json_response(success_status(201), 201)
 
     async def _evict(self, req: _Request, body: Any, dry_run: bool) -> web.Response:
         opts = (body or {}).get("deleteOptions") or {} if isinstance(body, dict) else {}
-        await self.store.evict_pod(req.namespace or "", req.name or "",
-                                   grace_period_seconds=opts.get("gracePeriodSeconds"),
-                                   dry_run=dry_run)
+        await self.store.evict_pod(
+            req.namespace or "",
+            req.name or "",
+            grace_period_seconds=opts.get("gracePeriodSeconds"),
+            dry_run=dry_run,
+        )
         return json_response(success_status(201), 201)
 
 
 def _not_found_path() -> ApiError:
-    return ApiError(404, "NotFound", "the server could not find the requested resource",
-                    details={})
+    return ApiError(404, "NotFound", "the server could not find the requested resource", details={})
 
 
 async def _read_json(request: web.Request, rt: ResourceType) -> Any:
@@ -534,22 +674,29 @@ async def _read_json(request: web.Request, rt: ResourceType) -> Any:
         try:
             return protobuf.decode(raw)
         except ProtobufError as exc:
-            raise ApiError(415, "UnsupportedMediaType",
-                           f"the body of the request was in an unknown format - accepted media "
-                           f"types include: application/json, application/yaml ({exc})"
-                           ) from None
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media "
+                f"types include: application/json, application/yaml ({exc})",
+            ) from None
     if "cbor" in content_type:
-        raise ApiError(415, "UnsupportedMediaType",
-                       f"the body of the request was in an unknown format - accepted media "
-                       f"types include: application/json, application/yaml "
-                       f"(got {content_type})")
+        raise ApiError(
+            415,
+            "UnsupportedMediaType",
+            f"the body of the request was in an unknown format - accepted media "
+            f"types include: application/json, application/yaml "
+            f"(got {content_type})",
+        )
     try:
         if "yaml" in content_type:
             return yaml.safe_load(raw.decode())
         return json.loads(raw.decode() or "null")
     except (ValueError, yaml.YAMLError) as exc:
-        raise bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): "
-                          f"couldn't get version/kind; json parse error: {exc}") from None
+        raise bad_request(
+            f"the object provided is unrecognized (must be of type {rt.kind}): "
+            f"couldn't get version/kind; json parse error: {exc}"
+        ) from None
 
 
 def _parse_patch(raw: bytes, content_type: str) -> Any:

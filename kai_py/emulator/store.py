@@ -106,24 +106,37 @@ Key = tuple[str, str]  # (namespace or "", name)
 
 #: Accepted spellings of patch types (the short names and the HTTP content types).
 PATCH_TYPES = {
-    "merge": "merge", "application/merge-patch+json": "merge",
-    "json": "json", "application/json-patch+json": "json",
-    "strategic": "strategic", "application/strategic-merge-patch+json": "strategic",
-    "apply": "apply", "application/apply-patch+yaml": "apply",
+    "merge": "merge",
+    "application/merge-patch+json": "merge",
+    "json": "json",
+    "application/json-patch+json": "json",
+    "strategic": "strategic",
+    "application/strategic-merge-patch+json": "strategic",
+    "apply": "apply",
+    "application/apply-patch+yaml": "apply",
     "application/apply-patch+json": "apply",
 }
 
 #: Storage keys whose objects carry metadata.generation (as in Kubernetes 1.32).
-_GENERATION_KEYS = frozenset({
-    "customresourcedefinitions.apiextensions.k8s.io", "deployments.apps", "replicasets.apps",
-    "statefulsets.apps", "daemonsets.apps", "jobs.batch", "poddisruptionbudgets.policy",
-})
+_GENERATION_KEYS = frozenset(
+    {
+        "customresourcedefinitions.apiextensions.k8s.io",
+        "deployments.apps",
+        "replicasets.apps",
+        "statefulsets.apps",
+        "daemonsets.apps",
+        "jobs.batch",
+        "poddisruptionbudgets.policy",
+    }
+)
 #: Where the API's default propagationPolicy is Orphan (kubectl asks for Background).
 _ORPHAN_BY_DEFAULT = frozenset({"jobs.batch", "replicationcontrollers"})
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 #: PriorityClasses every cluster has.
-SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000,
-                           "system-node-critical": 2000001000}
+SYSTEM_PRIORITY_CLASSES = {
+    "system-cluster-critical": 2000000000,
+    "system-node-critical": 2000001000,
+}
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 
@@ -144,8 +157,9 @@ class AdmissionRequest:
     subresource: str = ""
     dry_run: bool = False
     options: JSON = field(default_factory=dict)
-    user: JSON = field(default_factory=lambda: {"username": "system:admin",
-                                                 "groups": ["system:masters"]})
+    user: JSON = field(
+        default_factory=lambda: {"username": "system:admin", "groups": ["system:masters"]}
+    )
 
 
 class AdmissionHook(Protocol):
@@ -180,9 +194,15 @@ class Watch:
     Objects are copies the caller may keep and mutate.
     """
 
-    def __init__(self, store: Store, rt: ResourceType, namespace: str | None,
-                 labels: builtins.list[Requirement], fields: builtins.list[FieldRequirement],
-                 bookmark_interval: float | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        rt: ResourceType,
+        namespace: str | None,
+        labels: builtins.list[Requirement],
+        fields: builtins.list[FieldRequirement],
+        bookmark_interval: float | None,
+    ) -> None:
         self._store = store
         self.resource = rt
         self.namespace = namespace
@@ -243,7 +263,8 @@ class Watch:
                 item = await asyncio.wait_for(self._queue.get(), self._bookmark_interval)
             except TimeoutError:
                 return "BOOKMARK", {
-                    "kind": self.resource.kind, "apiVersion": self.resource.api_version,
+                    "kind": self.resource.kind,
+                    "apiVersion": self.resource.api_version,
                     "metadata": {"resourceVersion": str(self._store.resource_version)},
                 }
         if item is None:
@@ -261,8 +282,13 @@ class Watch:
 class Store:
     """All objects of the emulated cluster, and everything that changes them."""
 
-    def __init__(self, *, history_size: int = 20_000, clock: Callable[[], float] = time.time,
-                 create_default_namespaces: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        history_size: int = 20_000,
+        clock: Callable[[], float] = time.time,
+        create_default_namespaces: bool = True,
+    ) -> None:
         self.registry = Registry(builtin_types())
         self.admission: AdmissionHook | None = None
         self.clock = clock
@@ -279,23 +305,40 @@ class Store:
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         if create_default_namespaces:
             for ns in DEFAULT_NAMESPACES:
-                self._insert(self.registry.resolve("namespaces"),
-                             self._new_object_meta(self.registry.resolve("namespaces"), {
-                                 "apiVersion": "v1", "kind": "Namespace",
-                                 "metadata": {"name": ns, "labels": {
-                                     "kubernetes.io/metadata.name": ns}},
-                                 "spec": {"finalizers": ["kubernetes"]},
-                                 "status": {"phase": "Active"},
-                             }, "", ns))
+                self._insert(
+                    self.registry.resolve("namespaces"),
+                    self._new_object_meta(
+                        self.registry.resolve("namespaces"),
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Namespace",
+                            "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+                            "spec": {"finalizers": ["kubernetes"]},
+                            "status": {"phase": "Active"},
+                        },
+                        "",
+                        ns,
+                    ),
+                )
             pcs = self.registry.resolve("priorityclasses.scheduling.k8s.io")
             for pc_name, value in SYSTEM_PRIORITY_CLASSES.items():
-                self._insert(pcs, self._new_object_meta(pcs, {
-                    "apiVersion": pcs.api_version, "kind": pcs.kind,
-                    "metadata": {"name": pc_name}, "value": value,
-                    "description": "Used for system critical pods that must not be moved "
-                                   "from their current node.",
-                    "preemptionPolicy": "PreemptLowerPriority",
-                }, "", pc_name))
+                self._insert(
+                    pcs,
+                    self._new_object_meta(
+                        pcs,
+                        {
+                            "apiVersion": pcs.api_version,
+                            "kind": pcs.kind,
+                            "metadata": {"name": pc_name},
+                            "value": value,
+                            "description": "Used for system critical pods that must not be moved "
+                            "from their current node.",
+                            "preemptionPolicy": "PreemptLowerPriority",
+                        },
+                        "",
+                        pc_name,
+                    ),
+                )
 
     # ---- public: reads --------------------------------------------------------------------
 
@@ -308,8 +351,9 @@ class Store:
         try:
             return self.registry.resolve(resource)
         except KeyError:
-            raise ApiError(404, "NotFound", f"the server could not find the requested "
-                           f"resource ({resource})") from None
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({resource})"
+            ) from None
 
     async def get(self, resource: str | ResourceType, namespace: str | None, name: str) -> JSON:
         rt = self.resolve(resource)
@@ -318,17 +362,30 @@ class Store:
             raise not_found(rt.plural, rt.group, name)
         return self._present(rt, obj)
 
-    async def list(self, resource: str | ResourceType, namespace: str | None = None, *,
-                   label_selector: str | None = None,
-                   field_selector: str | None = None) -> tuple[builtins.list[JSON], str]:
+    async def list(
+        self,
+        resource: str | ResourceType,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[builtins.list[JSON], str]:
         """All matching objects (sorted by namespace, name) and the list's resourceVersion."""
-        page = await self.list_page(resource, namespace, label_selector=label_selector,
-                                    field_selector=field_selector)
+        page = await self.list_page(
+            resource, namespace, label_selector=label_selector, field_selector=field_selector
+        )
         return page.items, page.resource_version
 
-    async def list_page(self, resource: str | ResourceType, namespace: str | None = None, *,
-                        label_selector: str | None = None, field_selector: str | None = None,
-                        limit: int | None = None, continue_: str | None = None) -> ListResult:
+    async def list_page(
+        self,
+        resource: str | ResourceType,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_: str | None = None,
+    ) -> ListResult:
         """One page of a list; ``continue_`` is the token from the previous page.
 
         A token older than the kept event history is 410 Expired, as in
@@ -356,8 +413,11 @@ class Store:
             if not (labels_match(labels, obj) and fields_match(fields, obj)):
                 continue
             if limit and len(items) >= limit:
-                remaining = sum(1 for k2 in keys[i:] if labels_match(labels, bucket[k2])
-                                and fields_match(fields, bucket[k2]))
+                remaining = sum(
+                    1
+                    for k2 in keys[i:]
+                    if labels_match(labels, bucket[k2]) and fields_match(fields, bucket[k2])
+                )
                 break
             items.append(self._present(rt, obj))
             last = k
@@ -366,10 +426,16 @@ class Store:
             token = self._encode_continue(last, list_rv)
         return ListResult(items, str(list_rv), token, remaining if token else None)
 
-    def watch(self, resource: str | ResourceType, namespace: str | None = None, *,
-              resource_version: str | None = None, label_selector: str | None = None,
-              field_selector: str | None = None,
-              bookmark_interval: float | None = None) -> Watch:
+    def watch(
+        self,
+        resource: str | ResourceType,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        bookmark_interval: float | None = None,
+    ) -> Watch:
         """Open a watch. Raises ApiError 410 at once if ``resource_version`` is expired.
 
         ``resource_version`` None, "" or "0": first an ADDED for every current
@@ -379,8 +445,7 @@ class Store:
         rt = self.resolve(resource)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector, rt.storage_key, rt.kind)
-        w = Watch(self, rt, namespace if rt.namespaced else None, labels, fields,
-                  bookmark_interval)
+        w = Watch(self, rt, namespace if rt.namespaced else None, labels, fields, bookmark_interval)
         if resource_version in (None, "", "0"):
             for k in sorted(self._bucket(rt)):
                 obj = self._bucket(rt)[k]
@@ -408,10 +473,16 @@ class Store:
 
     # ---- public: writes -------------------------------------------------------------------
 
-    async def create(self, resource: str | ResourceType, obj: JSON, *,
-                     namespace: str | None = None, dry_run: bool = False,
-                     field_validation: str = "Warn",
-                     warnings: builtins.list[str] | None = None) -> JSON:
+    async def create(
+        self,
+        resource: str | ResourceType,
+        obj: JSON,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
+    ) -> JSON:
         """Create an object; the namespace comes from ``namespace`` or the body.
 
         ``field_validation`` is Strict (unknown fields: 400), Warn (appended to
@@ -434,8 +505,16 @@ class Store:
         if not name and meta.get("generateName"):
             name = self._generate_name(rt, ns, str(meta["generateName"]))
         if not name:
-            raise invalid(rt.kind, rt.group, "", [FieldError(
-                "metadata.name", "FieldValueRequired", "name or generateName is required")])
+            raise invalid(
+                rt.kind,
+                rt.group,
+                "",
+                [
+                    FieldError(
+                        "metadata.name", "FieldValueRequired", "name or generateName is required"
+                    )
+                ],
+            )
         self._check_namespace_writable(rt, ns, name)
         obj = self._new_object_meta(rt, obj, ns, name)
         obj = self._prepare(rt, obj, None, field_validation, warnings)
@@ -449,7 +528,8 @@ class Store:
         self._validate(rt, obj, None)
         if self.admission is not None:
             await self.admission.validate(
-                AdmissionRequest("CREATE", rt, ns, name, obj, None, dry_run=dry_run))
+                AdmissionRequest("CREATE", rt, ns, name, obj, None, dry_run=dry_run)
+            )
         key = (ns, name)
         if key in self._bucket(rt):
             raise already_exists(rt.plural, rt.group, name)
@@ -460,29 +540,52 @@ class Store:
         self._after_write(rt, None, stored)
         return self._present(rt, stored)
 
-    async def update(self, resource: str | ResourceType, obj: JSON, *,
-                     namespace: str | None = None, dry_run: bool = False,
-                     field_validation: str = "Warn",
-                     warnings: builtins.list[str] | None = None) -> JSON:
+    async def update(
+        self,
+        resource: str | ResourceType,
+        obj: JSON,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
+    ) -> JSON:
         """Replace an object (PUT). A stale ``metadata.resourceVersion`` is 409 Conflict.
 
         Without a resourceVersion the update is unconditional, as Kubernetes
         allows for built-ins and custom resources. ``.status`` is kept from the
         stored object when the type has a status subresource.
         """
-        return await self._replace(resource, obj, namespace, "", dry_run, field_validation,
-                                   warnings)
+        return await self._replace(
+            resource, obj, namespace, "", dry_run, field_validation, warnings
+        )
 
-    async def update_status(self, resource: str | ResourceType, obj: JSON, *,
-                            namespace: str | None = None, dry_run: bool = False) -> JSON:
+    async def update_status(
+        self,
+        resource: str | ResourceType,
+        obj: JSON,
+        *,
+        namespace: str | None = None,
+        dry_run: bool = False,
+    ) -> JSON:
         """PUT on the ``/status`` subresource: only ``.status`` changes."""
         return await self._replace(resource, obj, namespace, "status", dry_run, "Ignore", None)
 
-    async def patch(self, resource: str | ResourceType, namespace: str | None, name: str,
-                    patch: Any, patch_type: str = "merge", *, subresource: str = "",
-                    dry_run: bool = False, field_manager: str | None = None,
-                    force: bool = False, field_validation: str = "Warn",
-                    warnings: builtins.list[str] | None = None) -> JSON:
+    async def patch(
+        self,
+        resource: str | ResourceType,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        patch_type: str = "merge",
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+        field_manager: str | None = None,
+        force: bool = False,
+        field_validation: str = "Warn",
+        warnings: builtins.list[str] | None = None,
+    ) -> JSON:
         """Patch an object.
 
         ``patch_type``: ``merge``, ``json``, ``strategic`` or ``apply`` (or the
@@ -494,16 +597,22 @@ class Store:
         rt = self.resolve(resource)
         kind = PATCH_TYPES.get(patch_type.split(";")[0].strip())
         if kind is None:
-            raise ApiError(415, "UnsupportedMediaType",
-                           f"the body of the request was in an unknown format - accepted "
-                           f"media types include: application/json-patch+json, "
-                           f"application/merge-patch+json, application/apply-patch+yaml "
-                           f"(got {patch_type})")
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted "
+                f"media types include: application/json-patch+json, "
+                f"application/merge-patch+json, application/apply-patch+yaml "
+                f"(got {patch_type})",
+            )
         if kind == "strategic" and not rt.strategic_merge:
-            raise ApiError(415, "UnsupportedMediaType",
-                           "the body of the request was in an unknown format - accepted "
-                           "media types include: application/json-patch+json, "
-                           "application/merge-patch+json, application/apply-patch+yaml")
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted "
+                "media types include: application/json-patch+json, "
+                "application/merge-patch+json, application/apply-patch+yaml",
+            )
         ns = namespace or "" if rt.namespaced else ""
         current = self._bucket(rt).get(self._key(rt, ns, name))
         if current is None:
@@ -512,8 +621,14 @@ class Store:
                     raise bad_request("apply patches must be objects")
                 body = copy_json(patch)
                 body.setdefault("metadata", {}).setdefault("name", name)
-                return await self.create(rt, body, namespace=ns or None, dry_run=dry_run,
-                                         field_validation=field_validation, warnings=warnings)
+                return await self.create(
+                    rt,
+                    body,
+                    namespace=ns or None,
+                    dry_run=dry_run,
+                    field_validation=field_validation,
+                    warnings=warnings,
+                )
             raise not_found(rt.plural, rt.group, name)
         base = self._present(rt, current)
         if kind == "merge":
@@ -536,17 +651,33 @@ class Store:
             raise bad_request("the patch did not produce an object")
         # A patch is conditional only if it names a resourceVersion itself.
         patched_meta = patched.get("metadata")
-        if isinstance(patched_meta, dict) and patched_meta.get("resourceVersion") == (
-            current["metadata"]["resourceVersion"]
+        if (
+            isinstance(patched_meta, dict)
+            and patched_meta.get("resourceVersion") == (current["metadata"]["resourceVersion"])
         ):
             patched_meta.pop("resourceVersion", None)
-        return await self._replace(rt, patched, ns or None, subresource, dry_run,
-                                   field_validation, warnings, expect_name=name)
+        return await self._replace(
+            rt,
+            patched,
+            ns or None,
+            subresource,
+            dry_run,
+            field_validation,
+            warnings,
+            expect_name=name,
+        )
 
-    async def delete(self, resource: str | ResourceType, namespace: str | None, name: str, *,
-                     grace_period_seconds: int | None = None,
-                     propagation_policy: str | None = None,
-                     preconditions: JSON | None = None, dry_run: bool = False) -> JSON:
+    async def delete(
+        self,
+        resource: str | ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str | None = None,
+        preconditions: JSON | None = None,
+        dry_run: bool = False,
+    ) -> JSON:
         """Delete an object; returns it as it is after the call.
 
         With finalizers (or Foreground propagation, or a pod still on a node)
@@ -564,24 +695,42 @@ class Store:
             for field_name in ("uid", "resourceVersion"):
                 want = preconditions.get(field_name)
                 if want and want != meta.get(field_name):
-                    raise conflict(rt.plural, rt.group, name,
-                                   f"Precondition failed: {field_name.replace('rv', 'RV')} "
-                                   f"in precondition: {want}, {field_name} in object meta: "
-                                   f"{meta.get(field_name)}")
+                    raise conflict(
+                        rt.plural,
+                        rt.group,
+                        name,
+                        f"Precondition failed: {field_name.replace('rv', 'RV')} "
+                        f"in precondition: {want}, {field_name} in object meta: "
+                        f"{meta.get(field_name)}",
+                    )
         if self.admission is not None:
-            await self.admission.validate(AdmissionRequest(
-                "DELETE", rt, key[0], name, None, self._present(rt, current), dry_run=dry_run))
+            await self.admission.validate(
+                AdmissionRequest(
+                    "DELETE", rt, key[0], name, None, self._present(rt, current), dry_run=dry_run
+                )
+            )
             current = self._bucket(rt).get(key)
             if current is None:
                 raise not_found(rt.plural, rt.group, name)
         if dry_run:
             return self._present(rt, current)
         policy = propagation_policy or (
-            "Orphan" if rt.storage_key in _ORPHAN_BY_DEFAULT else "Background")
+            "Orphan" if rt.storage_key in _ORPHAN_BY_DEFAULT else "Background"
+        )
         if policy not in ("Background", "Foreground", "Orphan"):
-            raise invalid("DeleteOptions", "", "", [FieldError(
-                "propagationPolicy", "FieldValueNotSupported",
-                'supported values: "Foreground", "Background", "Orphan", nil', policy)])
+            raise invalid(
+                "DeleteOptions",
+                "",
+                "",
+                [
+                    FieldError(
+                        "propagationPolicy",
+                        "FieldValueNotSupported",
+                        'supported values: "Foreground", "Background", "Orphan", nil',
+                        policy,
+                    )
+                ],
+            )
         if rt.storage_key == "namespaces":
             return self._present(rt, self._delete_namespace(rt, current))
         grace = self._grace_period(rt, current, grace_period_seconds)
@@ -613,29 +762,41 @@ class Store:
             self._spawn(self._collect_foreground(meta["uid"]))
         return self._present(rt, stored)
 
-    async def delete_collection(self, resource: str | ResourceType,
-                                namespace: str | None = None, *,
-                                label_selector: str | None = None,
-                                field_selector: str | None = None,
-                                grace_period_seconds: int | None = None,
-                                propagation_policy: str | None = None,
-                                dry_run: bool = False) -> builtins.list[JSON]:
+    async def delete_collection(
+        self,
+        resource: str | ResourceType,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str | None = None,
+        dry_run: bool = False,
+    ) -> builtins.list[JSON]:
         """DELETE on a collection: delete every matching object; returns them."""
         rt = self.resolve(resource)
-        items, _ = await self.list(rt, namespace, label_selector=label_selector,
-                                   field_selector=field_selector)
+        items, _ = await self.list(
+            rt, namespace, label_selector=label_selector, field_selector=field_selector
+        )
         out = []
         for item in items:
             meta = item["metadata"]
             with contextlib.suppress(ApiError):
-                out.append(await self.delete(rt, meta.get("namespace"), meta["name"],
-                                             grace_period_seconds=grace_period_seconds,
-                                             propagation_policy=propagation_policy,
-                                             dry_run=dry_run))
+                out.append(
+                    await self.delete(
+                        rt,
+                        meta.get("namespace"),
+                        meta["name"],
+                        grace_period_seconds=grace_period_seconds,
+                        propagation_policy=propagation_policy,
+                        dry_run=dry_run,
+                    )
+                )
         return out
 
-    async def bind_pod(self, namespace: str, name: str, node_name: str, *,
-                       dry_run: bool = False) -> JSON:
+    async def bind_pod(
+        self, namespace: str, name: str, node_name: str, *, dry_run: bool = False
+    ) -> JSON:
         """The pods/binding subresource: set spec.nodeName and the PodScheduled condition.
 
         An already-bound pod is 409 Conflict ("pod X is already assigned to node Y").
@@ -645,48 +806,133 @@ class Store:
         if current is None:
             raise not_found("pods", "", name)
         if self.admission is not None:
-            binding = {"apiVersion": "v1", "kind": "Binding",
-                       "metadata": {"name": name, "namespace": namespace},
-                       "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
-            await self.admission.validate(AdmissionRequest(
-                "CREATE", rt, namespace, name, binding, None, subresource="binding",
-                dry_run=dry_run))
+            binding = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": name, "namespace": namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+            }
+            await self.admission.validate(
+                AdmissionRequest(
+                    "CREATE",
+                    rt,
+                    namespace,
+                    name,
+                    binding,
+                    None,
+                    subresource="binding",
+                    dry_run=dry_run,
+                )
+            )
             current = self._bucket(rt).get((namespace, name))
             if current is None:
                 raise not_found("pods", "", name)
         if current["metadata"].get("deletionTimestamp"):
-            raise conflict("pods/binding", "", name,
-                           f"pod {name} is being deleted, cannot be assigned to a host")
+            raise conflict(
+                "pods/binding",
+                "",
+                name,
+                f"pod {name} is being deleted, cannot be assigned to a host",
+            )
         bound = (current.get("spec") or {}).get("nodeName")
         if bound:
-            raise conflict("pods/binding", "", name,
-                           f'pod {name} is already assigned to node "{bound}"')
+            raise conflict(
+                "pods/binding", "", name, f'pod {name} is already assigned to node "{bound}"'
+            )
         if dry_run:
             return self._present(rt, current)
         updated = copy_json(current)
         updated.setdefault("spec", {})["nodeName"] = node_name
         status = updated.setdefault("status", {})
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                           "lastTransitionTime": now_rfc3339(self.clock())})
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": now_rfc3339(self.clock()),
+            }
+        )
         status["conditions"] = conditions
         return self._present(rt, self._write(rt, current, updated))
 
-    async def evict_pod(self, namespace: str, name: str, *,
-                        grace_period_seconds: int | None = None, dry_run: bool = False) -> JSON:
+    async def evict_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        grace_period_seconds: int | None = None,
+        dry_run: bool = False,
+    ) -> JSON:
         """The pods/eviction subresource: a graceful delete (PodDisruptionBudgets are not
         checked)."""
         rt = self.resolve("pods")
         if (namespace, name) not in self._bucket(rt):
             raise not_found("pods", "", name)
         if self.admission is not None:
-            eviction = {"apiVersion": "policy/v1", "kind": "Eviction",
-                        "metadata": {"name": name, "namespace": namespace}}
-            await self.admission.validate(AdmissionRequest(
-                "CREATE", rt, namespace, name, eviction, None, subresource="eviction",
-                dry_run=dry_run))
-        return await self.delete(rt, namespace, name, grace_period_seconds=grace_period_seconds,
-                                 dry_run=dry_run)
+            eviction = {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": name, "namespace": namespace},
+            }
+            await self.admission.validate(
+                AdmissionRequest(
+                    "CREATE",
+                    rt,
+                    namespace,
+                    name,
+                    eviction,
+                    None,
+                    subresource="eviction",
+                    dry_run=dry_run,
+                )
+            )
+        return await self.delete(
+            rt, namespace, name, grace_period_seconds=grace_period_seconds, dry_run=dry_run
+        )
+
+    async def get_scale(self, resource: str | ResourceType, namespace: str | None,
+                        name: str) -> JSON:
+        """The ``/scale`` subresource as an ``autoscaling/v1`` Scale."""
+        rt = self.resolve(resource)
+        if "scale" not in rt.subresources:
+            raise not_found(rt.plural, rt.group, name)
+        obj = await self.get(rt, namespace, name)
+        spec_path, status_path, selector_path = _scale_paths(rt)
+        meta = obj["metadata"]
+        selector = _get_path(obj, selector_path) if selector_path else None
+        if isinstance(selector, dict):
+            selector = ",".join(f"{k}={v}" for k, v in (selector.get("matchLabels") or {})
+                                .items())
+        status: JSON = {"replicas": int(_get_path(obj, status_path) or 0)}
+        if selector:
+            status["selector"] = selector
+        return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+                "metadata": {k: meta[k] for k in ("name", "namespace", "uid",
+                                                  "resourceVersion", "creationTimestamp")
+                             if k in meta},
+                "spec": {"replicas": int(_get_path(obj, spec_path) or 0)}, "status": status}
+
+    async def update_scale(self, resource: str | ResourceType, namespace: str | None,
+                           name: str, scale: JSON, *, dry_run: bool = False) -> JSON:
+        """PUT ``/scale``: set the replicas (409 on a stale resourceVersion in the Scale)."""
+        rt = self.resolve(resource)
+        if "scale" not in rt.subresources:
+            raise not_found(rt.plural, rt.group, name)
+        replicas = (scale.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise invalid("Scale", "autoscaling", name, [FieldError(
+                "spec.replicas", "FieldValueInvalid", "must be greater than or equal to 0",
+                replicas)])
+        obj = await self.get(rt, namespace, name)
+        want_rv = (scale.get("metadata") or {}).get("resourceVersion")
+        if want_rv and want_rv != obj["metadata"]["resourceVersion"]:
+            raise conflict(rt.plural, rt.group, name)
+        spec_path = _scale_paths(rt)[0]
+        _set_path(obj, spec_path, replicas)
+        obj["metadata"].pop("resourceVersion", None)
+        await self._replace(rt, obj, namespace, "", dry_run, "Ignore", None)
+        return await self.get_scale(rt, namespace, name)
 
     # ---- public: kubelets, lifecycle ------------------------------------------------------
 
@@ -698,8 +944,9 @@ class Store:
         self._kubelets.discard(node_name)
         pods = self.resolve("pods")
         for obj in list(self._bucket(pods).values()):
-            if (obj.get("spec") or {}).get("nodeName") == node_name and \
-                    obj["metadata"].get("deletionTimestamp"):
+            if (obj.get("spec") or {}).get("nodeName") == node_name and obj["metadata"].get(
+                "deletionTimestamp"
+            ):
                 self._arm_pod_timer(pods, obj, 0)
 
     def has_kubelet(self, node_name: str) -> bool:
@@ -768,29 +1015,38 @@ class Store:
             ns, name = str(data["start"]).split("/", 1)
             rv = int(data["rv"])
         except (ValueError, KeyError, TypeError):
-            raise bad_request("continue key is not valid: incorrect encoded start "
-                              "resourceVersion (version meta.k8s.io/v1)") from None
+            raise bad_request(
+                "continue key is not valid: incorrect encoded start "
+                "resourceVersion (version meta.k8s.io/v1)"
+            ) from None
         if rv < self._compacted_rv:
-            raise ApiError(410, "Expired",
-                           "The provided continue parameter is too old to display a consistent "
-                           "list result. You can start a new list without the continue "
-                           "parameter, or use the continue token in this response to retrieve "
-                           "the remainder of the results. Continuing with the provided token "
-                           "results in an inconsistent list - objects that were created, "
-                           "modified, or deleted between the time the first chunk was returned "
-                           "and now may show up in the list.")
+            raise ApiError(
+                410,
+                "Expired",
+                "The provided continue parameter is too old to display a consistent "
+                "list result. You can start a new list without the continue "
+                "parameter, or use the continue token in this response to retrieve "
+                "the remainder of the results. Continuing with the provided token "
+                "results in an inconsistent list - objects that were created, "
+                "modified, or deleted between the time the first chunk was returned "
+                "and now may show up in the list.",
+            )
         return (ns, name), rv
 
     def _check_type(self, rt: ResourceType, obj: JSON) -> None:
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if kind and kind != rt.kind:
-            raise bad_request(f"the kind of the object ({kind}) does not match the kind of the "
-                              f"resource ({rt.kind})")
+            raise bad_request(
+                f"the kind of the object ({kind}) does not match the kind of the "
+                f"resource ({rt.kind})"
+            )
         if api_version:
             group = api_version.split("/")[0] if "/" in api_version else ""
             if group != rt.group:
-                raise bad_request(f"the API version in the data ({api_version}) does not match "
-                                  f"the expected API version ({rt.api_version})")
+                raise bad_request(
+                    f"the API version in the data ({api_version}) does not match "
+                    f"the expected API version ({rt.api_version})"
+                )
 
     def _request_namespace(self, rt: ResourceType, namespace: str | None, meta: JSON) -> str:
         if not rt.namespaced:
@@ -798,8 +1054,10 @@ class Store:
             return ""
         body_ns = meta.get("namespace")
         if namespace and body_ns and body_ns != namespace:
-            raise bad_request("the namespace of the provided object does not match the "
-                              "namespace sent on the request")
+            raise bad_request(
+                "the namespace of the provided object does not match the "
+                "namespace sent on the request"
+            )
         ns = namespace or body_ns
         if not ns:
             raise bad_request("an empty namespace may not be set during creation")
@@ -813,9 +1071,12 @@ class Store:
         if ns_obj is None:
             raise not_found("namespaces", "", ns)
         if ns_obj["metadata"].get("deletionTimestamp"):
-            raise forbidden(rt.plural, rt.group, name,
-                            f"unable to create new content in namespace {ns} because it is "
-                            f"being terminated")
+            raise forbidden(
+                rt.plural,
+                rt.group,
+                name,
+                f"unable to create new content in namespace {ns} because it is being terminated",
+            )
 
     def _generate_name(self, rt: ResourceType, ns: str, prefix: str) -> str:
         bucket = self._bucket(rt)
@@ -832,8 +1093,13 @@ class Store:
             meta["namespace"] = ns
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_rfc3339(self.clock())
-        for drop in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
-                     "selfLink", "managedFields"):
+        for drop in (
+            "resourceVersion",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "selfLink",
+            "managedFields",
+        ):
             meta.pop(drop, None)
         if rt.storage_key in _GENERATION_KEYS or rt.custom:
             meta["generation"] = 1
@@ -845,16 +1111,24 @@ class Store:
             obj.pop("status", None)
         return obj
 
-    def _prepare(self, rt: ResourceType, obj: JSON, old: JSON | None,
-                 field_validation: str, warnings: builtins.list[str] | None) -> JSON:
+    def _prepare(
+        self,
+        rt: ResourceType,
+        obj: JSON,
+        old: JSON | None,
+        field_validation: str,
+        warnings: builtins.list[str] | None,
+    ) -> JSON:
         """Defaults and pruning for the stored form (schema and built-in defaults)."""
         if rt.schema is not None:
             unknown = schema.default_and_prune(rt.schema, obj)
             if unknown:
                 if field_validation == "Strict":
                     paths = ", ".join(f'unknown field "{p}"' for p in unknown)
-                    raise bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled '
-                                      f'as a {rt.kind}: strict decoding error: {paths}')
+                    raise bad_request(
+                        f'{rt.kind} in version "{rt.version}" cannot be handled '
+                        f"as a {rt.kind}: strict decoding error: {paths}"
+                    )
                 if field_validation == "Warn" and warnings is not None:
                     warnings.extend(f'unknown field "{p}"' for p in unknown)
         builtin_validation.apply_defaults(rt, obj, old)
@@ -868,18 +1142,26 @@ class Store:
         if name:
             pc = classes.get(("", name))
             if pc is None:
-                raise forbidden("pods", "", pod["metadata"]["name"],
-                                f"no PriorityClass with name {name} was found")
+                raise forbidden(
+                    "pods",
+                    "",
+                    pod["metadata"]["name"],
+                    f"no PriorityClass with name {name} was found",
+                )
         else:
             pc = next((c for c in classes.values() if c.get("globalDefault")), None)
             if pc is not None:
                 spec["priorityClassName"] = pc["metadata"]["name"]
         value = int(pc.get("value", 0)) if pc is not None else 0
         if "priority" in spec and spec["priority"] != value:
-            raise forbidden("pods", "", pod["metadata"]["name"],
-                            f"the integer value of priority ({spec['priority']}) must not be "
-                            f"provided in pod spec; priority admission controller computed "
-                            f"{value} from the given PriorityClass name")
+            raise forbidden(
+                "pods",
+                "",
+                pod["metadata"]["name"],
+                f"the integer value of priority ({spec['priority']}) must not be "
+                f"provided in pod spec; priority admission controller computed "
+                f"{value} from the given PriorityClass name",
+            )
         spec["priority"] = value
         if pc is not None and pc.get("preemptionPolicy"):
             spec["preemptionPolicy"] = pc["preemptionPolicy"]
@@ -891,13 +1173,24 @@ class Store:
             errors.extend(schema.validate(rt.schema, obj))
         errors.extend(builtin_validation.validate(rt, obj, old))
         if errors:
-            raise invalid(rt.qualified_kind if rt.custom else rt.kind,
-                          "" if rt.custom else rt.group,
-                          (obj.get("metadata") or {}).get("name", ""), errors)
+            raise invalid(
+                rt.qualified_kind if rt.custom else rt.kind,
+                "" if rt.custom else rt.group,
+                (obj.get("metadata") or {}).get("name", ""),
+                errors,
+            )
 
-    async def _replace(self, resource: str | ResourceType, obj: JSON, namespace: str | None,
-                       subresource: str, dry_run: bool, field_validation: str,
-                       warnings: builtins.list[str] | None, expect_name: str | None = None) -> JSON:
+    async def _replace(
+        self,
+        resource: str | ResourceType,
+        obj: JSON,
+        namespace: str | None,
+        subresource: str,
+        dry_run: bool,
+        field_validation: str,
+        warnings: builtins.list[str] | None,
+        expect_name: str | None = None,
+    ) -> JSON:
         rt = self.resolve(resource)
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             raise bad_request("the body of the request was not a JSON object")
@@ -906,8 +1199,10 @@ class Store:
         self._check_type(rt, obj)
         name = meta.get("name") or expect_name or ""
         if expect_name and name != expect_name:
-            raise bad_request(f"the name of the object ({name}) does not match the name on "
-                              f"the URL ({expect_name})")
+            raise bad_request(
+                f"the name of the object ({name}) does not match the name on "
+                f"the URL ({expect_name})"
+            )
         ns = self._request_namespace(rt, namespace, meta) if rt.namespaced else ""
         key = (ns, name)
         current = self._bucket(rt).get(key)
@@ -935,18 +1230,34 @@ class Store:
             self._check_finalizers(rt, current, new)
         new = self._prepare(rt, new, current, field_validation, warnings)
         if self.admission is not None:
-            req = AdmissionRequest("UPDATE", rt, ns, name, self._present(rt, new),
-                                   self._present(rt, current), subresource=subresource,
-                                   dry_run=dry_run)
+            req = AdmissionRequest(
+                "UPDATE",
+                rt,
+                ns,
+                name,
+                self._present(rt, new),
+                self._present(rt, current),
+                subresource=subresource,
+                dry_run=dry_run,
+            )
             mutated = await self.admission.mutate(req)
             if mutated is not None:
                 new = self._prepare(rt, mutated, current, "Ignore", None)
                 self._keep_system_meta(current, new)
         self._validate(rt, new, current)
         if self.admission is not None:
-            await self.admission.validate(AdmissionRequest(
-                "UPDATE", rt, ns, name, self._present(rt, new), self._present(rt, current),
-                subresource=subresource, dry_run=dry_run))
+            await self.admission.validate(
+                AdmissionRequest(
+                    "UPDATE",
+                    rt,
+                    ns,
+                    name,
+                    self._present(rt, new),
+                    self._present(rt, current),
+                    subresource=subresource,
+                    dry_run=dry_run,
+                )
+            )
             latest = self._bucket(rt).get(key)
             if latest is None:
                 raise not_found(rt.plural, rt.group, name)
@@ -961,8 +1272,15 @@ class Store:
     @staticmethod
     def _keep_system_meta(current: JSON, new: JSON) -> None:
         meta, cur = new["metadata"], current["metadata"]
-        for k in ("uid", "creationTimestamp", "deletionTimestamp",
-                  "deletionGracePeriodSeconds", "generation", "name", "namespace"):
+        for k in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "name",
+            "namespace",
+        ):
             if k in cur:
                 meta[k] = cur[k]
             else:
@@ -976,12 +1294,19 @@ class Store:
         old = set(current["metadata"].get("finalizers") or [])
         added = [f for f in new["metadata"].get("finalizers") or [] if f not in old]
         if added:
-            raise invalid(rt.qualified_kind if rt.custom else rt.kind,
-                          "" if rt.custom else rt.group,
-                          current["metadata"]["name"], [FieldError(
-                              "metadata.finalizers", "FieldValueForbidden",
-                              "no new finalizers can be added if the object is being deleted, "
-                              f"found new finalizers {json.dumps(added)}")])
+            raise invalid(
+                rt.qualified_kind if rt.custom else rt.kind,
+                "" if rt.custom else rt.group,
+                current["metadata"]["name"],
+                [
+                    FieldError(
+                        "metadata.finalizers",
+                        "FieldValueForbidden",
+                        "no new finalizers can be added if the object is being deleted, "
+                        f"found new finalizers {json.dumps(added)}",
+                    )
+                ],
+            )
 
     def _write(self, rt: ResourceType, current: JSON, new: JSON) -> JSON:
         """Store ``new`` in place of ``current``; removes it if deletion is complete."""
@@ -995,8 +1320,11 @@ class Store:
                 meta["generation"] = cmeta["generation"] + 1
         if _without_rv(new) == _without_rv(current):
             return current  # a no-op write keeps the resourceVersion, as in Kubernetes
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and self._grace_done(
-                rt, new):
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and self._grace_done(rt, new)
+        ):
             return self._remove(rt, current, "Background", final=new)
         meta["resourceVersion"] = str(self._next_rv())
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
@@ -1013,8 +1341,10 @@ class Store:
         if rt.storage_key != "pods":
             return True
         key = (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-        return key in self._terminated or int(
-            obj["metadata"].get("deletionGracePeriodSeconds") or 0) == 0
+        return (
+            key in self._terminated
+            or int(obj["metadata"].get("deletionGracePeriodSeconds") or 0) == 0
+        )
 
     def _insert(self, rt: ResourceType, obj: JSON) -> JSON:
         meta = obj["metadata"]
@@ -1026,8 +1356,9 @@ class Store:
         self._emit(rt, "ADDED", obj, None)
         return obj
 
-    def _remove(self, rt: ResourceType, current: JSON, policy: str,
-                final: JSON | None = None) -> JSON:
+    def _remove(
+        self, rt: ResourceType, current: JSON, policy: str, final: JSON | None = None
+    ) -> JSON:
         """Take the object out of the store (DELETED) and start garbage collection."""
         obj: JSON = copy_json(final if final is not None else current)
         meta = obj["metadata"]
@@ -1135,13 +1466,14 @@ class Store:
 
     # ---- internals: garbage collection ----------------------------------------------------
 
-    def _reindex_owners(self, rt: ResourceType, key: Key, old: JSON | None,
-                        new: JSON | None) -> None:
+    def _reindex_owners(
+        self, rt: ResourceType, key: Key, old: JSON | None, new: JSON | None
+    ) -> None:
         ref = (rt.storage_key, key)
         for obj, add in ((old, False), (new, True)):
             if obj is None:
                 continue
-            for owner in (obj["metadata"].get("ownerReferences") or []):
+            for owner in obj["metadata"].get("ownerReferences") or []:
                 uid = owner.get("uid")
                 if not uid:
                     continue
@@ -1181,15 +1513,18 @@ class Store:
             await self._collect_one(rt, obj, owner_uid, "Foreground")
         self._maybe_finish_foreground(owner_uid)
 
-    async def _collect_one(self, rt: ResourceType, obj: JSON, owner_uid: str,
-                           policy: str) -> None:
+    async def _collect_one(self, rt: ResourceType, obj: JSON, owner_uid: str, policy: str) -> None:
         meta = obj["metadata"]
-        others = [r for r in meta.get("ownerReferences") or []
-                  if r.get("uid") != owner_uid and r.get("uid") in self._uids]
+        others = [
+            r
+            for r in meta.get("ownerReferences") or []
+            if r.get("uid") != owner_uid and r.get("uid") in self._uids
+        ]
         if others:
             updated = copy_json(obj)
             updated["metadata"]["ownerReferences"] = [
-                r for r in meta["ownerReferences"] if r.get("uid") != owner_uid]
+                r for r in meta["ownerReferences"] if r.get("uid") != owner_uid
+            ]
             self._write(rt, obj, updated)
             return
         if meta.get("deletionTimestamp") and policy == "Background":
@@ -1218,8 +1553,9 @@ class Store:
     def _orphan_dependents(self, owner_uid: str) -> None:
         for rt, obj in self._dependent_objects(owner_uid):
             updated = copy_json(obj)
-            refs = [r for r in obj["metadata"].get("ownerReferences") or []
-                    if r.get("uid") != owner_uid]
+            refs = [
+                r for r in obj["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid
+            ]
             if refs:
                 updated["metadata"]["ownerReferences"] = refs
             else:
@@ -1238,21 +1574,31 @@ class Store:
             self.registry.add(t)
         status = crd.get("status") or {}
         conds = {c.get("type"): c for c in status.get("conditions") or []}
-        if conds.get("Established", {}).get("status") == "True" and \
-                status.get("acceptedNames") == spec.get("names"):
+        if conds.get("Established", {}).get("status") == "True" and status.get(
+            "acceptedNames"
+        ) == spec.get("names"):
             return
         updated = copy_json(crd)
         ts = now_rfc3339(self.clock())
         updated["status"] = {
             "acceptedNames": copy_json(spec.get("names") or {}),
             "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                 "message": "no conflicts found", "lastTransitionTime": ts},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                 "message": "the initial names have been accepted", "lastTransitionTime": ts},
+                {
+                    "type": "NamesAccepted",
+                    "status": "True",
+                    "reason": "NoConflicts",
+                    "message": "no conflicts found",
+                    "lastTransitionTime": ts,
+                },
+                {
+                    "type": "Established",
+                    "status": "True",
+                    "reason": "InitialNamesAccepted",
+                    "message": "the initial names have been accepted",
+                    "lastTransitionTime": ts,
+                },
             ],
-            "storedVersions": [v["name"] for v in spec.get("versions") or []
-                               if v.get("storage")],
+            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
         }
         self._write(rt, crd, updated)
 
@@ -1272,6 +1618,30 @@ class Store:
     def iter_objects(self, resource: str | ResourceType) -> Iterable[JSON]:
         """Read-only view of stored objects, without copies (do not mutate them)."""
         return list(self._bucket(self.resolve(resource)).values())
+
+
+def _scale_paths(rt: ResourceType) -> tuple[str, str, str]:
+    paths = rt.extra.get("scale") or {}
+    return (paths.get("specReplicasPath", ".spec.replicas"),
+            paths.get("statusReplicasPath", ".status.replicas"),
+            paths.get("labelSelectorPath", "" if rt.custom else ".spec.selector"))
+
+
+def _get_path(obj: JSON, path: str) -> Any:
+    cur: Any = obj
+    for part in path.strip(".").split("."):
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def _set_path(obj: JSON, path: str, value: Any) -> None:
+    parts = path.strip(".").split(".")
+    cur = obj
+    for part in parts[:-1]:
+        cur = cur.setdefault(part, {})
+    cur[parts[-1]] = value
 
 
 def _spec_of(obj: JSON) -> JSON:
@@ -1294,8 +1664,9 @@ def _parse_time(text: str) -> float:
     return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
 
 
-async def collect(aiter: AsyncIterator[tuple[str, JSON]], count: int,
-                  timeout: float = 5.0) -> builtins.list[tuple[str, JSON]]:
+async def collect(
+    aiter: AsyncIterator[tuple[str, JSON]], count: int, timeout: float = 5.0
+) -> builtins.list[tuple[str, JSON]]:
     """Read ``count`` events from a watch (a test and controller convenience)."""
     out: builtins.list[tuple[str, JSON]] = []
 

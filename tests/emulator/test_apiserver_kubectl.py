@@ -211,3 +211,25 @@ def test_drain_evicts_through_the_eviction_subresource(kubectl: Kubectl) -> None
     node = json.loads(kubectl("get", "node", "n1", "-o", "json").stdout)
     assert node["spec"]["unschedulable"] is True
     assert kubectl("get", "pods", "-o", "name").stdout.strip() == ""
+
+
+def test_scale_subresource(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", input="""\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: c, image: nginx}]}
+""")
+    assert kubectl("scale", "deployment", "web", "--replicas=4").stdout.strip() == \
+        "deployment.apps/web scaled"
+    got = json.loads(kubectl("get", "deployment", "web", "-o", "json").stdout)
+    assert got["spec"]["replicas"] == 4 and got["metadata"]["generation"] == 2
+    scale = json.loads(kubectl("get", "--raw",
+                               "/apis/apps/v1/namespaces/default/deployments/web/scale").stdout)
+    assert scale["kind"] == "Scale" and scale["spec"] == {"replicas": 4}
+    assert scale["status"]["selector"] == "app=web"
