@@ -235,18 +235,28 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             {"pod": e.pod, "action": e.action, "by": e.by, "cycle": e.cycle, "message": e.message}
             for e in outcome.evictions
         ],
-        "events": [
-            {
+        "events": _events(outcome.events),
+        "queues": queue_entries(outcome),
+    }
+
+
+def _events(events: list[Event]) -> list[dict[str, Any]]:
+    """Events as `kubectl get events` shows them: the same event repeated is one, with a count."""
+    merged: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+    for e in events:
+        key = (e.kind, e.object, e.type, e.reason, e.message)
+        if key in merged:
+            merged[key]["count"] += 1
+        else:
+            merged[key] = {
                 "kind": e.kind,
                 "object": e.object,
                 "type": e.type,
                 "reason": e.reason,
                 "message": e.message,
+                "count": 1,
             }
-            for e in outcome.events
-        ],
-        "queues": queue_entries(outcome),
-    }
+    return list(merged.values())
 
 
 def _table(rows: list[list[str]], out: TextIO) -> None:
@@ -300,7 +310,10 @@ def write_text(outcome: Outcome, out: TextIO) -> None:
     if not data["events"]:
         out.write("(none)\n")
     for e in data["events"]:
-        out.write(f"{e['type']:<8} {e['reason']:<18} {e['kind']} {e['object']}: {e['message']}\n")
+        times = f" (x{e['count']})" if e["count"] > 1 else ""
+        out.write(
+            f"{e['type']:<8} {e['reason']:<18} {e['kind']} {e['object']}{times}: {e['message']}\n"
+        )
 
 
 def parse_now(text: str) -> float:

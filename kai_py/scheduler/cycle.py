@@ -11,6 +11,7 @@ from kai_py.scheduler.actions.reclaim import reclaim
 from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.model import Job, Snapshot, Task, TaskStatus
 from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.resources import format_quantity
 from kai_py.scheduler.session import Decisions, Eviction, Op, QueueFigures, Session
 
 Action = Callable[[Session, Placer], None]
@@ -44,7 +45,7 @@ def close(session: Session) -> Decisions:
         task = rec.task
         if rec.op is Op.EVICT:
             job = session.jobs[task.job_uid]
-            message = eviction_message(rec.action, task.key, rec.by)
+            message = eviction_message(session, rec.action, task, rec.by)
             d.evictions.append(Eviction(task, rec.action, rec.by, message))
             session.event("PodGroup", job.namespace, job.name, "Normal", "Evict", message)
         elif rec.op is Op.ALLOCATE and not task.shadow:
@@ -81,7 +82,7 @@ def close(session: Session) -> Decisions:
         # The first reason is why it did not fit; later ones say why taking
         # resources back did not help either.
         extra = list(dict.fromkeys(r.message for r in why[1:] if r.message != first.message))
-        message = " ".join([first.message, *extra])
+        message = " ".join(_sentence(m) for m in [first.message, *extra])
         event_reason = "NotReady" if first.code == "NotReady" else "Unschedulable"
         session.event("PodGroup", job.namespace, job.name, "Warning", event_reason, message)
         if event_reason == "Unschedulable" and job.mark_unschedulable:
@@ -99,12 +100,30 @@ def close(session: Session) -> Decisions:
     return d
 
 
-def eviction_message(action: str, pod: str, by: Job | None) -> str:
-    culprit = by.key if by is not None else "the scheduler"
+def _sentence(text: str) -> str:
+    return text if text.endswith(".") else text + "."
+
+
+def eviction_message(session: Session, action: str, task: Task, by: Job | None) -> str:
+    victim = session.jobs[task.job_uid]
+    pod = task.key
+    if by is None:
+        return (
+            f"Pod {pod} was evicted: its gang is below minMember for longer than its grace period"
+        )
     if action == "preempt":
-        return f"Pod {pod} was preempted by higher priority workload {culprit}"
+        return (
+            f"Pod {pod} was preempted by higher priority workload {by.key} "
+            f"(priority {by.priority} over {victim.priority}) in queue {victim.queue}"
+        )
     if action == "reclaim":
-        return f"Pod {pod} was reclaimed by workload {culprit} of a queue below its fair share"
-    if action == "consolidation":
-        return f"Pod {pod} was moved to another node to make room for workload {culprit}"
-    return f"Pod {pod} was evicted: its gang is below minMember for longer than its grace period"
+        mine, theirs = session.queues.get(by.queue), session.queues.get(victim.queue)
+        if mine is None or theirs is None:
+            return f"Pod {pod} was reclaimed by workload {by.key}"
+        return (
+            f"Pod {pod} was reclaimed by workload {by.key}: queue {mine.name} (fair share "
+            f"{format_quantity('gpu', mine.fair_share.gpu)}, deserved "
+            f"{format_quantity('gpu', mine.deserved.gpu)}) takes back resources from queue "
+            f"{theirs.name} (fair share {format_quantity('gpu', theirs.fair_share.gpu)})"
+        )
+    return f"Pod {pod} was moved to another node to make room for workload {by.key}"
