@@ -80,6 +80,7 @@ class DevCluster:
         heartbeat: bool = True,
         job_failure_backoff: float = 10.0,
         bookmark_interval: float = 10.0,
+        node_faults: FaultSet | None = None,
     ) -> None:
         self.spec = spec or default_cluster()
         self.clock: Clock = clock or SystemClock()
@@ -90,7 +91,7 @@ class DevCluster:
             bookmark_interval=bookmark_interval,
         )
         #: Faults for the simulated nodes and controllers (``server.faults`` is for HTTP).
-        self.node_faults = FaultSet()
+        self.node_faults = node_faults if node_faults is not None else FaultSet()
         self._options: dict[str, Any] = {
             "default_scheduler": default_scheduler,
             "events": events,

@@ -220,7 +220,11 @@ class DefaultScheduler:
         try:
             await self.client.bind(ns, name, node, uid=str(m.get("uid")))
         except ApiError as exc:
-            if exc.code != 409:  # 409: bound already (by us, before a fault) or being deleted
+            if exc.code != 409:
+                raise
+            # 409 is "already bound" only if the pod says so; else a conflict to retry.
+            current = await self.client.get(PODS, name, ns)
+            if not (current.get("spec") or {}).get("nodeName"):
                 raise
             return
         assumed: dict[str, Any] = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}

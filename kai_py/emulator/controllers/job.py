@@ -115,6 +115,40 @@ def pod_index(pod: Json) -> int | None:
         return None
 
 
+def _finished(pod: Json) -> bool:
+    """A pod the Job counts as done: terminal, or deleted before it was ever bound."""
+    return phase(pod) in TERMINAL or (
+        is_deleting(pod) and not (pod.get("spec") or {}).get("nodeName")
+    )
+
+
+def _pending_counts(status: Json, pods: list[Json]) -> tuple[set[str], set[str], set[int]]:
+    """Uids finished but not yet counted (succeeded, failed), and the completed indexes.
+
+    Step 1 of the tracking protocol: the uncounted lists plus every finished
+    pod that still holds our finalizer.
+    """
+    uncounted = status.get("uncountedTerminatedPods") or {}
+    ok: set[str] = set(uncounted.get("succeeded") or [])
+    failed: set[str] = set(uncounted.get("failed") or [])
+    completed = parse_indexes(status.get("completedIndexes"))
+    for pod in pods:
+        m = pod.get("metadata") or {}
+        uid = str(m.get("uid"))
+        if TRACKING_FINALIZER not in (m.get("finalizers") or []) or uid in ok | failed:
+            continue
+        if not _finished(pod):
+            continue
+        if phase(pod) == "Succeeded":
+            ok.add(uid)
+            index = pod_index(pod)
+            if index is not None:
+                completed.add(index)
+        else:
+            failed.add(uid)
+    return ok, failed, completed
+
+
 class JobController:
     def __init__(
         self,
@@ -167,31 +201,10 @@ class JobController:
     async def _track_finished(self, job: Json, pods: list[Json]) -> Json:
         status = _status(job)
         uncounted = status.get("uncountedTerminatedPods") or {}
-        pending_ok: set[str] = set(uncounted.get("succeeded") or [])
-        pending_failed: set[str] = set(uncounted.get("failed") or [])
-        completed = parse_indexes(status.get("completedIndexes"))
-        changed = False
-        # 1. newly finished pods still holding our finalizer -> uncounted
-        for pod in pods:
-            m = pod.get("metadata") or {}
-            uid = str(m.get("uid"))
-            if TRACKING_FINALIZER not in (m.get("finalizers") or []):
-                continue
-            if uid in pending_ok or uid in pending_failed:
-                continue
-            finished = phase(pod) in TERMINAL or (
-                is_deleting(pod) and not (pod.get("spec") or {}).get("nodeName")
-            )
-            if not finished:
-                continue
-            changed = True
-            if phase(pod) == "Succeeded":
-                pending_ok.add(uid)
-                index = pod_index(pod)
-                if index is not None:
-                    completed.add(index)
-            else:
-                pending_failed.add(uid)
+        pending_ok, pending_failed, completed = _pending_counts(status, pods)
+        changed = pending_ok != set(uncounted.get("succeeded") or []) or pending_failed != set(
+            uncounted.get("failed") or []
+        )
         if changed:
             job = await self._write_status(
                 job,
@@ -297,20 +310,27 @@ class JobController:
         active = [p for p in pods if is_active(p)]
         terminating = [p for p in pods if is_deleting(p) and phase(p) not in TERMINAL]
         uncounted = status.get("uncountedTerminatedPods") or {}
-        # Pods already finished but not yet moved into the counts count too,
-        # or a success in flight would be replaced by a surplus pod.
-        succeeded = int(status.get("succeeded") or 0) + len(uncounted.get("succeeded") or [])
-        failed = int(status.get("failed") or 0) + len(uncounted.get("failed") or [])
+        # Pods already finished but not yet moved into the counts count too (also
+        # those that finished while this reconcile was writing), or a success in
+        # flight would be replaced by a surplus pod.
+        pending_ok, pending_failed, completed = _pending_counts(status, pods)
+        succeeded = int(status.get("succeeded") or 0) + len(pending_ok)
+        failed = int(status.get("failed") or 0) + len(pending_failed)
         backoff_limit = int(spec.get("backoffLimit", 6))
         completions = spec.get("completions")
         parallelism = int(spec.get("parallelism", 1))
         indexed = spec.get("completionMode") == "Indexed"
-        completed = parse_indexes(status.get("completedIndexes"))
         now = rfc3339(self.clock.time())
         conditions: list[Json] = list(status.get("conditions") or [])
 
+        # The final condition waits until every finished pod is counted and no
+        # pod still runs, so a reader of Complete/Failed sees the final counts.
+        settled = not (uncounted.get("succeeded") or uncounted.get("failed")) and not (
+            pending_ok or pending_failed
+        )
         if failed > backoff_limit:
             await self._delete_pods(active, job)
+            final = settled and not active and not terminating
             await self._finish(
                 job,
                 "Failed",
@@ -318,7 +338,10 @@ class JobController:
                 "Job has reached the specified backoff limit",
                 conditions,
                 now,
+                final=final,
             )
+            if not final:
+                return
             await self.recorder.record(
                 job,
                 "BackoffLimitExceeded",
@@ -332,8 +355,9 @@ class JobController:
             else succeeded > 0 and not active
         )
         if done:
-            await self._finish(job, "Complete", "", "", conditions, now)
-            await self.recorder.record(job, "Completed", "Job completed")
+            await self._finish(job, "Complete", "", "", conditions, now, final=settled)
+            if settled:
+                await self.recorder.record(job, "Completed", "Job completed")
             return
 
         suspended = bool(spec.get("suspend"))
@@ -413,12 +437,23 @@ class JobController:
         return conditions
 
     async def _finish(
-        self, job: Json, kind: str, reason: str, message: str, conditions: list[Json], now: str
+        self,
+        job: Json,
+        kind: str,
+        reason: str,
+        message: str,
+        conditions: list[Json],
+        now: str,
+        *,
+        final: bool,
     ) -> None:
         # Upstream first sets SuccessCriteriaMet / FailureTarget, then the final condition.
         interim = "SuccessCriteriaMet" if kind == "Complete" else "FailureTarget"
-        new = [c for c in conditions if c.get("type") not in (kind, interim)]
-        for kind_ in (interim, kind):
+        if not final and any(c.get("type") == interim for c in conditions):
+            return
+        has_interim = any(c.get("type") == interim for c in conditions)
+        new = [c for c in conditions if c.get("type") != kind]
+        for kind_ in [*([] if has_interim else [interim]), *([kind] if final else [])]:
             condition: Json = {
                 "type": kind_,
                 "status": "True",
@@ -432,8 +467,10 @@ class JobController:
                 condition["reason"] = "CompletionsReached"
                 condition["message"] = "Reached expected number of succeeded pods"
             new.append(condition)
-        fields: Json = {"conditions": new, "active": 0, "ready": 0}
-        if kind == "Complete":
+        fields: Json = {"conditions": new}
+        if final:
+            fields.update({"active": 0, "ready": 0, "terminating": 0})
+        if final and kind == "Complete":
             fields["completionTime"] = now
         await self._write_status(job, fields)
 
