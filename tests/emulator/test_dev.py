@@ -261,9 +261,7 @@ def test_kubectl_deployment_rollout_and_scale_up_and_down(cluster: ThreadedDevCl
     kubectl(kc, "apply", "-f", "-", stdin=DEPLOYMENT)
     kubectl(kc, "rollout", "status", "deployment/web", "--timeout=20s")
     wait_running(2)
-    # `kubectl scale` needs the server's /scale subresource to answer with an
-    # autoscaling/v1 Scale; a patch of spec.replicas is what scaling does underneath.
-    kubectl(kc, "patch", "deployment/web", "-p", '{"spec":{"replicas":4}}')
+    kubectl(kc, "scale", "deployment/web", "--replicas=4")
     wait_running(4)
-    kubectl(kc, "patch", "deployment/web", "-p", '{"spec":{"replicas":1}}')
+    kubectl(kc, "scale", "deployment/web", "--replicas=1")
     wait_running(1)
