@@ -90,7 +90,7 @@ from .errors import (
     invalid,
     not_found,
 )
-from .patches import copy_json, json_patch, merge_patch, strategic_merge
+from .patches import MERGE_KEYS, copy_json, json_patch, merge_patch, strategic_merge
 from .resources import Registry, ResourceType, builtin_types, types_from_crd
 from .selectors import (
     FieldRequirement,
@@ -303,6 +303,7 @@ class Store:
         self._terminated: set[Key] = set()  # pods whose kubelet confirmed (or timed out)
         self._tasks: set[asyncio.Future[Any]] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._applied: dict[str, dict[str, JSON]] = {}  # uid -> field manager -> config
         if create_default_namespaces:
             for ns in DEFAULT_NAMESPACES:
                 self._insert(
@@ -621,14 +622,12 @@ class Store:
                     raise bad_request("apply patches must be objects")
                 body = copy_json(patch)
                 body.setdefault("metadata", {}).setdefault("name", name)
-                return await self.create(
-                    rt,
-                    body,
-                    namespace=ns or None,
-                    dry_run=dry_run,
-                    field_validation=field_validation,
-                    warnings=warnings,
-                )
+                created = await self.create(rt, body, namespace=ns or None, dry_run=dry_run,
+                                            field_validation=field_validation,
+                                            warnings=warnings)
+                if not dry_run:
+                    self._remember_apply(created, field_manager, patch)
+                return created
             raise not_found(rt.plural, rt.group, name)
         base = self._present(rt, current)
         if kind == "merge":
@@ -646,6 +645,12 @@ class Store:
                 body.pop("apiVersion", None)
                 body.pop("kind", None)
                 (body.get("metadata") or {}).pop("resourceVersion", None)
+                manager = field_manager or ""
+                previous = self._applied.get(current["metadata"]["uid"], {}).get(manager)
+                if previous is not None:
+                    # Fields this manager applied before and has now dropped go away,
+                    # as with server-side apply's field ownership.
+                    _drop_removed(base, previous, body)
             patched = strategic_merge(base, body)
         if not isinstance(patched, dict):
             raise bad_request("the patch did not produce an object")
@@ -656,16 +661,18 @@ class Store:
             and patched_meta.get("resourceVersion") == (current["metadata"]["resourceVersion"])
         ):
             patched_meta.pop("resourceVersion", None)
-        return await self._replace(
-            rt,
-            patched,
-            ns or None,
-            subresource,
-            dry_run,
-            field_validation,
-            warnings,
-            expect_name=name,
-        )
+        result = await self._replace(rt, patched, ns or None, subresource, dry_run,
+                                     field_validation, warnings, expect_name=name)
+        if kind == "apply" and not dry_run:
+            self._remember_apply(result, field_manager, patch)
+        return result
+
+    def _remember_apply(self, obj: JSON, manager: str | None, applied: Any) -> None:
+        if isinstance(applied, dict):
+            body = copy_json(applied)
+            body.pop("apiVersion", None)
+            body.pop("kind", None)
+            self._applied.setdefault(obj["metadata"]["uid"], {})[manager or ""] = body
 
     async def delete(
         self,
@@ -891,8 +898,9 @@ class Store:
             rt, namespace, name, grace_period_seconds=grace_period_seconds, dry_run=dry_run
         )
 
-    async def get_scale(self, resource: str | ResourceType, namespace: str | None,
-                        name: str) -> JSON:
+    async def get_scale(
+        self, resource: str | ResourceType, namespace: str | None, name: str
+    ) -> JSON:
         """The ``/scale`` subresource as an ``autoscaling/v1`` Scale."""
         rt = self.resolve(resource)
         if "scale" not in rt.subresources:
@@ -902,28 +910,50 @@ class Store:
         meta = obj["metadata"]
         selector = _get_path(obj, selector_path) if selector_path else None
         if isinstance(selector, dict):
-            selector = ",".join(f"{k}={v}" for k, v in (selector.get("matchLabels") or {})
-                                .items())
+            selector = ",".join(f"{k}={v}" for k, v in (selector.get("matchLabels") or {}).items())
         status: JSON = {"replicas": int(_get_path(obj, status_path) or 0)}
         if selector:
             status["selector"] = selector
-        return {"kind": "Scale", "apiVersion": "autoscaling/v1",
-                "metadata": {k: meta[k] for k in ("name", "namespace", "uid",
-                                                  "resourceVersion", "creationTimestamp")
-                             if k in meta},
-                "spec": {"replicas": int(_get_path(obj, spec_path) or 0)}, "status": status}
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: meta[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                if k in meta
+            },
+            "spec": {"replicas": int(_get_path(obj, spec_path) or 0)},
+            "status": status,
+        }
 
-    async def update_scale(self, resource: str | ResourceType, namespace: str | None,
-                           name: str, scale: JSON, *, dry_run: bool = False) -> JSON:
+    async def update_scale(
+        self,
+        resource: str | ResourceType,
+        namespace: str | None,
+        name: str,
+        scale: JSON,
+        *,
+        dry_run: bool = False,
+    ) -> JSON:
         """PUT ``/scale``: set the replicas (409 on a stale resourceVersion in the Scale)."""
         rt = self.resolve(resource)
         if "scale" not in rt.subresources:
             raise not_found(rt.plural, rt.group, name)
         replicas = (scale.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            raise invalid("Scale", "autoscaling", name, [FieldError(
-                "spec.replicas", "FieldValueInvalid", "must be greater than or equal to 0",
-                replicas)])
+            raise invalid(
+                "Scale",
+                "autoscaling",
+                name,
+                [
+                    FieldError(
+                        "spec.replicas",
+                        "FieldValueInvalid",
+                        "must be greater than or equal to 0",
+                        replicas,
+                    )
+                ],
+            )
         obj = await self.get(rt, namespace, name)
         want_rv = (scale.get("metadata") or {}).get("resourceVersion")
         if want_rv and want_rv != obj["metadata"]["resourceVersion"]:
@@ -1368,6 +1398,7 @@ class Store:
         meta["resourceVersion"] = str(self._next_rv())
         del self._bucket(rt)[key]
         self._uids.pop(meta["uid"], None)
+        self._applied.pop(meta["uid"], None)
         self._terminated.discard(key)
         timer = self._timers.pop(key, None)
         if timer is not None:
@@ -1620,11 +1651,46 @@ class Store:
         return list(self._bucket(self.resolve(resource)).values())
 
 
+def _drop_removed(live: Any, previous: Any, applied: Any, field: str = "") -> None:
+    """Remove from ``live`` what ``previous`` applied and ``applied`` no longer does."""
+    if isinstance(live, dict) and isinstance(previous, dict):
+        applied = applied if isinstance(applied, dict) else {}
+        for key, old in previous.items():
+            if key not in applied:
+                live.pop(key, None)
+            elif key in live:
+                _drop_removed(live[key], old, applied[key], key)
+    elif isinstance(live, list) and isinstance(previous, list) and isinstance(applied, list):
+        merge_key = MERGE_KEYS.get(field)
+        if not merge_key:
+            return  # atomic lists are replaced by the merge anyway
+        kept = {item.get(merge_key) for item in applied if isinstance(item, dict)}
+        gone = {item.get(merge_key) for item in previous if isinstance(item, dict)} - kept
+        live[:] = [
+            item for item in live if not (isinstance(item, dict) and item.get(merge_key) in gone)
+        ]
+        by_key = {item.get(merge_key): item for item in applied if isinstance(item, dict)}
+        for item in live:
+            if isinstance(item, dict):
+                old_item = next(
+                    (
+                        p
+                        for p in previous
+                        if isinstance(p, dict) and p.get(merge_key) == item.get(merge_key)
+                    ),
+                    None,
+                )
+                if old_item is not None and item.get(merge_key) in by_key:
+                    _drop_removed(item, old_item, by_key[item.get(merge_key)])
+
+
 def _scale_paths(rt: ResourceType) -> tuple[str, str, str]:
     paths = rt.extra.get("scale") or {}
-    return (paths.get("specReplicasPath", ".spec.replicas"),
-            paths.get("statusReplicasPath", ".status.replicas"),
-            paths.get("labelSelectorPath", "" if rt.custom else ".spec.selector"))
+    return (
+        paths.get("specReplicasPath", ".spec.replicas"),
+        paths.get("statusReplicasPath", ".status.replicas"),
+        paths.get("labelSelectorPath", "" if rt.custom else ".spec.selector"),
+    )
 
 
 def _get_path(obj: JSON, path: str) -> Any:

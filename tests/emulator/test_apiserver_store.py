@@ -426,3 +426,23 @@ def test_pod_priority_comes_from_its_priority_class() -> None:
         assert defaulted["spec"]["priorityClassName"] == "dflt"
 
     run(body())
+
+
+def test_server_side_apply_removes_fields_the_manager_dropped() -> None:
+    async def body() -> None:
+        store = Store()
+        manifest: dict[str, Any] = {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "default", "labels": {"a": "1", "b": "2"}},
+            "data": {"x": "1", "y": "2"}}
+        await store.patch("configmaps", "default", "c", manifest, "apply", field_manager="me")
+        await store.patch("configmaps", "default", "c", {"metadata": {"labels": {"c": "3"}}},
+                          "merge")
+        manifest["metadata"]["labels"] = {"a": "1"}
+        manifest["data"] = {"x": "1"}
+        out = await store.patch("configmaps", "default", "c", manifest, "apply",
+                                field_manager="me")
+        assert out["metadata"]["labels"] == {"a": "1", "c": "3"}  # c was not applied by "me"
+        assert out["data"] == {"x": "1"}
+
+    run(body())
