@@ -278,9 +278,14 @@ def test_patch_types(core: k8s.CoreV1Api, server: ThreadedServer) -> None:
                           {"Content-Type": "application/apply-patch+yaml"})
     assert status == 201 and body["data"] == {"a": "1"}
     status, _, body = raw(server, "PATCH", "/api/v1/namespaces/default/configmaps/applied"
-                          "?fieldManager=test", b"data:\n  b: '2'\n",
+                          "?fieldManager=other", b"data:\n  b: '2'\n",
                           {"Content-Type": "application/apply-patch+yaml"})
     assert status == 200 and body["data"] == {"a": "1", "b": "2"}
+    # The first manager drops "a" from its configuration: the field goes.
+    status, _, body = raw(server, "PATCH", "/api/v1/namespaces/default/configmaps/applied"
+                          "?fieldManager=test", b"data:\n  c: '3'\n",
+                          {"Content-Type": "application/apply-patch+yaml"})
+    assert status == 200 and body["data"] == {"b": "2", "c": "3"}
     status, _, body = raw(server, "PATCH", "/apis/test.kai-py.dev/v1/namespaces/default/x/y",
                           b"{}", {"Content-Type": "application/merge-patch+json"})
     assert status == 404
