@@ -91,7 +91,12 @@ class JobPicker:
             else:
                 job = self._heaps[name][0][1]
             memo = self._keys.get(name)
-            if memo is not None and memo[0] == queue.version and memo[1] is job and memo[2] == job.version:
+            if (
+                memo is not None
+                and memo[0] == queue.version
+                and memo[1] is job
+                and memo[2] == job.version
+            ):
                 key = memo[3]
             else:
                 key = queue_key(queue, self.demand(job))

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from kai_py.scheduler.actions.common import demand, needed
 from kai_py.scheduler.actions.evicting import preemptors, victim_cost
-from kai_py.scheduler.actions.preempt import _always
-from kai_py.scheduler.actions.victims import VictimPool, VictimSearch
+from kai_py.scheduler.actions.victims import VictimPool, VictimSearch, always
 from kai_py.scheduler.model import Node
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import EPS
@@ -34,7 +33,10 @@ def consolidation(session: Session, placer: Placer) -> None:
             ready = [n for n in session.nodes.values() if n.ready]
             free = (
                 sum(_free_gpu(n) for n in ready),
-                sum(n.allocatable.cpu - n.used.cpu + n.releasing.cpu - n.pipelined.cpu for n in ready),
+                sum(
+                    n.allocatable.cpu - n.used.cpu + n.releasing.cpu - n.pipelined.cpu
+                    for n in ready
+                ),
             )
         want = demand(session, job, needed(job))
         if want.gpu > free[0] + EPS or want.cpu > free[1] + EPS:
@@ -45,7 +47,7 @@ def consolidation(session: Session, placer: Placer) -> None:
             session,
             placer,
             "consolidation",
-            _always,
+            always,
             replace_victims=True,
             max_victims=session.config.max_consolidation_victims,
         )

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
 
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions.evicting import old_enough, preemptors, victim_cost
-from kai_py.scheduler.actions.victims import Unit, VictimPool, VictimSearch
+from kai_py.scheduler.actions.victims import VictimPool, VictimSearch, always
 from kai_py.scheduler.model import Job, Task
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
@@ -16,10 +15,6 @@ from kai_py.scheduler.session import Session
 
 def _old_enough(session: Session, queue: str, task: Task) -> bool:
     return old_enough(session, task, queue, "preempt_min_runtime")
-
-
-def _always(_: Sequence[Unit]) -> bool:
-    return True
 
 
 def preempt(session: Session, placer: Placer) -> None:
@@ -40,7 +35,7 @@ def preempt(session: Session, placer: Placer) -> None:
                 partial(_old_enough, session, job.queue),
             )
         units = pool.units([job.queue], keep=lambda v, job=job: v.priority < job.priority)  # type: ignore[misc]
-        if VictimSearch(session, placer, "preempt", _always).run(job, units):
+        if VictimSearch(session, placer, "preempt", always).run(job, units):
             continue
         session.explain(job, _why_not(job, True))
 

@@ -141,7 +141,9 @@ def reclaim(session: Session, placer: Placer) -> None:
             pool = VictimPool(
                 session.jobs.values(),
                 victim_cost,
-                lambda t: old_enough(session, t, session.jobs[t.job_uid].queue, "reclaim_min_runtime"),
+                lambda t: old_enough(
+                    session, t, session.jobs[t.job_uid].queue, "reclaim_min_runtime"
+                ),
             )
         if not any(_reclaim_one_way(session, placer, pool, job, amount, way) for way in ways):
             session.explain(job, _nothing_to_reclaim(session, job))

@@ -29,6 +29,11 @@ class Unit:
 Validator = Callable[[Sequence[Unit]], bool]
 
 
+def always(_: Sequence[Unit]) -> bool:
+    """The validator of actions whose candidates are already all acceptable."""
+    return True
+
+
 def _eviction_order(task: Task) -> tuple[bool, float, str]:
     return (task.role == "master", -(task.start_time or 0.0), task.name)
 
@@ -49,18 +54,6 @@ def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], U
         surplus.append(Unit(job, [task]))
     gang = Unit(job, running) if all(eligible(t) for t in running) else None
     return surplus, gang
-
-
-def victim_units(jobs: Iterable[Job], eligible: Callable[[Task], bool]) -> list[Unit]:
-    """Units in the order they are tried: all surplus pods, then whole gangs."""
-    surplus: list[Unit] = []
-    gangs: list[Unit] = []
-    for job in jobs:
-        extra, gang = job_units(job, eligible)
-        surplus.extend(extra)
-        if gang is not None:
-            gangs.append(gang)
-    return surplus + gangs
 
 
 class VictimPool:
@@ -91,7 +84,9 @@ class VictimPool:
     def queues(self) -> set[str]:
         return set(self._surplus) | set(self._gangs)
 
-    def units(self, queues: Iterable[str], keep: Callable[[Job], bool] | None = None) -> Iterator[Unit]:
+    def units(
+        self, queues: Iterable[str], keep: Callable[[Job], bool] | None = None
+    ) -> Iterator[Unit]:
         names = list(queues)
         for table in (self._surplus, self._gangs):
             lists = [table[q] for q in names if q in table]
