@@ -31,6 +31,7 @@ from kai_py.cluster.convert import (
 )
 from kai_py.cluster.grouping import group_for_pod
 from kai_py.cluster.inputs import Document, InputError
+from kai_py.cluster.workloads import expand
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
 from kai_py.scheduler.model import Config, Job, Node, Queue, Snapshot, Task, TaskStatus
 from kai_py.scheduler.resources import Res
@@ -156,6 +157,7 @@ def check_queue_tree(queues: dict[str, Queue], sources: dict[str, str]) -> None:
 
 
 def build(docs: list[Document], now: float, config: Config | None = None) -> Built:
+    docs = expand(docs)
     fatal: list[str] = []
     nodes: list[Node] = []
     queues: dict[str, Queue] = {}

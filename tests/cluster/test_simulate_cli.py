@@ -245,3 +245,58 @@ nodes:
     )
     assert main(["simulate", str(bad)]) == 2
     assert "bad.yaml" in capsys.readouterr().err
+
+
+WORKLOADS = """
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: ml, labels: {kai.scheduler/queue: team}, annotations: {kai.scheduler/batch-min-member: "2"}}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      schedulerName: kai-scheduler
+      containers: [{name: m, image: x, resources: {limits: {nvidia.com/gpu: "1"}}}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: serve, namespace: ml, labels: {kai.scheduler/queue: team}}
+spec:
+  replicas: 2
+  template:
+    metadata: {annotations: {gpu-fraction: "0.25"}}
+    spec:
+      schedulerName: kai-scheduler
+      containers: [{name: m, image: x}]
+---
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata: {name: big, namespace: ml, labels: {kai.scheduler/queue: team}}
+spec:
+  pytorchReplicaSpecs:
+    Master: {replicas: 1, template: {spec: {schedulerName: kai-scheduler, containers: [{name: m, image: x, resources: {limits: {nvidia.com/gpu: "1"}}}]}}}
+    Worker: {replicas: 3, template: {spec: {schedulerName: kai-scheduler, containers: [{name: m, image: x, resources: {limits: {nvidia.com/gpu: "1"}}}]}}}
+"""
+
+
+def test_workloads_without_pods_get_their_controllers_pods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(
+        tmp_path,
+        NODE.replace('nvidia.com/gpu: "2"', 'nvidia.com/gpu: "4"'),
+        QUEUES.replace("quota: 2,", "quota: 8,"),
+        WORKLOADS,
+    )
+    data = run_json(capsys, str(path))
+    pods = data["pods"]
+    assert isinstance(pods, dict)
+    assert {k for k in pods if k.startswith("ml/train-")} == {"ml/train-0", "ml/train-1"}
+    assert pods["ml/train-0"]["status"] == pods["ml/train-1"]["status"] == "Running"
+    serve = [k for k in pods if k.startswith("ml/serve-")]
+    assert len(serve) == 2 and all(pods[k]["gpus"]["portion"] == 0.25 for k in serve)
+    # The PyTorchJob is one gang of 4 one-GPU pods; only 2 GPUs are left after the Job,
+    # so it waits as a whole.
+    big = [k for k in pods if k.startswith("ml/big-")]
+    assert len(big) == 4 and all(pods[k]["status"] == "Pending" for k in big)
+    assert any("required for gang scheduling" in e["message"] for e in data["events"])  # type: ignore[union-attr]
