@@ -380,3 +380,39 @@ def test_default_scheduler_explains_and_retries() -> None:
         assert p["spec"]["nodeName"] == "gpu-0"
 
     run(check)
+
+
+def test_job_active_deadline_and_ttl_after_finished() -> None:
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        body = job(
+            "slow",
+            seconds="100",
+            extra={
+                "activeDeadlineSeconds": 10,
+                "ttlSecondsAfterFinished": 30,
+            },
+        )
+        await cluster.store.create("jobs", body)
+
+        async def failed() -> Json | None:
+            j = await cluster.store.get("jobs", "default", "slow")
+            return j if condition(j, "Failed") else None
+
+        j = await until(cluster, clock, failed)
+        reasons = {c["type"]: c.get("reason") for c in j["status"]["conditions"]}
+        assert reasons["Failed"] == "DeadlineExceeded"
+        pods = await pods_of(cluster, "job-name=slow")
+        assert all(
+            p["status"]["phase"] == "Failed" or p["metadata"].get("deletionTimestamp") for p in pods
+        )
+
+        async def deleted() -> bool:
+            jobs, _ = await cluster.store.list("jobs", "default")
+            return not jobs
+
+        clock.advance(29)
+        await asyncio.sleep(0.05)
+        assert not await deleted()
+        await until(cluster, clock, deleted)
+
+    run(check)

@@ -396,3 +396,17 @@ def test_kubelet_state_survives_a_restart(phase: str) -> None:
             await cluster.wait_pod_phase("default", "a", "Succeeded")
 
     run(check)
+
+
+def test_active_deadline_fails_the_pod_and_frees_its_cards() -> None:
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        body = pod("p", gpus=2)
+        body["spec"]["activeDeadlineSeconds"] = 15
+        await cluster.store.create("pods", body)
+        await cluster.wait_pod_phase("default", "p", "Running")
+        clock.advance(15)
+        p = await cluster.wait_pod_phase("default", "p", "Failed")
+        assert p["status"]["reason"] == "DeadlineExceeded"
+        assert cluster.kubelet("gpu-0").plugin.in_use() == 0
+
+    run(check)

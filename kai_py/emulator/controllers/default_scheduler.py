@@ -126,7 +126,10 @@ class DefaultScheduler:
         self.queue = WorkQueue(self.reconcile, name="default-scheduler")
         self.recorder = EventRecorder(client, clock, "default-scheduler", enabled=events)
         self._unschedulable: set[str] = set()
-        self._usage: dict[str, tuple[Resources, int]] | None = None
+        # What each pod takes from its node, kept up to date from pod events so
+        # that a placement costs O(nodes), not O(pods).
+        self._placed: dict[str, tuple[str, Resources]] = {}
+        self._usage: dict[str, tuple[Resources, int]] = {}
         pods.add_handler(self._on_pod)
         nodes.add_handler(self._on_node)
 
@@ -139,8 +142,28 @@ class DefaultScheduler:
             and phase(pod) not in TERMINAL
         )
 
+    def _account(self, key: str, pod: Json | None) -> None:
+        """Move a pod's requests onto (or off) the node it now takes room on."""
+        node = (pod.get("spec") or {}).get("nodeName") if pod is not None else None
+        holds = pod is not None and bool(node) and phase(pod) not in TERMINAL
+        before = self._placed.get(key)
+        if before is not None and (not holds or before[0] != node):
+            self._add_usage(before[0], before[1], -1)
+            del self._placed[key]
+            before = None
+        if holds and before is None and pod is not None:
+            requests = pod_requests(pod)
+            self._placed[key] = (str(node), requests)
+            self._add_usage(str(node), requests, 1)
+
+    def _add_usage(self, node: str, requests: Resources, sign: int) -> None:
+        used, count = self._usage.get(node, ({}, 0))
+        for name, amount in requests.items():
+            used[name] = used.get(name, 0) + sign * amount
+        self._usage[node] = (used, count + sign)
+
     def _on_pod(self, kind: str, obj: Json, old: Json | None) -> None:
-        self._usage = None
+        self._account(obj_key(obj), None if kind == "DELETED" else obj)
         if self._wants(obj) and kind != "DELETED":
             self.queue.add(obj_key(obj))
         freed = kind == "DELETED" or phase(obj) in TERMINAL or is_deleting(obj)
@@ -153,20 +176,6 @@ class DefaultScheduler:
     def _retry_unschedulable(self) -> None:
         for key in list(self._unschedulable):
             self.queue.add(key)
-
-    def _node_usage(self) -> dict[str, tuple[Resources, int]]:
-        if self._usage is None:
-            usage: dict[str, tuple[Resources, int]] = {}
-            for pod in self.pods.values():
-                node = (pod.get("spec") or {}).get("nodeName")
-                if not node or phase(pod) in TERMINAL:
-                    continue
-                used, count = usage.get(node, ({}, 0))
-                for name, amount in pod_requests(pod).items():
-                    used[name] = used.get(name, 0) + amount
-                usage[node] = (used, count + 1)
-            self._usage = usage
-        return self._usage
 
     def _filter(self, pod: Json, node: Json, requests: Resources) -> str | None:
         """None if the pod fits the node, else kube-scheduler's reason."""
@@ -190,7 +199,7 @@ class DefaultScheduler:
             return "node(s) didn't match Pod's node affinity/selector"
         allocatable = parse_resource_map((node.get("status") or {}).get("allocatable"))
         name = str((node.get("metadata") or {}).get("name"))
-        used, count = self._node_usage().get(name, ({}, 0))
+        used, count = self._usage.get(name, ({}, 0))
         rejection = check_fit(requests, used, allocatable, count)
         if rejection is None:
             return None
@@ -228,8 +237,8 @@ class DefaultScheduler:
                 raise
             return
         assumed: dict[str, Any] = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}}
-        self.pods.remember(assumed)  # so the next pod sees this one's usage at once
-        self._usage = None
+        self.pods.remember(assumed)
+        self._account(obj_key(pod), assumed)  # the next pod sees this one's room taken at once
         self._unschedulable.discard(obj_key(pod))
         await self.recorder.record(pod, "Scheduled", f"Successfully assigned {ns}/{name} to {node}")
 

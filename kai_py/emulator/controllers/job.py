@@ -193,8 +193,39 @@ class JobController:
         pods = self._owned_pods(job)
         if is_finished(job):
             await self._delete_pods([p for p in pods if is_active(p)], job)
+            await self._expire(job, key)
             return
         await self._sync(job, pods)
+
+    async def _expire(self, job: Json, key: str) -> None:
+        """The TTL-after-finished controller: delete a finished Job after its TTL."""
+        ttl = _spec(job).get("ttlSecondsAfterFinished")
+        if ttl is None:
+            return
+        finished_at = max(
+            (
+                parse_rfc3339(str(c.get("lastTransitionTime"))) or 0.0
+                for c in _status(job).get("conditions") or []
+                if c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+            ),
+            default=self.clock.time(),
+        )
+        left = finished_at + float(ttl) - self.clock.time()
+        if left > 0:
+            self.queue.wake_after(key, left, self.clock)
+            return
+        m = job.get("metadata") or {}
+        try:
+            await self.client.delete(
+                JOBS,
+                str(m.get("name")),
+                namespace=m.get("namespace"),
+                uid=str(m.get("uid")),
+                propagation_policy="Background",
+            )
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
 
     # ---- counting --------------------------------------------------------------------------
 
@@ -349,6 +380,21 @@ class JobController:
                 type="Warning",
             )
             return
+        deadline = spec.get("activeDeadlineSeconds")
+        started = parse_rfc3339(str(status.get("startTime"))) if status.get("startTime") else None
+        if deadline is not None and started is not None and not spec.get("suspend"):
+            left = started + float(deadline) - self.clock.time()
+            if left <= 0:
+                await self._delete_pods(active, job)
+                final = settled and not active and not terminating
+                message = "Job was active longer than specified deadline"
+                await self._finish(
+                    job, "Failed", "DeadlineExceeded", message, conditions, now, final=final
+                )
+                if final:
+                    await self.recorder.record(job, "DeadlineExceeded", message, type="Warning")
+                return
+            self.queue.wake_after(obj_key(job), left, self.clock)
         done = (
             (len(completed) if indexed else succeeded) >= int(completions)
             if completions is not None
@@ -376,7 +422,7 @@ class JobController:
         elif len(active) < wanted:
             delay = self._backoff_left(job, failed)
             if delay > 0:
-                self.queue.add_after(obj_key(job), delay)
+                self.queue.wake_after(obj_key(job), delay, self.clock)
             else:
                 made = await self._create_pods(job, active, completed, wanted - len(active))
                 active = active + made

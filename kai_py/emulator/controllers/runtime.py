@@ -30,6 +30,7 @@ from kai_py.emulator.controllers.client import (
     with_retries,
 )
 from kai_py.emulator.errors import ApiError
+from kai_py.emulator.timesource import Clock
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +212,8 @@ class WorkQueue:
         self._dirty: set[str] = set()
         self._failures: dict[str, int] = {}
         self._timers: set[asyncio.TimerHandle] = set()
+        self._sleepers: set[asyncio.Task[None]] = set()
+        self._wakes: dict[str, float] = {}
         self._base_delay = base_delay
         self._max_delay = max_delay
         self.errors = 0
@@ -235,6 +238,25 @@ class WorkQueue:
 
         handle = loop.call_later(delay, fire)
         self._timers.add(handle)
+
+    def wake_after(self, key: str, seconds: float, clock: Clock) -> None:
+        """Enqueue ``key`` after ``seconds`` of ``clock`` time (simulated time in tests)."""
+
+        at = clock.time() + seconds
+        planned = self._wakes.get(key)
+        if planned is not None and planned <= at:
+            return  # an earlier wake-up is already planned; it reconciles anyway
+
+        async def fire() -> None:
+            await clock.sleep(seconds)
+            if self._wakes.get(key) == at:
+                del self._wakes[key]
+            self.add(key)
+
+        self._wakes[key] = at
+        task = asyncio.get_running_loop().create_task(fire())
+        self._sleepers.add(task)
+        task.add_done_callback(self._sleepers.discard)
 
     def idle(self) -> bool:
         return not self._queued and not self._busy
@@ -267,6 +289,8 @@ class WorkQueue:
             for handle in self._timers:
                 handle.cancel()
             self._timers.clear()
+            for task in list(self._sleepers):
+                task.cancel()
 
 
 def _expected(exc: Exception) -> bool:

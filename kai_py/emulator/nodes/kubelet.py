@@ -475,14 +475,41 @@ class Kubelet:
             await self._patch_meta(
                 pod, {keys.RESERVED_GPU_INDEX_ANNOTATION: record.visible_devices().split(",")[0]}
             )
+        now = self.clock.time()
+        waits: list[float] = []
+        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+        started = parse_rfc3339(record.start_time) if record.start_time else None
+        if deadline is not None and started is not None:
+            left = started + float(deadline) - now
+            if left <= 0:
+                await self._deadline_exceeded(pod, record)
+                return
+            waits.append(left)
         run_for = _float_annotation(pod, ann.RUN_SECONDS)
-        if run_for is None:
-            return
-        left = record.started + run_for - self.clock.time()
-        if left > 0:
-            self._set_timer(record, left)
-            return
-        await self._containers_exited(pod, record)
+        if run_for is not None:
+            left = record.started + run_for - now
+            if left <= 0:
+                await self._containers_exited(pod, record)
+                return
+            waits.append(left)
+        if waits:
+            self._set_timer(record, min(waits))
+
+    async def _deadline_exceeded(self, pod: Json, record: PodRecord) -> None:
+        """spec.activeDeadlineSeconds passed: the kubelet kills the pod and fails it."""
+        message = "Pod was active on the node longer than the specified deadline"
+        status = terminated_status(
+            pod,
+            pod.get("status") or {},
+            exit_code=SIGTERM_EXIT,
+            reason="Error",
+            now=rfc3339(self.clock.time()),
+            phase="Failed",
+        )
+        status.update({"reason": "DeadlineExceeded", "message": message})
+        await self._patch_status(pod, {"status": status})
+        self._release(record)
+        await self.recorder.record(pod, "DeadlineExceeded", message, type="Warning")
 
     async def _containers_exited(self, pod: Json, record: PodRecord) -> None:
         exit_code = int(_float_annotation(pod, ann.EXIT_CODE) or 0)
