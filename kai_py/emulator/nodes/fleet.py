@@ -145,12 +145,17 @@ class NodeFleet:
                     tasks.append(group.create_task(self._heartbeat()))
                 self.ready.set()
         finally:
+            # The nodes stay attached: a stop is usually a restart, and the next
+            # kubelets finish what these began. Call detach() for nodes that go away.
             for kubelet in self.kubelets.values():
                 kubelet.close()
-            detach = getattr(self.client, "detach_kubelet", None)
-            if detach is not None:
-                for name in self.kubelets:
-                    detach(name)
+
+    def detach(self) -> None:
+        """The nodes are gone for good: the API server finishes pod deletions itself."""
+        detach = getattr(self.client, "detach_kubelet", None)
+        if detach is not None:
+            for name in self.kubelets:
+                detach(name)
 
     def _restore(self) -> None:
         by_node: dict[str, list[Json]] = {}
