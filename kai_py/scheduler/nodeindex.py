@@ -35,7 +35,13 @@ class NodeIndex:
                 del names[bisect.bisect_left(names, node.name)]
             bisect.insort(self._buckets.setdefault(new, []), node.name)
             self._bucket_of[node.name] = new
-        if node.releasing.cpu > EPS or node.releasing.memory > EPS or node.releasing.gpu > EPS:
+        releasing = node.releasing
+        if (
+            releasing.cpu > EPS
+            or releasing.memory > EPS
+            or releasing.gpu > EPS
+            or any(g.releasing > EPS for g in node.groups.values())
+        ):
             self.releasing.add(node.name)
         else:
             self.releasing.discard(node.name)

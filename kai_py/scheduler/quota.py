@@ -21,7 +21,9 @@ def queue_details(session: Session, name: str) -> dict[str, object]:
     }
 
 
-def check_capacity(session: Session, job: Job, demand: Res) -> Reason | None:
+def check_capacity(
+    session: Session, job: Job, demand: Res, check_limit: bool = True
+) -> Reason | None:
     """OverLimit or NonPreemptibleOverQuota for the first queue up the tree that refuses."""
     for queue in session.ancestors(job.queue):
         for res in RESOURCE_NAMES:
@@ -30,7 +32,7 @@ def check_capacity(session: Session, job: Job, demand: Res) -> Reason | None:
                 continue
             has = queue.allocated.get(res)
             limit = queue.limit.get(res)
-            if has + want > limit + EPS:
+            if check_limit and has + want > limit + EPS:
                 return Reason(
                     reasons.OVER_LIMIT,
                     f"Queue {queue.name} would use {format_quantity(res, has + want)}, above its "

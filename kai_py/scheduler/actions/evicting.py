@@ -13,13 +13,24 @@ from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Session
 
 
-def preemptors(session: Session) -> Iterator[Job]:
-    """Pending jobs that allocate could not place, in queue and job order."""
+def preemptors(session: Session, *, check_limit: bool = True) -> Iterator[Job]:
+    """Pending jobs that allocate could not place, in queue and job order.
+
+    ``check_limit=False`` is for preempt, whose victims come from the same
+    queue: swapping jobs can keep the queue within its limit, which is then
+    checked on the outcome instead.
+    """
     ready = [j for j in pending_jobs(session) if gate(session, j) is None]
     picker = JobPicker(session, ready, lambda j: demand(session, j))
     while (job := picker.pop()) is not None:
-        if check_capacity(session, job, demand(session, job, needed(job))) is None:
+        refusal = check_capacity(session, job, demand(session, job, needed(job)), check_limit)
+        if refusal is None:
             yield job
+
+
+def within_limits(session: Session, job: Job) -> bool:
+    """Every queue from the job's up to the root is within its limit (as things are now)."""
+    return all(q.allocated.fits_in(q.limit) for q in session.ancestors(job.queue))
 
 
 def inherited(session: Session, queue_name: str, attr: str) -> float:

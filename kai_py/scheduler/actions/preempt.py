@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 
 from kai_py.scheduler import reasons
-from kai_py.scheduler.actions.evicting import old_enough, preemptors, victim_cost
-from kai_py.scheduler.actions.victims import VictimPool, VictimSearch, always
+from kai_py.scheduler.actions.evicting import old_enough, preemptors, victim_cost, within_limits
+from kai_py.scheduler.actions.victims import Unit, VictimPool, VictimSearch
 from kai_py.scheduler.model import Job, Task
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.session import Session
+
+
+def _within_limits(session: Session, job: Job, _: Sequence[Unit]) -> bool:
+    return within_limits(session, job)
 
 
 def _old_enough(session: Session, queue: str, task: Task) -> bool:
@@ -23,7 +28,7 @@ def preempt(session: Session, placer: Placer) -> None:
     for v in session.jobs.values():
         if v.preemptible:
             lowest[v.queue] = min(v.priority, lowest.get(v.queue, v.priority))
-    for job in preemptors(session):
+    for job in preemptors(session, check_limit=False):
         if lowest.get(job.queue, job.priority) >= job.priority:
             session.explain(job, _why_not(job, False))
             continue
@@ -35,7 +40,8 @@ def preempt(session: Session, placer: Placer) -> None:
                 partial(_old_enough, session, job.queue),
             )
         units = pool.units([job.queue], keep=lambda v, job=job: v.priority < job.priority)  # type: ignore[misc]
-        if VictimSearch(session, placer, "preempt", always).run(job, units):
+        fits = partial(_within_limits, session, job)
+        if VictimSearch(session, placer, "preempt", fits).run(job, units):
             continue
         session.explain(job, _why_not(job, True))
 

@@ -124,14 +124,14 @@ def reclaim(session: Session, placer: Placer) -> None:
         amount = demand(session, job, needed(job))
         leaf = session.queues[job.queue]
         leaf.allocated.add(amount)
+        # A non-preemptible job's own quota was checked before (NonPreemptibleOverQuota);
+        # here both kinds of job compare their queue's whole allocation.
         ways = [
             way
-            for way in (("fair_share", "deserved") if job.preemptible else ("deserved",))
+            for way in ("fair_share", "deserved")
             if within_share(session, job, [leaf], amount, way) is None
         ]
-        refusal = within_share(
-            session, job, [leaf], amount, "fair_share" if job.preemptible else "deserved"
-        )
+        refusal = within_share(session, job, [leaf], amount, "fair_share")
         leaf.allocated.sub(amount)
         if not ways:
             assert refusal is not None
