@@ -63,6 +63,8 @@ class ResourceType:
     #: Strategic merge patch needs Go struct tags; CRDs do not support it.
     strategic_merge: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Storage shared with another group's kind (events.k8s.io -> core events).
+    storage: str = ""
 
     @property
     def api_version(self) -> str:
@@ -71,6 +73,8 @@ class ResourceType:
     @property
     def storage_key(self) -> str:
         """Key shared by all versions of the same group/plural."""
+        if self.storage:
+            return self.storage
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
     @property
@@ -209,7 +213,7 @@ def builtin_types() -> list[ResourceType]:
         ),
         _core("resourcequotas", "ResourceQuota", short_names=("quota",), subresources=_STATUS),
         _core("limitranges", "LimitRange", short_names=("limits",)),
-        _g("events.k8s.io", "v1", "events", "Event", short_names=("ev",)),
+        _g("events.k8s.io", "v1", "events", "Event", short_names=("ev",), storage="events"),
         _g(
             "scheduling.k8s.io",
             "v1",

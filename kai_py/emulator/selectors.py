@@ -75,12 +75,10 @@ def parse_label_selector(text: str | None) -> list[Requirement]:
             out.append(Requirement(_check_key(part[1:].strip(), text), "!exists"))
         elif "!=" in part:
             key, value = part.split("!=", 1)
-            out.append(Requirement(_check_key(key.strip(), text), "!=",
-                                   frozenset({value.strip()})))
+            out.append(Requirement(_check_key(key.strip(), text), "!=", frozenset({value.strip()})))
         elif "==" in part or "=" in part:
             key, value = part.split("==", 1) if "==" in part else part.split("=", 1)
-            out.append(Requirement(_check_key(key.strip(), text), "=",
-                                   frozenset({value.strip()})))
+            out.append(Requirement(_check_key(key.strip(), text), "=", frozenset({value.strip()})))
         else:
             out.append(Requirement(_check_key(part, text), "exists"))
     return out
@@ -88,8 +86,9 @@ def parse_label_selector(text: str | None) -> list[Requirement]:
 
 def _check_key(key: str, text: str) -> str:
     if not _LABEL_KEY.match(key):
-        raise bad_request(f"unable to parse requirement: invalid label key {key!r} in "
-                          f"selector {text!r}")
+        raise bad_request(
+            f"unable to parse requirement: invalid label key {key!r} in selector {text!r}"
+        )
     return key
 
 
@@ -97,12 +96,14 @@ def selector_from_label_selector(sel: Mapping[str, Any] | None) -> list[Requirem
     """Requirements from a ``metav1.LabelSelector`` object (matchLabels, matchExpressions)."""
     if not sel:
         return []
-    reqs = [Requirement(k, "=", frozenset({str(v)}))
-            for k, v in (sel.get("matchLabels") or {}).items()]
+    reqs = [
+        Requirement(k, "=", frozenset({str(v)})) for k, v in (sel.get("matchLabels") or {}).items()
+    ]
     ops = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!exists"}
     for expr in sel.get("matchExpressions") or []:
-        reqs.append(Requirement(expr["key"], ops[expr["operator"]],
-                                frozenset(expr.get("values") or ())))
+        reqs.append(
+            Requirement(expr["key"], ops[expr["operator"]], frozenset(expr.get("values") or ()))
+        )
     return reqs
 
 
@@ -140,16 +141,30 @@ def _path_getter(path: str) -> Callable[[Mapping[str, Any]], str]:
 
 _COMMON_FIELDS = ("metadata.name", "metadata.namespace")
 _FIELDS_BY_STORAGE: dict[str, tuple[str, ...]] = {
-    "pods": ("spec.nodeName", "spec.schedulerName", "status.phase", "spec.restartPolicy",
-             "spec.serviceAccountName", "status.podIP", "status.nominatedNodeName",
-             "spec.hostNetwork"),
+    "pods": (
+        "spec.nodeName",
+        "spec.schedulerName",
+        "status.phase",
+        "spec.restartPolicy",
+        "spec.serviceAccountName",
+        "status.podIP",
+        "status.nominatedNodeName",
+        "spec.hostNetwork",
+    ),
     "nodes": ("spec.unschedulable",),
-    "events": ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
-               "involvedObject.uid", "involvedObject.apiVersion",
-               "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
-               "reportingComponent", "source", "type"),
-    "events.events.k8s.io": ("regarding.kind", "regarding.namespace", "regarding.name",
-                             "regarding.uid", "reason", "reportingController", "type"),
+    "events": (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+        "reason",
+        "reportingComponent",
+        "source",
+        "type",
+    ),
     "namespaces": ("status.phase",),
     "secrets": ("type",),
     "jobs.batch": ("status.successful",),
@@ -176,9 +191,9 @@ def parse_field_selector(text: str | None, storage_key: str, kind: str) -> list[
             raise bad_request(f"invalid selector: '{text}'; can't understand '{part}'")
         f = f.strip()
         if f not in allowed:
-            raise ApiError(400, "BadRequest",
-                           f'field label not supported: {f}',
-                           details={"kind": kind})
+            raise ApiError(
+                400, "BadRequest", f"field label not supported: {f}", details={"kind": kind}
+            )
         out.append(FieldRequirement(f, op, v.strip()))
     return out
 

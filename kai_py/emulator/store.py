@@ -78,7 +78,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-from . import builtin_validation, schema
+from . import builtin_validation, conversion, schema
 from .errors import (
     ApiError,
     FieldError,
@@ -395,7 +395,9 @@ class Store:
         """
         rt = self.resolve(resource)
         labels = parse_label_selector(label_selector)
-        fields = parse_field_selector(field_selector, rt.storage_key, rt.kind)
+        fields = parse_field_selector(
+            conversion.translate_field_selector(rt, field_selector), rt.storage_key, rt.kind
+        )
         start_after: Key | None = None
         list_rv = self._rv
         if continue_:
@@ -445,7 +447,9 @@ class Store:
         """
         rt = self.resolve(resource)
         labels = parse_label_selector(label_selector)
-        fields = parse_field_selector(field_selector, rt.storage_key, rt.kind)
+        fields = parse_field_selector(
+            conversion.translate_field_selector(rt, field_selector), rt.storage_key, rt.kind
+        )
         w = Watch(self, rt, namespace if rt.namespaced else None, labels, fields, bookmark_interval)
         if resource_version in (None, "", "0"):
             for k in sorted(self._bucket(rt)):
@@ -501,6 +505,8 @@ class Store:
         if not isinstance(meta, dict):
             raise bad_request("metadata must be an object")
         self._check_type(rt, obj)
+        view, rt, obj = rt, *self._to_storage(rt, obj, creating=True)
+        meta = obj["metadata"]
         ns = self._request_namespace(rt, namespace, meta)
         name = meta.get("name") or ""
         if not name and meta.get("generateName"):
@@ -536,10 +542,10 @@ class Store:
             raise already_exists(rt.plural, rt.group, name)
         self._check_namespace_writable(rt, ns, name)  # admission may have awaited
         if dry_run:
-            return self._present(rt, obj)
+            return self._present(view, obj)
         stored = self._insert(rt, obj)
         self._after_write(rt, None, stored)
-        return self._present(rt, stored)
+        return self._present(view, stored)
 
     async def update(
         self,
@@ -622,9 +628,14 @@ class Store:
                     raise bad_request("apply patches must be objects")
                 body = copy_json(patch)
                 body.setdefault("metadata", {}).setdefault("name", name)
-                created = await self.create(rt, body, namespace=ns or None, dry_run=dry_run,
-                                            field_validation=field_validation,
-                                            warnings=warnings)
+                created = await self.create(
+                    rt,
+                    body,
+                    namespace=ns or None,
+                    dry_run=dry_run,
+                    field_validation=field_validation,
+                    warnings=warnings,
+                )
                 if not dry_run:
                     self._remember_apply(created, field_manager, patch)
                 return created
@@ -661,8 +672,16 @@ class Store:
             and patched_meta.get("resourceVersion") == (current["metadata"]["resourceVersion"])
         ):
             patched_meta.pop("resourceVersion", None)
-        result = await self._replace(rt, patched, ns or None, subresource, dry_run,
-                                     field_validation, warnings, expect_name=name)
+        result = await self._replace(
+            rt,
+            patched,
+            ns or None,
+            subresource,
+            dry_run,
+            field_validation,
+            warnings,
+            expect_name=name,
+        )
         if kind == "apply" and not dry_run:
             self._remember_apply(result, field_manager, patch)
         return result
@@ -1019,7 +1038,7 @@ class Store:
         return ((namespace or "") if rt.namespaced else "", name)
 
     def _present(self, rt: ResourceType, obj: JSON) -> JSON:
-        out: JSON = copy_json(obj)
+        out = conversion.from_storage(rt, obj)
         out["apiVersion"] = rt.api_version
         out["kind"] = rt.kind
         return out
@@ -1164,6 +1183,17 @@ class Store:
         builtin_validation.apply_defaults(rt, obj, old)
         return obj
 
+    def _to_storage(self, rt: ResourceType, obj: JSON, creating: bool) -> tuple[ResourceType, JSON]:
+        """The storage's type and form for an object written through ``rt``."""
+        if not conversion.is_converted(rt):
+            return rt, obj
+        errors = conversion.validate_view(rt, obj, creating)
+        if errors:
+            raise invalid(rt.kind, rt.group, (obj.get("metadata") or {}).get("name", ""), errors)
+        storage = self.registry.versions_of(rt.storage_key)
+        target = next((t for t in storage if not conversion.is_converted(t)), rt)
+        return target, conversion.to_storage(rt, obj)
+
     def _admit_pod_priority(self, pod: JSON) -> None:
         """The Priority admission plugin: spec.priority from the PriorityClass."""
         spec = pod.setdefault("spec", {})
@@ -1225,8 +1255,10 @@ class Store:
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             raise bad_request("the body of the request was not a JSON object")
         obj = copy_json(obj)
-        meta = obj.setdefault("metadata", {})
+        obj.setdefault("metadata", {})
         self._check_type(rt, obj)
+        view, rt, obj = rt, *self._to_storage(rt, obj, creating=False)
+        meta = obj["metadata"]
         name = meta.get("name") or expect_name or ""
         if expect_name and name != expect_name:
             raise bad_request(
@@ -1295,9 +1327,9 @@ class Store:
                 # Someone wrote while webhooks ran: a real server's etcd CAS fails too.
                 raise conflict(rt.plural, rt.group, name)
         if dry_run:
-            return self._present(rt, new)
+            return self._present(view, new)
         stored = self._write(rt, current, new)
-        return self._present(rt, stored)
+        return self._present(view, stored)
 
     @staticmethod
     def _keep_system_meta(current: JSON, new: JSON) -> None:

@@ -233,3 +233,22 @@ spec:
                                "/apis/apps/v1/namespaces/default/deployments/web/scale").stdout)
     assert scale["kind"] == "Scale" and scale["spec"] == {"replicas": 4}
     assert scale["status"]["selector"] == "app=web"
+
+
+def test_describe_shows_events_posted_through_events_k8s_io(kubectl: Kubectl,
+                                                             server: ThreadedServer) -> None:
+    kubectl("apply", "-f", "-", input=POD)
+    pod = json.loads(kubectl("get", "pod", "web", "-o", "json").stdout)
+    server.call(server.store.create("events.v1.events.k8s.io", {
+        "metadata": {"name": "web.1", "namespace": "default"},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "kai-scheduler",
+        "reportingInstance": "kai-scheduler-0", "action": "Scheduling",
+        "reason": "Unschedulable", "type": "Warning", "note": "no node has 2 free GPUs",
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "web",
+                      "uid": pod["metadata"]["uid"], "apiVersion": "v1"}}))
+    described = kubectl("describe", "pod", "web").stdout
+    events = described.split("Events:", 1)[1]
+    assert "Warning  Unschedulable" in events and "no node has 2 free GPUs" in events
+    listed = kubectl("get", "events").stdout.splitlines()
+    assert listed[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert "pod/web" in listed[1] and "Unschedulable" in listed[1]

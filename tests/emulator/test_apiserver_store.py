@@ -446,3 +446,32 @@ def test_server_side_apply_removes_fields_the_manager_dropped() -> None:
         assert out["data"] == {"x": "1"}
 
     run(body())
+
+
+def test_events_are_one_storage_in_two_groups() -> None:
+    async def body() -> None:
+        store = Store()
+        pod = await store.create("pods", pod_body("p"))
+        ref = {"kind": "Pod", "namespace": "default", "name": "p",
+               "uid": pod["metadata"]["uid"], "apiVersion": "v1"}
+        new_style = {
+            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "metadata": {"name": "p.1", "namespace": "default"},
+            "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "kai-py",
+            "reportingInstance": "kai-py-0", "action": "Scheduling", "reason": "Unschedulable",
+            "type": "Warning", "note": "0/4 nodes have a free GPU", "regarding": ref}
+        await store.create("events.v1.events.k8s.io", new_style)
+        core, _ = await store.list("events", "default",
+                                   field_selector="involvedObject.name=p,involvedObject.kind=Pod")
+        assert [(e["message"], e["reportingComponent"], e["apiVersion"]) for e in core] == [
+            ("0/4 nodes have a free GPU", "kai-py", "v1")]
+        back, _ = await store.list("events.v1.events.k8s.io", "default",
+                                   field_selector="regarding.name=p")
+        assert back[0]["note"] == "0/4 nodes have a free GPU"
+        assert back[0]["apiVersion"] == "events.k8s.io/v1" and "message" not in back[0]
+        with pytest.raises(ApiError) as err:
+            await store.create("events.v1.events.k8s.io", {
+                "metadata": {"name": "bad", "namespace": "default"}, "regarding": ref})
+        assert err.value.code == 422 and "eventTime: Required value" in err.value.message
+
+    run(body())
