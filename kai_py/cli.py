@@ -43,10 +43,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="between cycles, evicted pods come back as new Pending pods of the same name",
     )
 
-    crds = sub.add_parser("crds", help="write the CustomResourceDefinitions generated from the models")
+    crds = sub.add_parser(
+        "crds", help="write the CustomResourceDefinitions generated from the models"
+    )
     crds.add_argument("--output-dir", "-o", type=Path, default=Path("crds"))
 
-    dev = sub.add_parser("dev", help="start an emulated cluster with GPU nodes that kubectl can use")
+    dev = sub.add_parser(
+        "dev", help="start an emulated cluster with GPU nodes that kubectl can use"
+    )
     dev.add_argument("--cluster", type=Path, default=None, help="cluster description (YAML)")
     dev.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")
     dev.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")

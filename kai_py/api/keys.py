@@ -78,3 +78,5 @@ CRD_CATEGORY: Final = "kai"
 # kai-py: when a PodGroup fell below minMember (RFC 3339), so that stale-gang
 # eviction survives a scheduler restart and can be scripted in `kai-py simulate`.
 STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-since"
+# KAI's own name for the same fact; read as well, so KAI-written groups carry over.
+KAI_STALE_TIMESTAMP_ANNOTATION: Final = "kai.scheduler/stale-podgroup-timestamp"

@@ -290,7 +290,10 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
         preemptible = spec.preemptibility == keys.PREEMPTIBLE
     else:
         preemptible = priority < keys.PREEMPTIBLE_PRIORITY_THRESHOLD
-    stale_text = (m.get("annotations") or {}).get(keys.STALE_SINCE_ANNOTATION)
+    annotations = m.get("annotations") or {}
+    stale_text = annotations.get(keys.STALE_SINCE_ANNOTATION) or annotations.get(
+        keys.KAI_STALE_TIMESTAMP_ANNOTATION
+    )
     stale_since = None
     if stale_text:
         try:

@@ -97,16 +97,19 @@ class WebhookDispatcher:
     def _matches(self, hook: JSON, request: AdmissionRequest, obj: JSON | None) -> bool:
         rt = request.resource
         resource = f"{rt.plural}/{request.subresource}" if request.subresource else rt.plural
-        if not any(_rule_matches(rule, request.operation, rt.group, rt.version, resource,
-                                 rt.namespaced) for rule in hook.get("rules") or []):
+        if not any(
+            _rule_matches(rule, request.operation, rt.group, rt.version, resource, rt.namespaced)
+            for rule in hook.get("rules") or []
+        ):
             return False
         ns_sel = selector_from_label_selector(hook.get("namespaceSelector"))
         if ns_sel:
             if rt.storage_key == "namespaces":
                 target = obj or request.old_obj or {}
             elif rt.namespaced:
-                target = self._store._objects.get("namespaces", {}).get(
-                    ("", request.namespace)) or {}
+                target = (
+                    self._store._objects.get("namespaces", {}).get(("", request.namespace)) or {}
+                )
             else:
                 target = None
             if target is not None and not labels_match(ns_sel, target):
@@ -133,7 +136,9 @@ class WebhookDispatcher:
             session = self._get_session()
             self.calls += 1
             async with session.post(
-                url, json=review, ssl=ssl_ctx if url.startswith("https") else False,
+                url,
+                json=review,
+                ssl=ssl_ctx if url.startswith("https") else False,
                 server_hostname=server_hostname if url.startswith("https") else None,
                 timeout=aiohttp.ClientTimeout(total=timeout),
             ) as resp:
@@ -143,9 +148,12 @@ class WebhookDispatcher:
         except (aiohttp.ClientError, TimeoutError, RuntimeError, ValueError, OSError) as exc:
             if policy == "Ignore":
                 return None
-            raise ApiError(500, "InternalError",
-                           f'Internal error occurred: failed calling webhook "{name}": '
-                           f'failed to call webhook: Post "{url}": {exc}') from None
+            raise ApiError(
+                500,
+                "InternalError",
+                f'Internal error occurred: failed calling webhook "{name}": '
+                f'failed to call webhook: Post "{url}": {exc}',
+            ) from None
         response = (body or {}).get("response") or {}
         if not response.get("allowed", False):
             raise _denied(name, response.get("status") or {})
@@ -173,8 +181,9 @@ class WebhookDispatcher:
         return self._session
 
 
-def _rule_matches(rule: JSON, operation: str, group: str, version: str, resource: str,
-                  namespaced: bool) -> bool:
+def _rule_matches(
+    rule: JSON, operation: str, group: str, version: str, resource: str, namespaced: bool
+) -> bool:
     def has(values: Any, value: str) -> bool:
         return "*" in (values or []) or value in (values or [])
 
@@ -210,13 +219,22 @@ def _review(request: AdmissionRequest, obj: JSON | None) -> JSON:
     elif request.subresource == "eviction":
         kind = {"group": "policy", "version": "v1", "kind": "Eviction"}
     resource = {"group": rt.group, "version": rt.version, "resource": rt.plural}
-    options_kind = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions",
-                    "DELETE": "DeleteOptions"}.get(request.operation, "CreateOptions")
+    options_kind = {
+        "CREATE": "CreateOptions",
+        "UPDATE": "UpdateOptions",
+        "DELETE": "DeleteOptions",
+    }.get(request.operation, "CreateOptions")
     body: JSON = {
-        "uid": str(uuid.uuid4()), "kind": kind, "resource": resource,
-        "requestKind": kind, "requestResource": resource,
-        "name": request.name, "operation": request.operation,
-        "userInfo": request.user, "object": obj, "oldObject": request.old_obj,
+        "uid": str(uuid.uuid4()),
+        "kind": kind,
+        "resource": resource,
+        "requestKind": kind,
+        "requestResource": resource,
+        "name": request.name,
+        "operation": request.operation,
+        "userInfo": request.user,
+        "object": obj,
+        "oldObject": request.old_obj,
         "dryRun": request.dry_run,
         "options": {"kind": options_kind, "apiVersion": "meta.k8s.io/v1", **request.options},
     }
@@ -238,6 +256,8 @@ def _denied(name: str, status: JSON) -> ApiError:
         message = f"{denied_by}: {status['reason']}"
     else:
         message = f"{denied_by} without explanation"
-    reason = str(status.get("reason") or ("BadRequest" if code == 400 else "Forbidden"
-                                           if code == 403 else ""))
+    reason = str(
+        status.get("reason")
+        or ("BadRequest" if code == 400 else "Forbidden" if code == 403 else "")
+    )
     return ApiError(code, reason, message, details=status.get("details"))

@@ -54,28 +54,50 @@ def validate_metadata(rt: ResourceType, obj: JSON, old: JSON | None) -> list[Fie
             errors.append(FieldError("metadata.name", "FieldValueInvalid", _SUBDOMAIN_MSG, name))
     labels = meta.get("labels") or {}
     if not isinstance(labels, dict):
-        errors.append(FieldError("metadata.labels", "FieldValueTypeInvalid",
-                                 "must be a map of strings", labels))
+        errors.append(
+            FieldError(
+                "metadata.labels", "FieldValueTypeInvalid", "must be a map of strings", labels
+            )
+        )
         return errors
     for key, value in labels.items():
         if not isinstance(value, str):
-            errors.append(FieldError("metadata.labels", "FieldValueTypeInvalid",
-                                     "label values must be strings", value))
+            errors.append(
+                FieldError(
+                    "metadata.labels",
+                    "FieldValueTypeInvalid",
+                    "label values must be strings",
+                    value,
+                )
+            )
         elif len(value) > 63 or not _LABEL_VALUE.match(value):
-            errors.append(FieldError("metadata.labels", "FieldValueInvalid", _LABEL_VALUE_MSG,
-                                     value))
+            errors.append(
+                FieldError("metadata.labels", "FieldValueInvalid", _LABEL_VALUE_MSG, value)
+            )
         name_part = key.rsplit("/", 1)[-1]
         if not _QUALIFIED_NAME.match(name_part) or len(name_part) > 63:
-            errors.append(FieldError("metadata.labels", "FieldValueInvalid",
-                                     "name part must consist of alphanumeric characters, '-', "
-                                     "'_' or '.', and must start and end with an alphanumeric "
-                                     "character", key))
+            errors.append(
+                FieldError(
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    "name part must consist of alphanumeric characters, '-', "
+                    "'_' or '.', and must start and end with an alphanumeric "
+                    "character",
+                    key,
+                )
+            )
     annotations = meta.get("annotations") or {}
     if isinstance(annotations, dict):
         for key, value in annotations.items():
             if not isinstance(value, str):
-                errors.append(FieldError("metadata.annotations", "FieldValueTypeInvalid",
-                                         "annotation values must be strings", key))
+                errors.append(
+                    FieldError(
+                        "metadata.annotations",
+                        "FieldValueTypeInvalid",
+                        "annotation values must be strings",
+                        key,
+                    )
+                )
     return errors
 
 
@@ -91,6 +113,7 @@ def validate(rt: ResourceType, obj: JSON, old: JSON | None) -> list[FieldError]:
 
 
 # ---- pods ---------------------------------------------------------------------------------
+
 
 def _pod_defaults(obj: JSON, old: JSON | None) -> None:
     spec = obj.setdefault("spec", {})
@@ -112,8 +135,12 @@ def _pod_defaults(obj: JSON, old: JSON | None) -> None:
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("terminationMessagePolicy", "File")
             image = str(c.get("image", ""))
-            c.setdefault("imagePullPolicy", "Always" if image.endswith(":latest") or ":" not in
-                         image.rsplit("/", 1)[-1] else "IfNotPresent")
+            c.setdefault(
+                "imagePullPolicy",
+                "Always"
+                if image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]
+                else "IfNotPresent",
+            )
     if old is None:
         status = obj.setdefault("status", {})
         if isinstance(status, dict):
@@ -139,8 +166,12 @@ def _qos_class(spec: JSON) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-_POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "schedulingGates",
-                "terminationGracePeriodSeconds")
+_POD_MUTABLE = (
+    "activeDeadlineSeconds",
+    "tolerations",
+    "schedulingGates",
+    "terminationGracePeriodSeconds",
+)
 
 
 def _pod_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
@@ -152,24 +183,28 @@ def _pod_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
     if not containers:
         errors.append(FieldError("spec.containers", "FieldValueRequired", ""))
     elif not isinstance(containers, list):
-        errors.append(FieldError("spec.containers", "FieldValueTypeInvalid", "must be a list",
-                                 containers))
+        errors.append(
+            FieldError("spec.containers", "FieldValueTypeInvalid", "must be a list", containers)
+        )
     else:
         names: set[str] = set()
         for i, c in enumerate(containers):
             if not isinstance(c, dict):
-                errors.append(FieldError(f"spec.containers[{i}]", "FieldValueTypeInvalid",
-                                         "must be an object", c))
+                errors.append(
+                    FieldError(
+                        f"spec.containers[{i}]", "FieldValueTypeInvalid", "must be an object", c
+                    )
+                )
                 continue
             if not c.get("name"):
                 errors.append(FieldError(f"spec.containers[{i}].name", "FieldValueRequired", ""))
             elif c["name"] in names:
-                errors.append(FieldError(f"spec.containers[{i}].name", "FieldValueDuplicate",
-                                         "", c["name"]))
+                errors.append(
+                    FieldError(f"spec.containers[{i}].name", "FieldValueDuplicate", "", c["name"])
+                )
             names.add(c.get("name", ""))
             if not c.get("image") and old is None:
-                errors.append(FieldError(f"spec.containers[{i}].image", "FieldValueRequired",
-                                         ""))
+                errors.append(FieldError(f"spec.containers[{i}].image", "FieldValueRequired", ""))
     if old is not None and isinstance(old.get("spec"), dict):
         errors.extend(_pod_update(spec, old["spec"]))
     return errors
@@ -179,23 +214,30 @@ def _strip_mutable(spec: JSON) -> JSON:
     out = {k: v for k, v in spec.items() if k not in _POD_MUTABLE}
     for field in ("containers", "initContainers"):
         if isinstance(out.get(field), list):
-            out[field] = [{k: v for k, v in c.items() if k != "image"}
-                          if isinstance(c, dict) else c for c in out[field]]
+            out[field] = [
+                {k: v for k, v in c.items() if k != "image"} if isinstance(c, dict) else c
+                for c in out[field]
+            ]
     return out
 
 
 def _pod_update(spec: JSON, old_spec: JSON) -> list[FieldError]:
     if _strip_mutable(spec) == _strip_mutable(old_spec):
         return []
-    return [FieldError(
-        "spec", "FieldValueForbidden",
-        "pod updates may not change fields other than `spec.containers[*].image`,"
-        "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
-        "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
-        "(allow it to be set to 1 if it was previously negative)")]
+    return [
+        FieldError(
+            "spec",
+            "FieldValueForbidden",
+            "pod updates may not change fields other than `spec.containers[*].image`,"
+            "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+            "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+            "(allow it to be set to 1 if it was previously negative)",
+        )
+    ]
 
 
 # ---- workloads ----------------------------------------------------------------------------
+
 
 def _job_defaults(obj: JSON, old: JSON | None) -> None:
     spec = obj.setdefault("spec", {})
@@ -239,8 +281,10 @@ def _deployment_defaults(obj: JSON, old: JSON | None) -> None:
     spec.setdefault("replicas", 1)
     spec.setdefault("revisionHistoryLimit", 10)
     spec.setdefault("progressDeadlineSeconds", 600)
-    spec.setdefault("strategy", {"type": "RollingUpdate",
-                                 "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}})
+    spec.setdefault(
+        "strategy",
+        {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+    )
     tspec = (spec.get("template") or {}).get("spec")
     if isinstance(tspec, dict):
         _pod_template_defaults(tspec)
@@ -263,14 +307,22 @@ def _selector_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
     labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     match = selector.get("matchLabels") or {}
     if any(labels.get(k) != v for k, v in match.items()):
-        rendered = "map[string]string{" + ", ".join(
-            f'"{k}":"{v}"' for k, v in sorted(labels.items())) + "}"
-        return [FieldError("spec.template.metadata.labels", "FieldValueInvalid",
-                           "`selector` does not match template `labels`", rendered,
-                           has_value=True)]
+        rendered = (
+            "map[string]string{"
+            + ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items()))
+            + "}"
+        )
+        return [
+            FieldError(
+                "spec.template.metadata.labels",
+                "FieldValueInvalid",
+                "`selector` does not match template `labels`",
+                rendered,
+                has_value=True,
+            )
+        ]
     if old is not None and (old.get("spec") or {}).get("selector") != selector:
-        return [FieldError("spec.selector", "FieldValueInvalid", "field is immutable",
-                           selector)]
+        return [FieldError("spec.selector", "FieldValueInvalid", "field is immutable", selector)]
     return []
 
 
@@ -282,11 +334,24 @@ def _job_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
         errors.append(FieldError("spec.template.spec.containers", "FieldValueRequired", ""))
     restart = (template.get("spec") or {}).get("restartPolicy")
     if restart not in (None, "Never", "OnFailure"):
-        errors.append(FieldError("spec.template.spec.restartPolicy", "FieldValueNotSupported",
-                                 'supported values: "OnFailure", "Never"', restart))
+        errors.append(
+            FieldError(
+                "spec.template.spec.restartPolicy",
+                "FieldValueNotSupported",
+                'supported values: "OnFailure", "Never"',
+                restart,
+            )
+        )
     if old is not None and (old.get("spec") or {}).get("template") != template:
-        errors.append(FieldError("spec.template", "FieldValueInvalid", "field is immutable",
-                                 template, has_value=False))
+        errors.append(
+            FieldError(
+                "spec.template",
+                "FieldValueInvalid",
+                "field is immutable",
+                template,
+                has_value=False,
+            )
+        )
     return errors
 
 
@@ -322,19 +387,38 @@ def _crd_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
     if not names.get("kind"):
         errors.append(FieldError("spec.names.kind", "FieldValueRequired", ""))
     if names.get("plural") and spec.get("group") and name != f"{names['plural']}.{spec['group']}":
-        errors.append(FieldError("metadata.name", "FieldValueInvalid",
-                                 'must be spec.names.plural+"."+spec.group', name))
+        errors.append(
+            FieldError(
+                "metadata.name",
+                "FieldValueInvalid",
+                'must be spec.names.plural+"."+spec.group',
+                name,
+            )
+        )
     if spec.get("scope") not in ("Namespaced", "Cluster"):
-        errors.append(FieldError("spec.scope", "FieldValueNotSupported",
-                                 'supported values: "Cluster", "Namespaced"', spec.get("scope")))
+        errors.append(
+            FieldError(
+                "spec.scope",
+                "FieldValueNotSupported",
+                'supported values: "Cluster", "Namespaced"',
+                spec.get("scope"),
+            )
+        )
     versions = spec.get("versions") or []
     if not versions or sum(1 for v in versions if v.get("storage")) != 1:
-        errors.append(FieldError("spec.versions", "FieldValueInvalid",
-                                 "must have exactly one version marked as storage version",
-                                 versions, has_value=False))
+        errors.append(
+            FieldError(
+                "spec.versions",
+                "FieldValueInvalid",
+                "must have exactly one version marked as storage version",
+                versions,
+                has_value=False,
+            )
+        )
     if old is not None and (old.get("spec") or {}).get("scope") != spec.get("scope"):
-        errors.append(FieldError("spec.scope", "FieldValueInvalid", "field is immutable",
-                                 spec.get("scope")))
+        errors.append(
+            FieldError("spec.scope", "FieldValueInvalid", "field is immutable", spec.get("scope"))
+        )
     return errors
 
 

@@ -14,9 +14,14 @@ from .resources import Registry, ResourceType
 JSON = dict[str, Any]
 
 VERSION_INFO: JSON = {
-    "major": "1", "minor": "32", "gitVersion": "v1.32.0-kai-py-emulator",
-    "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
-    "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.23.0", "compiler": "gc",
+    "major": "1",
+    "minor": "32",
+    "gitVersion": "v1.32.0-kai-py-emulator",
+    "gitCommit": "0000000000000000000000000000000000000000",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.23.0",
+    "compiler": "gc",
     "platform": "linux/amd64",
 }
 
@@ -30,9 +35,11 @@ _SUB_VERBS = {
 
 
 def api_versions(address: str) -> JSON:
-    return {"kind": "APIVersions", "versions": ["v1"],
-            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
-                                            "serverAddress": address}]}
+    return {
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": address}],
+    }
 
 
 def _group_entry(group: str, versions: list[str]) -> JSON:
@@ -53,8 +60,13 @@ def api_group(registry: Registry, group: str) -> JSON | None:
 
 
 def _resource_entry(rt: ResourceType) -> JSON:
-    entry: JSON = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
-                   "kind": rt.kind, "verbs": list(rt.verbs)}
+    entry: JSON = {
+        "name": rt.plural,
+        "singularName": rt.singular,
+        "namespaced": rt.namespaced,
+        "kind": rt.kind,
+        "verbs": list(rt.verbs),
+    }
     if rt.short_names:
         entry["shortNames"] = list(rt.short_names)
     if rt.categories:
@@ -63,9 +75,13 @@ def _resource_entry(rt: ResourceType) -> JSON:
 
 
 def _sub_entry(rt: ResourceType, sub: str) -> JSON:
-    entry: JSON = {"name": f"{rt.plural}/{sub}", "singularName": "",
-                   "namespaced": rt.namespaced, "kind": rt.kind,
-                   "verbs": list(_SUB_VERBS.get(sub, ("get",)))}
+    entry: JSON = {
+        "name": f"{rt.plural}/{sub}",
+        "singularName": "",
+        "namespaced": rt.namespaced,
+        "kind": rt.kind,
+        "verbs": list(_SUB_VERBS.get(sub, ("get",))),
+    }
     if sub == "binding":
         entry["kind"] = "Binding"
     elif sub == "eviction":
@@ -84,11 +100,22 @@ def api_resource_list(registry: Registry, group: str, version: str) -> JSON | No
         resources.append(_resource_entry(rt))
         resources.extend(_sub_entry(rt, s) for s in sorted(rt.subresources))
     if not group and version == "v1":
-        resources.append({"name": "bindings", "singularName": "binding", "namespaced": True,
-                          "kind": "Binding", "verbs": ["create"]})
+        resources.append(
+            {
+                "name": "bindings",
+                "singularName": "binding",
+                "namespaced": True,
+                "kind": "Binding",
+                "verbs": ["create"],
+            }
+        )
     gv = f"{group}/{version}" if group else version
-    return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
-            "resources": resources}
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": gv,
+        "resources": resources,
+    }
 
 
 # ---- OpenAPI v3 (just enough for kubectl) -------------------------------------------------
@@ -98,8 +125,11 @@ def api_resource_list(registry: Registry, group: str, version: str) -> JSON | No
 # merge content type out makes kubectl compute apply patches from its compiled-in
 # types (built-ins) or as JSON merge patches (CRDs), which is what we serve best.
 
-_PATCH_CONTENT = ("application/json-patch+json", "application/merge-patch+json",
-                  "application/apply-patch+yaml")
+_PATCH_CONTENT = (
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+)
 
 
 def _gv_path(group: str, version: str) -> str:
@@ -115,19 +145,29 @@ def openapi_v3_gv(registry: Registry, group: str, version: str) -> JSON | None:
         prefix = "/" + _gv_path(group, version)
         scope = "/namespaces/{namespace}" if rt.namespaced else ""
         gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
-        params = [{"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
-                  for n in ("dryRun", "fieldManager", "fieldValidation", "force")]
-        patch = {"operationId": f"patch{rt.kind}", "x-kubernetes-action": "patch",
-                 "x-kubernetes-group-version-kind": gvk, "parameters": params,
-                 "requestBody": {"content": {c: {"schema": {"type": "object"}}
-                                             for c in _PATCH_CONTENT}},
-                 "responses": {"200": {"description": "OK"}}}
+        params = [
+            {"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+            for n in ("dryRun", "fieldManager", "fieldValidation", "force")
+        ]
+        patch = {
+            "operationId": f"patch{rt.kind}",
+            "x-kubernetes-action": "patch",
+            "x-kubernetes-group-version-kind": gvk,
+            "parameters": params,
+            "requestBody": {"content": {c: {"schema": {"type": "object"}} for c in _PATCH_CONTENT}},
+            "responses": {"200": {"description": "OK"}},
+        }
         paths[f"{prefix}{scope}/{rt.plural}/{{name}}"] = {"patch": patch}
         if rt.has_status:
-            paths[f"{prefix}{scope}/{rt.plural}/{{name}}/status"] = {"patch": {
-                **patch, "operationId": f"patch{rt.kind}Status"}}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.32.0"},
-            "paths": paths, "components": {"schemas": {}}}
+            paths[f"{prefix}{scope}/{rt.plural}/{{name}}/status"] = {
+                "patch": {**patch, "operationId": f"patch{rt.kind}Status"}
+            }
+    return {
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": "v1.32.0"},
+        "paths": paths,
+        "components": {"schemas": {}},
+    }
 
 
 def openapi_v3_root(registry: Registry) -> JSON:

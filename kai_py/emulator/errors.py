@@ -110,16 +110,21 @@ def forbidden(plural: str, group: str, name: str, why: str) -> ApiError:
     )
 
 
-def method_not_allowed(message: str = "the server does not allow this method on the requested "
-                       "resource") -> ApiError:
+def method_not_allowed(
+    message: str = "the server does not allow this method on the requested resource",
+) -> ApiError:
     return ApiError(405, "MethodNotAllowed", message)
 
 
 def unsupported_media_type(content_type: str) -> ApiError:
-    return ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown "
-                    f"format - accepted media types include: application/json-patch+json, "
-                    f"application/merge-patch+json, application/apply-patch+yaml "
-                    f"(got {content_type!r})")
+    return ApiError(
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown "
+        f"format - accepted media types include: application/json-patch+json, "
+        f"application/merge-patch+json, application/apply-patch+yaml "
+        f"(got {content_type!r})",
+    )
 
 
 def internal_error(message: str) -> ApiError:
@@ -129,8 +134,9 @@ def internal_error(message: str) -> ApiError:
 class FieldError:
     """One cause of a 422 Invalid, worded like apimachinery's field.Error."""
 
-    def __init__(self, field: str, reason: str, detail: str, value: Any = None,
-                 *, has_value: bool = True) -> None:
+    def __init__(
+        self, field: str, reason: str, detail: str, value: Any = None, *, has_value: bool = True
+    ) -> None:
         self.field = field
         self.reason = reason  # FieldValueInvalid, FieldValueRequired, ...
         self.detail = detail
@@ -185,11 +191,8 @@ def invalid(kind: str, group: str, name: str, errors: list[FieldError]) -> ApiEr
     details: JSON = {
         "name": name,
         "kind": kind,
-        "causes": [
-            {"reason": e.reason, "message": e.body(), "field": e.field} for e in errors
-        ],
+        "causes": [{"reason": e.reason, "message": e.body(), "field": e.field} for e in errors],
     }
     if group:
         details["group"] = group
-    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {summary}',
-                    details=details)
+    return ApiError(422, "Invalid", f'{qualified} "{name}" is invalid: {summary}', details=details)

@@ -37,8 +37,11 @@ class Fault:
         if self.verb not in ("*", verb):
             return False
         base = resource.split("/", 1)[0]
-        return self.resource in ("*", resource, base) if "/" not in self.resource else (
-            self.resource == resource)
+        return (
+            self.resource in ("*", resource, base)
+            if "/" not in self.resource
+            else (self.resource == resource)
+        )
 
 
 class FaultSet:
@@ -49,10 +52,24 @@ class FaultSet:
         self._lock = threading.Lock()
         self._random = random.Random(seed)
 
-    def add(self, *, verb: str = "*", resource: str = "*", fraction: float = 1.0,
-            code: int | None = None, latency: float = 0.0, times: int | None = None) -> Fault:
-        fault = Fault(verb=verb, resource=resource, fraction=fraction, code=code,
-                      latency=latency, remaining=times)
+    def add(
+        self,
+        *,
+        verb: str = "*",
+        resource: str = "*",
+        fraction: float = 1.0,
+        code: int | None = None,
+        latency: float = 0.0,
+        times: int | None = None,
+    ) -> Fault:
+        fault = Fault(
+            verb=verb,
+            resource=resource,
+            fraction=fraction,
+            code=code,
+            latency=latency,
+            remaining=times,
+        )
         with self._lock:
             self._faults.append(fault)
         return fault
@@ -90,8 +107,12 @@ class FaultSet:
 
 def _error_for(code: int, resource: str, name: str) -> ApiError:
     if code == 409:
-        return conflict(resource.split("/", 1)[0], "", name or "unknown",
-                        "injected conflict (kai-py emulator fault)")
+        return conflict(
+            resource.split("/", 1)[0],
+            "",
+            name or "unknown",
+            "injected conflict (kai-py emulator fault)",
+        )
     if code == 500:
         return internal_error("injected fault (kai-py emulator)")
     if code == 429:

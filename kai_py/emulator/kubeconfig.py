@@ -19,8 +19,12 @@ def kubeconfig_text(url: str, namespace: str = "default") -> str:
         "kind": "Config",
         "clusters": [{"name": CONTEXT, "cluster": {"server": url}}],
         "users": [{"name": CONTEXT, "user": {"token": TOKEN}}],
-        "contexts": [{"name": CONTEXT, "context": {"cluster": CONTEXT, "user": CONTEXT,
-                                                   "namespace": namespace}}],
+        "contexts": [
+            {
+                "name": CONTEXT,
+                "context": {"cluster": CONTEXT, "user": CONTEXT, "namespace": namespace},
+            }
+        ],
         "current-context": CONTEXT,
         "preferences": {},
     }

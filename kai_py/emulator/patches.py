@@ -40,6 +40,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 # ---- JSON patch ---------------------------------------------------------------------------
 
+
 def _unescape(token: str) -> str:
     return token.replace("~1", "/").replace("~0", "~")
 
@@ -61,15 +62,15 @@ def _parent(doc: Any, tokens: list[str], path: str) -> Any:
     for t in tokens[:-1]:
         if isinstance(cur, dict):
             if t not in cur:
-                raise _patch_error(f"doc is missing path: \"{path}\": missing value")
+                raise _patch_error(f'doc is missing path: "{path}": missing value')
             cur = cur[t]
         elif isinstance(cur, list):
             try:
                 cur = cur[int(t)]
             except (ValueError, IndexError):
-                raise _patch_error(f"doc is missing path: \"{path}\": missing value") from None
+                raise _patch_error(f'doc is missing path: "{path}": missing value') from None
         else:
-            raise _patch_error(f"doc is missing path: \"{path}\": missing value")
+            raise _patch_error(f'doc is missing path: "{path}": missing value')
     return cur
 
 
@@ -81,7 +82,7 @@ def _get(doc: Any, path: str) -> Any:
         elif isinstance(cur, list) and t.isdigit() and int(t) < len(cur):
             cur = cur[int(t)]
         else:
-            raise _patch_error(f"doc is missing path: \"{path}\": missing value")
+            raise _patch_error(f'doc is missing path: "{path}": missing value')
     return cur
 
 
@@ -102,11 +103,12 @@ def _add(doc: Any, path: str, value: Any) -> Any:
             except ValueError:
                 raise _patch_error(f"invalid array index {last!r}") from None
             if idx < 0 or idx > len(parent):
-                raise _patch_error(f"add operation does not apply: doc is missing path: "
-                                   f"\"{path}\": missing value")
+                raise _patch_error(
+                    f'add operation does not apply: doc is missing path: "{path}": missing value'
+                )
             parent.insert(idx, value)
     else:
-        raise _patch_error(f"doc is missing path: \"{path}\": missing value")
+        raise _patch_error(f'doc is missing path: "{path}": missing value')
     return doc
 
 
@@ -119,8 +121,9 @@ def _remove(doc: Any, path: str) -> Any:
     elif isinstance(parent, list) and last.isdigit() and int(last) < len(parent):
         del parent[int(last)]
     else:
-        raise _patch_error(f"remove operation does not apply: doc is missing path: "
-                           f"\"{path}\": missing value")
+        raise _patch_error(
+            f'remove operation does not apply: doc is missing path: "{path}": missing value'
+        )
     return doc
 
 
@@ -130,8 +133,10 @@ def json_patch(doc: Any, ops: Any) -> Any:
     doc = copy_json(doc)
     for op in ops:
         if not isinstance(op, dict) or "op" not in op:
-            raise bad_request("the server rejected our request due to an error in our "
-                              "request: invalid JSON patch operation")
+            raise bad_request(
+                "the server rejected our request due to an error in our "
+                "request: invalid JSON patch operation"
+            )
         kind, path = op["op"], op.get("path", "")
         if kind == "add":
             doc = _add(doc, path, copy_json(op.get("value")))
@@ -139,8 +144,11 @@ def json_patch(doc: Any, ops: Any) -> Any:
             doc = _remove(doc, path)
         elif kind == "replace":
             _get(doc, path)
-            doc = _add(_remove(doc, path), path, copy_json(op.get("value"))) \
-                if _pointer(path) else copy_json(op.get("value"))
+            doc = (
+                _add(_remove(doc, path), path, copy_json(op.get("value")))
+                if _pointer(path)
+                else copy_json(op.get("value"))
+            )
         elif kind == "move":
             value = _get(doc, op["from"])
             doc = _add(_remove(doc, op["from"]), path, value)
@@ -152,8 +160,10 @@ def json_patch(doc: Any, ops: Any) -> Any:
             except ApiError:
                 got = _MISSING
             if got != op.get("value"):
-                raise _patch_error(f"the server rejected our request due to an error in our "
-                                   f"request: testing value {path} failed: test failed")
+                raise _patch_error(
+                    f"the server rejected our request due to an error in our "
+                    f"request: testing value {path} failed: test failed"
+                )
         else:
             raise bad_request(f"Unexpected kind: {kind}")
     return doc
@@ -165,13 +175,25 @@ _MISSING = object()
 
 #: Field name -> merge key, from the patchMergeKey tags of the built-in Go types.
 MERGE_KEYS: dict[str, str] = {
-    "containers": "name", "initContainers": "name", "ephemeralContainers": "name",
-    "volumes": "name", "env": "name", "volumeMounts": "mountPath",
-    "volumeDevices": "devicePath", "ports": "containerPort", "conditions": "type",
-    "imagePullSecrets": "name", "hostAliases": "ip", "ownerReferences": "uid",
-    "topologySpreadConstraints": "topologyKey", "resourceClaims": "name",
-    "taints": "key", "addresses": "type", "schedulingGates": "name",
-    "containerStatuses": "name", "initContainerStatuses": "name",
+    "containers": "name",
+    "initContainers": "name",
+    "ephemeralContainers": "name",
+    "volumes": "name",
+    "env": "name",
+    "volumeMounts": "mountPath",
+    "volumeDevices": "devicePath",
+    "ports": "containerPort",
+    "conditions": "type",
+    "imagePullSecrets": "name",
+    "hostAliases": "ip",
+    "ownerReferences": "uid",
+    "topologySpreadConstraints": "topologyKey",
+    "resourceClaims": "name",
+    "taints": "key",
+    "addresses": "type",
+    "schedulingGates": "name",
+    "containerStatuses": "name",
+    "initContainerStatuses": "name",
 }
 #: Primitive lists with patchStrategy=merge: union instead of replace.
 MERGED_PRIMITIVE_LISTS = frozenset({"finalizers"})
@@ -214,8 +236,10 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
         out = list(current)
         out.extend(v for v in patch if v not in out)
         return out
-    if not merge_key or not isinstance(current, list) or not all(
-        isinstance(p, dict) for p in patch
+    if (
+        not merge_key
+        or not isinstance(current, list)
+        or not all(isinstance(p, dict) for p in patch)
     ):
         return [copy_json(v) for v in patch if not (isinstance(v, dict) and "$patch" in v)]
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):

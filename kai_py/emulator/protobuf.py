@@ -45,12 +45,12 @@ def _fields(buf: bytes) -> list[tuple[int, int, Any]]:
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
+            value, pos = buf[pos : pos + 8], pos + 8
         elif wire == 2:
             length, pos = _varint(buf, pos)
-            value, pos = buf[pos:pos + length], pos + length
+            value, pos = buf[pos : pos + length], pos + length
         elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
+            value, pos = buf[pos : pos + 4], pos + 4
         else:
             raise ProtobufError(f"unsupported wire type {wire}")
         out.append((number, wire, value))
@@ -63,46 +63,83 @@ def _fields(buf: bytes) -> list[tuple[int, int, Any]]:
 # msgs (repeated message), time (meta.v1.Time).
 Schema = dict[int, tuple[Any, ...]]
 
-_OWNER_REF: Schema = {1: ("kind", "str"), 3: ("name", "str"), 4: ("uid", "str"),
-                      5: ("apiVersion", "str"), 6: ("controller", "bool"),
-                      7: ("blockOwnerDeletion", "bool")}
+_OWNER_REF: Schema = {
+    1: ("kind", "str"),
+    3: ("name", "str"),
+    4: ("uid", "str"),
+    5: ("apiVersion", "str"),
+    6: ("controller", "bool"),
+    7: ("blockOwnerDeletion", "bool"),
+}
 _OBJECT_META: Schema = {
-    1: ("name", "str"), 2: ("generateName", "str"), 3: ("namespace", "str"),
-    5: ("uid", "str"), 6: ("resourceVersion", "str"), 7: ("generation", "int"),
-    10: ("deletionGracePeriodSeconds", "int"), 11: ("labels", "map"),
-    12: ("annotations", "map"), 13: ("ownerReferences", "msgs", _OWNER_REF),
+    1: ("name", "str"),
+    2: ("generateName", "str"),
+    3: ("namespace", "str"),
+    5: ("uid", "str"),
+    6: ("resourceVersion", "str"),
+    7: ("generation", "int"),
+    10: ("deletionGracePeriodSeconds", "int"),
+    11: ("labels", "map"),
+    12: ("annotations", "map"),
+    13: ("ownerReferences", "msgs", _OWNER_REF),
     14: ("finalizers", "strs"),
 }
 _PRECONDITIONS: Schema = {1: ("uid", "str"), 2: ("resourceVersion", "str")}
-_DELETE_OPTIONS: Schema = {1: ("gracePeriodSeconds", "sint"),
-                           2: ("preconditions", "msg", _PRECONDITIONS),
-                           3: ("orphanDependents", "bool"), 4: ("propagationPolicy", "str"),
-                           5: ("dryRun", "strs")}
+_DELETE_OPTIONS: Schema = {
+    1: ("gracePeriodSeconds", "sint"),
+    2: ("preconditions", "msg", _PRECONDITIONS),
+    3: ("orphanDependents", "bool"),
+    4: ("propagationPolicy", "str"),
+    5: ("dryRun", "strs"),
+}
 _NAME_REF: Schema = {1: ("name", "str")}
-_OBJECT_REF: Schema = {1: ("kind", "str"), 2: ("namespace", "str"), 3: ("name", "str"),
-                       4: ("uid", "str"), 5: ("apiVersion", "str"),
-                       6: ("resourceVersion", "str"), 7: ("fieldPath", "str")}
+_OBJECT_REF: Schema = {
+    1: ("kind", "str"),
+    2: ("namespace", "str"),
+    3: ("name", "str"),
+    4: ("uid", "str"),
+    5: ("apiVersion", "str"),
+    6: ("resourceVersion", "str"),
+    7: ("fieldPath", "str"),
+}
 
 #: (apiVersion, kind) -> schema of the object.
 KINDS: dict[tuple[str, str], Schema] = {
-    ("v1", "Namespace"): {1: ("metadata", "msg", _OBJECT_META),
-                          2: ("spec", "msg", {1: ("finalizers", "strs")}),
-                          3: ("status", "msg", {1: ("phase", "str")})},
-    ("v1", "ConfigMap"): {1: ("metadata", "msg", _OBJECT_META), 2: ("data", "map"),
-                          3: ("binaryData", "mapbytes"), 4: ("immutable", "bool")},
-    ("v1", "Secret"): {1: ("metadata", "msg", _OBJECT_META), 2: ("data", "mapbytes"),
-                       3: ("type", "str"), 4: ("stringData", "map"),
-                       5: ("immutable", "bool")},
-    ("v1", "ServiceAccount"): {1: ("metadata", "msg", _OBJECT_META),
-                               2: ("secrets", "msgs", _OBJECT_REF),
-                               3: ("imagePullSecrets", "msgs", _NAME_REF),
-                               4: ("automountServiceAccountToken", "bool")},
+    ("v1", "Namespace"): {
+        1: ("metadata", "msg", _OBJECT_META),
+        2: ("spec", "msg", {1: ("finalizers", "strs")}),
+        3: ("status", "msg", {1: ("phase", "str")}),
+    },
+    ("v1", "ConfigMap"): {
+        1: ("metadata", "msg", _OBJECT_META),
+        2: ("data", "map"),
+        3: ("binaryData", "mapbytes"),
+        4: ("immutable", "bool"),
+    },
+    ("v1", "Secret"): {
+        1: ("metadata", "msg", _OBJECT_META),
+        2: ("data", "mapbytes"),
+        3: ("type", "str"),
+        4: ("stringData", "map"),
+        5: ("immutable", "bool"),
+    },
+    ("v1", "ServiceAccount"): {
+        1: ("metadata", "msg", _OBJECT_META),
+        2: ("secrets", "msgs", _OBJECT_REF),
+        3: ("imagePullSecrets", "msgs", _NAME_REF),
+        4: ("automountServiceAccountToken", "bool"),
+    },
     ("scheduling.k8s.io/v1", "PriorityClass"): {
-        1: ("metadata", "msg", _OBJECT_META), 2: ("value", "sint"),
-        3: ("globalDefault", "bool"), 4: ("description", "str"),
-        5: ("preemptionPolicy", "str")},
-    ("policy/v1", "Eviction"): {1: ("metadata", "msg", _OBJECT_META),
-                                2: ("deleteOptions", "msg", _DELETE_OPTIONS)},
+        1: ("metadata", "msg", _OBJECT_META),
+        2: ("value", "sint"),
+        3: ("globalDefault", "bool"),
+        4: ("description", "str"),
+        5: ("preemptionPolicy", "str"),
+    },
+    ("policy/v1", "Eviction"): {
+        1: ("metadata", "msg", _OBJECT_META),
+        2: ("deleteOptions", "msg", _DELETE_OPTIONS),
+    },
     ("meta.k8s.io/v1", "DeleteOptions"): _DELETE_OPTIONS,
     ("v1", "DeleteOptions"): _DELETE_OPTIONS,
 }
@@ -138,7 +175,8 @@ def _decode(buf: bytes, schema: Schema) -> JSON:
             key = entry.get(1, b"").decode()
             raw = entry.get(2, b"")
             out.setdefault(name, {})[key] = (
-                base64.b64encode(raw).decode() if kind == "mapbytes" else raw.decode())
+                base64.b64encode(raw).decode() if kind == "mapbytes" else raw.decode()
+            )
     return out
 
 
@@ -146,7 +184,7 @@ def decode(body: bytes) -> JSON:
     """A JSON object from a ``k8s\\x00``-prefixed protobuf body; ProtobufError if unknown."""
     if not body.startswith(MAGIC):
         raise ProtobufError("missing the k8s protobuf prefix")
-    envelope = {n: v for n, _w, v in _fields(body[len(MAGIC):])}
+    envelope = {n: v for n, _w, v in _fields(body[len(MAGIC) :])}
     type_meta = {n: v.decode() for n, _w, v in _fields(envelope.get(1, b""))}
     api_version, kind = type_meta.get(1, ""), type_meta.get(2, "")
     schema = KINDS.get((api_version, kind))

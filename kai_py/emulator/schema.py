@@ -34,8 +34,13 @@ def default_and_prune(schema: Schema, obj: JSON) -> list[str]:
     return pruned
 
 
-def _prune(schema: Schema, value: Any, path: str, pruned: list[str], root: bool = False,
-           ) -> None:
+def _prune(
+    schema: Schema,
+    value: Any,
+    path: str,
+    pruned: list[str],
+    root: bool = False,
+) -> None:
     if isinstance(value, dict):
         if schema.get("x-kubernetes-preserve-unknown-fields") and not schema.get("properties"):
             return
@@ -71,8 +76,9 @@ def _default(schema: Schema, value: Any, root: bool = False) -> None:
         for key, sub in props.items():
             if root and key in _ROOT_KEEP:
                 continue
-            if (key not in value or (value[key] is None and not sub.get("nullable"))) \
-                    and "default" in sub:
+            if (
+                key not in value or (value[key] is None and not sub.get("nullable"))
+            ) and "default" in sub:
                 value[key] = copy_json(sub["default"])
             if key in value:
                 _default(sub, value[key])
@@ -121,7 +127,8 @@ def _type_ok(want: str, value: Any) -> bool:
         return isinstance(value, bool)
     if want == "integer":
         return (isinstance(value, int) and not isinstance(value, bool)) or (
-            isinstance(value, float) and value.is_integer())
+            isinstance(value, float) and value.is_integer()
+        )
     if want == "number":
         return isinstance(value, int | float) and not isinstance(value, bool)
     return True
@@ -136,34 +143,52 @@ def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _validate(schema: Schema, value: Any, path: str, errors: list[FieldError],
-              root: bool = False) -> None:
+def _validate(
+    schema: Schema, value: Any, path: str, errors: list[FieldError], root: bool = False
+) -> None:
     if value is None:
         if schema.get("nullable"):
             return
         want = schema.get("type")
         if want:
-            errors.append(FieldError(path, "FieldValueTypeInvalid",
-                                     f'{path} in body must be of type {want}: "null"', "null"))
+            errors.append(
+                FieldError(
+                    path,
+                    "FieldValueTypeInvalid",
+                    f'{path} in body must be of type {want}: "null"',
+                    "null",
+                )
+            )
         return
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, str) or _type_ok("integer", value)):
-            errors.append(FieldError(path, "FieldValueTypeInvalid",
-                                     f"{path} in body must be of type integer,string: "
-                                     f'"{_type_name(value)}"', _type_name(value)))
+            errors.append(
+                FieldError(
+                    path,
+                    "FieldValueTypeInvalid",
+                    f'{path} in body must be of type integer,string: "{_type_name(value)}"',
+                    _type_name(value),
+                )
+            )
             return
     else:
         want = schema.get("type")
         if want and not _type_ok(want, value):
             actual = _type_name(value)
-            errors.append(FieldError(path, "FieldValueTypeInvalid",
-                                     f'{path} in body must be of type {want}: "{actual}"',
-                                     actual))
+            errors.append(
+                FieldError(
+                    path,
+                    "FieldValueTypeInvalid",
+                    f'{path} in body must be of type {want}: "{actual}"',
+                    actual,
+                )
+            )
             return
     if "enum" in schema and value not in schema["enum"]:
         supported = ", ".join(_quote(v) for v in schema["enum"])
-        errors.append(FieldError(path, "FieldValueNotSupported",
-                                 f"supported values: {supported}", value))
+        errors.append(
+            FieldError(path, "FieldValueNotSupported", f"supported values: {supported}", value)
+        )
     if isinstance(value, int | float) and not isinstance(value, bool):
         _numeric(schema, value, path, errors)
     if isinstance(value, str):
@@ -180,14 +205,26 @@ def _validate(schema: Schema, value: Any, path: str, errors: list[FieldError],
             passing = sum(1 for sub in options if not _errors_of(sub, value, path))
             if passing == 0 or (combinator == "oneOf" and passing > 1):
                 word = "at least one" if combinator == "anyOf" else "one and only one"
-                errors.append(FieldError(path, "FieldValueInvalid",
-                                         f'"{path}" must validate {word} schema ({combinator})',
-                                         value, has_value=False))
+                errors.append(
+                    FieldError(
+                        path,
+                        "FieldValueInvalid",
+                        f'"{path}" must validate {word} schema ({combinator})',
+                        value,
+                        has_value=False,
+                    )
+                )
     not_schema = schema.get("not")
     if not_schema and not _errors_of(not_schema, value, path):
-        errors.append(FieldError(path, "FieldValueInvalid",
-                                 f"{path} in body should not match the schema", value,
-                                 has_value=False))
+        errors.append(
+            FieldError(
+                path,
+                "FieldValueInvalid",
+                f"{path} in body should not match the schema",
+                value,
+                has_value=False,
+            )
+        )
 
 
 def _errors_of(schema: Schema, value: Any, path: str) -> list[FieldError]:
@@ -206,49 +243,106 @@ def _numeric(schema: Schema, value: float, path: str, errors: list[FieldError]) 
     if "minimum" in schema:
         lo = schema["minimum"]
         if schema.get("exclusiveMinimum") and value <= lo:
-            errors.append(FieldError(path, "FieldValueInvalid",
-                                     f"{path} in body should be greater than {_num(lo)}", value))
+            errors.append(
+                FieldError(
+                    path,
+                    "FieldValueInvalid",
+                    f"{path} in body should be greater than {_num(lo)}",
+                    value,
+                )
+            )
         elif value < lo:
-            errors.append(FieldError(path, "FieldValueInvalid",
-                                     f"{path} in body should be greater than or equal to "
-                                     f"{_num(lo)}", value))
+            errors.append(
+                FieldError(
+                    path,
+                    "FieldValueInvalid",
+                    f"{path} in body should be greater than or equal to {_num(lo)}",
+                    value,
+                )
+            )
     if "maximum" in schema:
         hi = schema["maximum"]
         if schema.get("exclusiveMaximum") and value >= hi:
-            errors.append(FieldError(path, "FieldValueInvalid",
-                                     f"{path} in body should be less than {_num(hi)}", value))
+            errors.append(
+                FieldError(
+                    path,
+                    "FieldValueInvalid",
+                    f"{path} in body should be less than {_num(hi)}",
+                    value,
+                )
+            )
         elif value > hi:
-            errors.append(FieldError(path, "FieldValueInvalid",
-                                     f"{path} in body should be less than or equal to "
-                                     f"{_num(hi)}", value))
+            errors.append(
+                FieldError(
+                    path,
+                    "FieldValueInvalid",
+                    f"{path} in body should be less than or equal to {_num(hi)}",
+                    value,
+                )
+            )
     if schema.get("multipleOf"):
         m = schema["multipleOf"]
         if (value / m) != int(value / m):
-            errors.append(FieldError(path, "FieldValueInvalid",
-                                     f"{path} in body should be a multiple of {_num(m)}", value))
+            errors.append(
+                FieldError(
+                    path,
+                    "FieldValueInvalid",
+                    f"{path} in body should be a multiple of {_num(m)}",
+                    value,
+                )
+            )
 
 
 def _string(schema: Schema, value: str, path: str, errors: list[FieldError]) -> None:
     if "maxLength" in schema and len(value) > schema["maxLength"]:
-        errors.append(FieldError(path, "FieldValueTooLong",
-                                 f"may not be more than {schema['maxLength']} bytes", value))
+        errors.append(
+            FieldError(
+                path,
+                "FieldValueTooLong",
+                f"may not be more than {schema['maxLength']} bytes",
+                value,
+            )
+        )
     if "minLength" in schema and len(value) < schema["minLength"]:
-        errors.append(FieldError(path, "FieldValueInvalid",
-                                 f"{path} in body should be at least {schema['minLength']} "
-                                 f"chars long", value))
+        errors.append(
+            FieldError(
+                path,
+                "FieldValueInvalid",
+                f"{path} in body should be at least {schema['minLength']} chars long",
+                value,
+            )
+        )
     if "pattern" in schema and not _regex(schema["pattern"]).search(value):
-        errors.append(FieldError(path, "FieldValueInvalid",
-                                 f"{path} in body should match '{schema['pattern']}'", value))
+        errors.append(
+            FieldError(
+                path,
+                "FieldValueInvalid",
+                f"{path} in body should match '{schema['pattern']}'",
+                value,
+            )
+        )
 
 
 def _array(schema: Schema, value: list[Any], path: str, errors: list[FieldError]) -> None:
     if "maxItems" in schema and len(value) > schema["maxItems"]:
-        errors.append(FieldError(path, "FieldValueTooMany",
-                                 f"must have at most {schema['maxItems']} items", len(value)))
+        errors.append(
+            FieldError(
+                path,
+                "FieldValueTooMany",
+                f"must have at most {schema['maxItems']} items",
+                len(value),
+            )
+        )
     if "minItems" in schema and len(value) < schema["minItems"]:
-        errors.append(FieldError(path, "FieldValueInvalid",
-                                 f"{path} in body should have at least {schema['minItems']} "
-                                 f"items", value, has_value=False))
+        errors.append(
+            FieldError(
+                path,
+                "FieldValueInvalid",
+                f"{path} in body should have at least {schema['minItems']} items",
+                value,
+                has_value=False,
+            )
+        )
     if schema.get("uniqueItems"):
         seen: list[Any] = []
         for i, item in enumerate(value):
@@ -261,21 +355,30 @@ def _array(schema: Schema, value: list[Any], path: str, errors: list[FieldError]
             _validate(items, item, f"{path}[{i}]", errors)
 
 
-def _object(schema: Schema, value: JSON, path: str, errors: list[FieldError],
-            root: bool) -> None:
+def _object(schema: Schema, value: JSON, path: str, errors: list[FieldError], root: bool) -> None:
     props: Mapping[str, Any] = schema.get("properties") or {}
     for req in schema.get("required") or []:
         if req not in value:
             errors.append(FieldError(_join(path, req), "FieldValueRequired", ""))
     if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-        errors.append(FieldError(path, "FieldValueTooMany",
-                                 f"must have at most {schema['maxProperties']} items",
-                                 len(value)))
+        errors.append(
+            FieldError(
+                path,
+                "FieldValueTooMany",
+                f"must have at most {schema['maxProperties']} items",
+                len(value),
+            )
+        )
     if "minProperties" in schema and len(value) < schema["minProperties"]:
-        errors.append(FieldError(path, "FieldValueInvalid",
-                                 f"{path} in body should have at least "
-                                 f"{schema['minProperties']} properties", value,
-                                 has_value=False))
+        errors.append(
+            FieldError(
+                path,
+                "FieldValueInvalid",
+                f"{path} in body should have at least {schema['minProperties']} properties",
+                value,
+                has_value=False,
+            )
+        )
     additional = schema.get("additionalProperties")
     for key, item in value.items():
         if root and key in _ROOT_KEEP:

@@ -603,8 +603,9 @@ class EmulatedAPIServer:
             obj = to_table(rt, [obj], include_object=include, with_headers=headers)
         return _dumps({"type": event_type, "object": obj}) + b"\n"
 
-    async def _scale(self, request: web.Request, req: _Request, verb: str,
-                     dry_run: bool) -> web.Response:
+    async def _scale(
+        self, request: web.Request, req: _Request, verb: str, dry_run: bool
+    ) -> web.Response:
         store, name = self.store, req.name or ""
         if verb == "get":
             return json_response(await store.get_scale(req.rt, req.namespace, name))
@@ -612,8 +613,9 @@ class EmulatedAPIServer:
             body = await _read_json(request, req.rt)
             if not isinstance(body, dict):
                 raise bad_request("the body of the request was not a JSON object")
-            return json_response(await store.update_scale(req.rt, req.namespace, name, body,
-                                                          dry_run=dry_run))
+            return json_response(
+                await store.update_scale(req.rt, req.namespace, name, body, dry_run=dry_run)
+            )
         content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
         patch = _parse_patch(await request.read(), content_type)
         current = await store.get_scale(req.rt, req.namespace, name)
@@ -624,8 +626,9 @@ class EmulatedAPIServer:
         else:
             raise bad_request("the patch must be an object")
         patched["metadata"].pop("resourceVersion", None)
-        return json_response(await store.update_scale(req.rt, req.namespace, name, patched,
-                                                      dry_run=dry_run))
+        return json_response(
+            await store.update_scale(req.rt, req.namespace, name, patched, dry_run=dry_run)
+        )
 
     async def _bind(self, req: _Request, body: Any, dry_run: bool) -> web.Response:
         if not isinstance(body, dict):

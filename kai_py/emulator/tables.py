@@ -75,8 +75,10 @@ def _pod_status(pod: JSON) -> str:
         elif state.get("terminated"):
             term = state["terminated"]
             reason = term.get("reason") or (
-                f"Signal:{term['signal']}" if term.get("signal")
-                else f"ExitCode:{term.get('exitCode', 0)}")
+                f"Signal:{term['signal']}"
+                if term.get("signal")
+                else f"ExitCode:{term.get('exitCode', 0)}"
+            )
     if meta.get("deletionTimestamp"):
         reason = "Unknown" if status.get("reason") == "NodeLost" else "Terminating"
     return str(reason)
@@ -88,10 +90,17 @@ def _pod_row(pod: JSON, now: float) -> list[Any]:
     ready = sum(1 for c in statuses if c.get("ready"))
     restarts = sum(int(c.get("restartCount", 0)) for c in statuses)
     gates = spec.get("readinessGates") or []
-    return [pod["metadata"]["name"], f"{ready}/{len(spec.get('containers') or [])}",
-            _pod_status(pod), restarts, _age(pod, now), status.get("podIP") or "<none>",
-            spec.get("nodeName") or "<none>", status.get("nominatedNodeName") or "<none>",
-            f"{len(gates)}" if gates else "<none>"]
+    return [
+        pod["metadata"]["name"],
+        f"{ready}/{len(spec.get('containers') or [])}",
+        _pod_status(pod),
+        restarts,
+        _age(pod, now),
+        status.get("podIP") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+        f"{len(gates)}" if gates else "<none>",
+    ]
 
 
 def _node_row(node: JSON, now: float) -> list[Any]:
@@ -103,22 +112,37 @@ def _node_row(node: JSON, now: float) -> list[Any]:
     if (node.get("spec") or {}).get("unschedulable"):
         ready += ",SchedulingDisabled"
     labels = (node.get("metadata") or {}).get("labels") or {}
-    roles = sorted(k.split("/", 1)[1] for k in labels
-                   if k.startswith("node-role.kubernetes.io/") and "/" in k)
+    roles = sorted(
+        k.split("/", 1)[1] for k in labels if k.startswith("node-role.kubernetes.io/") and "/" in k
+    )
     info = status.get("nodeInfo") or {}
     addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
-    return [node["metadata"]["name"], ready, ",".join(roles) or "<none>", _age(node, now),
-            info.get("kubeletVersion", ""), addresses.get("InternalIP", "<none>"),
-            addresses.get("ExternalIP", "<none>"), info.get("osImage", "<unknown>"),
-            info.get("kernelVersion", "<unknown>"), info.get("containerRuntimeVersion", "")]
+    return [
+        node["metadata"]["name"],
+        ready,
+        ",".join(roles) or "<none>",
+        _age(node, now),
+        info.get("kubeletVersion", ""),
+        addresses.get("InternalIP", "<none>"),
+        addresses.get("ExternalIP", "<none>"),
+        info.get("osImage", "<unknown>"),
+        info.get("kernelVersion", "<unknown>"),
+        info.get("containerRuntimeVersion", ""),
+    ]
 
 
 def _job_row(job: JSON, now: float) -> list[Any]:
     spec, status = job.get("spec") or {}, job.get("status") or {}
     conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    state = ("Complete" if conds.get("Complete") == "True" else
-             "Failed" if conds.get("Failed") == "True" else
-             "Suspended" if spec.get("suspend") else "Running")
+    state = (
+        "Complete"
+        if conds.get("Complete") == "True"
+        else "Failed"
+        if conds.get("Failed") == "True"
+        else "Suspended"
+        if spec.get("suspend")
+        else "Running"
+    )
     completions = spec.get("completions")
     done = f"{status.get('succeeded', 0)}/{completions if completions is not None else 1}"
     start, end = _ts(status.get("startTime")), _ts(status.get("completionTime"))
@@ -128,39 +152,61 @@ def _job_row(job: JSON, now: float) -> list[Any]:
 
 def _deployment_row(d: JSON, now: float) -> list[Any]:
     spec, status = d.get("spec") or {}, d.get("status") or {}
-    return [d["metadata"]["name"], f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
-            status.get("updatedReplicas", 0), status.get("availableReplicas", 0), _age(d, now)]
+    return [
+        d["metadata"]["name"],
+        f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+        status.get("updatedReplicas", 0),
+        status.get("availableReplicas", 0),
+        _age(d, now),
+    ]
 
 
 def _replicaset_row(rs: JSON, now: float) -> list[Any]:
     spec, status = rs.get("spec") or {}, rs.get("status") or {}
-    return [rs["metadata"]["name"], spec.get("replicas", 0), status.get("replicas", 0),
-            status.get("readyReplicas", 0), _age(rs, now)]
+    return [
+        rs["metadata"]["name"],
+        spec.get("replicas", 0),
+        status.get("replicas", 0),
+        status.get("readyReplicas", 0),
+        _age(rs, now),
+    ]
 
 
 def _namespace_row(ns: JSON, now: float) -> list[Any]:
-    return [ns["metadata"]["name"], (ns.get("status") or {}).get("phase", "Active"),
-            _age(ns, now)]
+    return [ns["metadata"]["name"], (ns.get("status") or {}).get("phase", "Active"), _age(ns, now)]
 
 
 def _configmap_row(cm: JSON, now: float) -> list[Any]:
-    return [cm["metadata"]["name"], len(cm.get("data") or {}) + len(cm.get("binaryData") or {}),
-            _age(cm, now)]
+    return [
+        cm["metadata"]["name"],
+        len(cm.get("data") or {}) + len(cm.get("binaryData") or {}),
+        _age(cm, now),
+    ]
 
 
 def _priorityclass_row(pc: JSON, now: float) -> list[Any]:
-    return [pc["metadata"]["name"], pc.get("value", 0), bool(pc.get("globalDefault", False)),
-            _age(pc, now), pc.get("preemptionPolicy", "")]
+    return [
+        pc["metadata"]["name"],
+        pc.get("value", 0),
+        bool(pc.get("globalDefault", False)),
+        _age(pc, now),
+        pc.get("preemptionPolicy", ""),
+    ]
 
 
 def _event_row(ev: JSON, now: float) -> list[Any]:
-    last = _ts(ev.get("lastTimestamp")) or _ts(ev.get("eventTime", "")[:19] + "Z"
-                                               if ev.get("eventTime") else None)
+    last = _ts(ev.get("lastTimestamp")) or _ts(
+        ev.get("eventTime", "")[:19] + "Z" if ev.get("eventTime") else None
+    )
     seen = human_duration(now - last) if last else "<unknown>"
     obj = ev.get("involvedObject") or ev.get("regarding") or {}
-    return [seen, ev.get("type", ""), ev.get("reason", ""),
-            f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
-            ev.get("message") or ev.get("note") or ""]
+    return [
+        seen,
+        ev.get("type", ""),
+        ev.get("reason", ""),
+        f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
+        ev.get("message") or ev.get("note") or "",
+    ]
 
 
 def _crd_row(crd: JSON, now: float) -> list[Any]:
@@ -168,52 +214,113 @@ def _crd_row(crd: JSON, now: float) -> list[Any]:
 
 
 _NAME = ("Name", "string", 0, "Name must be unique within a namespace.")
-_AGE = ("Age", "string", 0, "CreationTimestamp is a timestamp representing the server time "
-        "when this object was created.")
+_AGE = (
+    "Age",
+    "string",
+    0,
+    "CreationTimestamp is a timestamp representing the server time when this object was created.",
+)
 
 _BUILTIN: dict[str, tuple[list[Column], Row]] = {
-    "pods": ([_NAME, ("Ready", "string", 0, "The aggregate readiness state of this pod for "
-                      "accepting traffic."),
-              ("Status", "string", 0, "The aggregate status of the containers in this pod."),
-              ("Restarts", "string", 0, "The number of times the containers in this pod have "
-               "been restarted and when the last container in this pod has restarted."),
-              _AGE, ("IP", "string", 1, "IP address allocated to the pod."),
-              ("Node", "string", 1, "Name of the Node this pod is assigned to."),
-              ("Nominated Node", "string", 1, "Name of the node nominated for preemption."),
-              ("Readiness Gates", "string", 1, "Pod readiness gates.")], _pod_row),
-    "nodes": ([_NAME, ("Status", "string", 0, "The status of the node"),
-               ("Roles", "string", 0, "The roles of the node"), _AGE,
-               ("Version", "string", 0, "Kubelet Version reported by the node."),
-               ("Internal-IP", "string", 1, "List of internal IPs for the node."),
-               ("External-IP", "string", 1, "List of external IPs for the node."),
-               ("OS-Image", "string", 1, "OS image reported by the node."),
-               ("Kernel-Version", "string", 1, "Kernel version reported by the node."),
-               ("Container-Runtime", "string", 1, "Container runtime reported by the node.")],
-              _node_row),
-    "jobs.batch": ([_NAME, ("Status", "string", 0, "Status of the job."),
-                    ("Completions", "string", 0, "The completion status of the job."),
-                    ("Duration", "string", 0, "Time required to complete the job."), _AGE],
-                   _job_row),
-    "deployments.apps": ([_NAME, ("Ready", "string", 0, "Number of ready replicas."),
-                          ("Up-to-date", "integer", 0, "Updated replicas."),
-                          ("Available", "integer", 0, "Available replicas."), _AGE],
-                         _deployment_row),
-    "replicasets.apps": ([_NAME, ("Desired", "integer", 0, "Desired replicas."),
-                          ("Current", "integer", 0, "Current replicas."),
-                          ("Ready", "integer", 0, "Ready replicas."), _AGE], _replicaset_row),
-    "namespaces": ([_NAME, ("Status", "string", 0, "The status of the namespace"), _AGE],
-                   _namespace_row),
+    "pods": (
+        [
+            _NAME,
+            (
+                "Ready",
+                "string",
+                0,
+                "The aggregate readiness state of this pod for accepting traffic.",
+            ),
+            ("Status", "string", 0, "The aggregate status of the containers in this pod."),
+            (
+                "Restarts",
+                "string",
+                0,
+                "The number of times the containers in this pod have "
+                "been restarted and when the last container in this pod has restarted.",
+            ),
+            _AGE,
+            ("IP", "string", 1, "IP address allocated to the pod."),
+            ("Node", "string", 1, "Name of the Node this pod is assigned to."),
+            ("Nominated Node", "string", 1, "Name of the node nominated for preemption."),
+            ("Readiness Gates", "string", 1, "Pod readiness gates."),
+        ],
+        _pod_row,
+    ),
+    "nodes": (
+        [
+            _NAME,
+            ("Status", "string", 0, "The status of the node"),
+            ("Roles", "string", 0, "The roles of the node"),
+            _AGE,
+            ("Version", "string", 0, "Kubelet Version reported by the node."),
+            ("Internal-IP", "string", 1, "List of internal IPs for the node."),
+            ("External-IP", "string", 1, "List of external IPs for the node."),
+            ("OS-Image", "string", 1, "OS image reported by the node."),
+            ("Kernel-Version", "string", 1, "Kernel version reported by the node."),
+            ("Container-Runtime", "string", 1, "Container runtime reported by the node."),
+        ],
+        _node_row,
+    ),
+    "jobs.batch": (
+        [
+            _NAME,
+            ("Status", "string", 0, "Status of the job."),
+            ("Completions", "string", 0, "The completion status of the job."),
+            ("Duration", "string", 0, "Time required to complete the job."),
+            _AGE,
+        ],
+        _job_row,
+    ),
+    "deployments.apps": (
+        [
+            _NAME,
+            ("Ready", "string", 0, "Number of ready replicas."),
+            ("Up-to-date", "integer", 0, "Updated replicas."),
+            ("Available", "integer", 0, "Available replicas."),
+            _AGE,
+        ],
+        _deployment_row,
+    ),
+    "replicasets.apps": (
+        [
+            _NAME,
+            ("Desired", "integer", 0, "Desired replicas."),
+            ("Current", "integer", 0, "Current replicas."),
+            ("Ready", "integer", 0, "Ready replicas."),
+            _AGE,
+        ],
+        _replicaset_row,
+    ),
+    "namespaces": (
+        [_NAME, ("Status", "string", 0, "The status of the namespace"), _AGE],
+        _namespace_row,
+    ),
     "configmaps": ([_NAME, ("Data", "string", 0, "Number of keys."), _AGE], _configmap_row),
     "priorityclasses.scheduling.k8s.io": (
-        [_NAME, ("Value", "integer", 0, "The value of this priority class."),
-         ("Global-Default", "boolean", 0, "Whether this is the global default."), _AGE,
-         ("Preemption Policy", "string", 0, "The preemption policy.")], _priorityclass_row),
-    "events": ([("Last Seen", "string", 0, "Time since last seen."),
-                ("Type", "string", 0, "Event type."), ("Reason", "string", 0, "Reason."),
-                ("Object", "string", 0, "Involved object."),
-                ("Message", "string", 0, "Message.")], _event_row),
+        [
+            _NAME,
+            ("Value", "integer", 0, "The value of this priority class."),
+            ("Global-Default", "boolean", 0, "Whether this is the global default."),
+            _AGE,
+            ("Preemption Policy", "string", 0, "The preemption policy."),
+        ],
+        _priorityclass_row,
+    ),
+    "events": (
+        [
+            ("Last Seen", "string", 0, "Time since last seen."),
+            ("Type", "string", 0, "Event type."),
+            ("Reason", "string", 0, "Reason."),
+            ("Object", "string", 0, "Involved object."),
+            ("Message", "string", 0, "Message."),
+        ],
+        _event_row,
+    ),
     "customresourcedefinitions.apiextensions.k8s.io": (
-        [_NAME, ("Created At", "date", 0, "Creation time.")], _crd_row),
+        [_NAME, ("Created At", "date", 0, "Creation time.")],
+        _crd_row,
+    ),
 }
 
 
@@ -223,8 +330,10 @@ def _default_row(obj: JSON, now: float) -> list[Any]:
 
 # ---- JSONPath (the subset printer columns use) --------------------------------------------
 
-_TOKEN = re.compile(r"\.([A-Za-z0-9_\-$]+)|\[(\d+|\*)\]|\[\?\(@\.([A-Za-z0-9_.\-]+)\s*==\s*"
-                    r"['\"]?([^'\")]*)['\"]?\)\]|\['([^']+)'\]")
+_TOKEN = re.compile(
+    r"\.([A-Za-z0-9_\-$]+)|\[(\d+|\*)\]|\[\?\(@\.([A-Za-z0-9_.\-]+)\s*==\s*"
+    r"['\"]?([^'\")]*)['\"]?\)\]|\['([^']+)'\]"
+)
 
 
 def jsonpath(obj: Any, path: str) -> list[Any]:
@@ -280,10 +389,13 @@ def _cell(col: PrinterColumn, obj: JSON, now: float) -> Any:
 
 def columns_for(rt: ResourceType) -> tuple[list[Column], Row]:
     if rt.custom:
-        cols = list(rt.printer_columns) or [PrinterColumn("Age", "date",
-                                                          ".metadata.creationTimestamp")]
-        defs = [_NAME] + [(c.name, "string" if c.type == "date" else c.type, c.priority,
-                           c.description) for c in cols]
+        cols = list(rt.printer_columns) or [
+            PrinterColumn("Age", "date", ".metadata.creationTimestamp")
+        ]
+        defs = [_NAME] + [
+            (c.name, "string" if c.type == "date" else c.type, c.priority, c.description)
+            for c in cols
+        ]
 
         def row(obj: JSON, now: float) -> list[Any]:
             return [obj["metadata"]["name"]] + [_cell(c, obj, now) for c in cols]
@@ -297,13 +409,23 @@ def _row_object(obj: JSON, include: str) -> JSON | None:
         return None
     if include == "Object":
         return obj
-    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-            "metadata": obj.get("metadata") or {}}
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata") or {},
+    }
 
 
-def to_table(rt: ResourceType, items: list[JSON], *, resource_version: str = "",
-             continue_token: str | None = None, include_object: str = "Metadata",
-             with_headers: bool = True, now: float | None = None) -> JSON:
+def to_table(
+    rt: ResourceType,
+    items: list[JSON],
+    *,
+    resource_version: str = "",
+    continue_token: str | None = None,
+    include_object: str = "Metadata",
+    with_headers: bool = True,
+    now: float | None = None,
+) -> JSON:
     now = time.time() if now is None else now
     defs, row = columns_for(rt)
     meta: JSON = {"resourceVersion": resource_version} if resource_version else {}
@@ -316,9 +438,19 @@ def to_table(rt: ResourceType, items: list[JSON], *, resource_version: str = "",
         if ro is not None:
             r["object"] = ro
         rows.append(r)
-    table: JSON = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
-                   "rows": rows}
-    table["columnDefinitions"] = [
-        {"name": n, "type": t, "format": "name" if n == "Name" else "", "description": d,
-         "priority": p} for (n, t, p, d) in defs] if with_headers else []
+    table: JSON = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "rows": rows}
+    table["columnDefinitions"] = (
+        [
+            {
+                "name": n,
+                "type": t,
+                "format": "name" if n == "Name" else "",
+                "description": d,
+                "priority": p,
+            }
+            for (n, t, p, d) in defs
+        ]
+        if with_headers
+        else []
+    )
     return table

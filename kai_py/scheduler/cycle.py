@@ -126,4 +126,7 @@ def eviction_message(session: Session, action: str, task: Task, by: Job | None) 
             f"{format_quantity('gpu', mine.deserved.gpu)}) takes back resources from queue "
             f"{theirs.name} (fair share {format_quantity('gpu', theirs.fair_share.gpu)})"
         )
-    return f"Pod {pod} was moved to another node to make room for workload {by.key}"
+    return (
+        f"Pod {pod} was evicted to be placed again elsewhere (consolidation), so that "
+        f"workload {by.key} fits"
+    )

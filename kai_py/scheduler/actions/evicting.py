@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from kai_py.scheduler.actions.allocate import gate, pending_jobs
 from kai_py.scheduler.actions.common import demand, needed
-from kai_py.scheduler.model import Job, Queue, Task
+from kai_py.scheduler.model import Job, Queue, Task, TaskStatus
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.quota import check_capacity
 from kai_py.scheduler.resources import EPS, Res
@@ -78,3 +78,25 @@ def victim_cost(job: Job) -> tuple[int, float, float, str]:
     running = [t for t in job.tasks if t.start_time is not None]
     newest = max((t.start_time or 0.0) for t in running) if running else 0.0
     return (job.priority, -newest, -job.created, job.name)
+
+
+def protected_note(session: Session, jobs: Iterator[Job] | list[Job], attr: str, word: str) -> str:
+    """ " N pods are protected by <word>" for the would-be victims that are too young."""
+    young = 0
+    example = ""
+    for job in jobs:
+        if not job.preemptible:
+            continue
+        for task in job.tasks:
+            if task.status is TaskStatus.RUNNING and not old_enough(session, task, job.queue, attr):
+                young += 1
+                if not example:
+                    minimum = inherited(session, job.queue, attr)
+                    age = session.now - task.start_time if task.start_time is not None else 0.0
+                    example = (
+                        f" (e.g. {task.key} has run {age:g}s of the {minimum:g}s "
+                        f"{word} of queue {job.queue})"
+                    )
+    if not young:
+        return ""
+    return f"; {young} pod(s) are protected by {word}{example}"

@@ -6,7 +6,13 @@ from collections.abc import Sequence
 from functools import partial
 
 from kai_py.scheduler import reasons
-from kai_py.scheduler.actions.evicting import old_enough, preemptors, victim_cost, within_limits
+from kai_py.scheduler.actions.evicting import (
+    old_enough,
+    preemptors,
+    protected_note,
+    victim_cost,
+    within_limits,
+)
 from kai_py.scheduler.actions.victims import Unit, VictimPool, VictimSearch
 from kai_py.scheduler.model import Job, Task
 from kai_py.scheduler.placement import Placer
@@ -43,10 +49,14 @@ def preempt(session: Session, placer: Placer) -> None:
         fits = partial(_within_limits, session, job)
         if VictimSearch(session, placer, "preempt", fits).run(job, units):
             continue
-        session.explain(job, _why_not(job, True))
+        lower = [
+            v for v in session.jobs.values() if v.queue == job.queue and v.priority < job.priority
+        ]
+        note = protected_note(session, lower, "preempt_min_runtime", "preemptMinRuntime")
+        session.explain(job, _why_not(job, True, note))
 
 
-def _why_not(job: Job, had_candidates: bool) -> Reason:
+def _why_not(job: Job, had_candidates: bool, note: str = "") -> Reason:
     if not had_candidates:
         text = (
             f"Job {job.key} (priority {job.priority}) cannot preempt: queue {job.queue} runs no "
@@ -55,7 +65,6 @@ def _why_not(job: Job, had_candidates: bool) -> Reason:
     else:
         text = (
             f"Job {job.key} (priority {job.priority}) cannot preempt: evicting the lower-priority "
-            f"preemptible jobs of queue {job.queue} that have run their preemptMinRuntime would "
-            f"not free enough resources"
+            f"preemptible jobs of queue {job.queue} would not free enough resources{note}"
         )
     return Reason(reasons.NO_PREEMPT, text, {"priority": job.priority, "queue": job.queue})

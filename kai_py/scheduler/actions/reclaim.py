@@ -19,6 +19,7 @@ from kai_py.scheduler.actions.evicting import (
     contested,
     old_enough,
     preemptors,
+    protected_note,
     saturation,
     victim_cost,
 )
@@ -166,11 +167,13 @@ def _reclaim_one_way(
 
 def _nothing_to_reclaim(session: Session, job: Job) -> Reason:
     queue = session.queues[job.queue]
+    others = [j for j in session.jobs.values() if j.queue != job.queue]
+    note = protected_note(session, others, "reclaim_min_runtime", "reclaimMinRuntime")
     return Reason(
         reasons.NO_RECLAIM,
-        f"Job {job.key} cannot reclaim resources: no other queue is above its fair share by "
-        f"enough preemptible work that has run its reclaimMinRuntime (queue {queue.name} has "
+        f"Job {job.key} cannot reclaim resources: no other queue is above its fair share "
+        f"(or its deserved quota) by enough preemptible work (queue {queue.name} has "
         f"{format_quantity('gpu', queue.allocated.gpu)} with a fair share of "
-        f"{format_quantity('gpu', queue.fair_share.gpu)})",
+        f"{format_quantity('gpu', queue.fair_share.gpu)}){note}",
         {"queue": queue.name},
     )
