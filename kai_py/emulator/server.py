@@ -169,15 +169,20 @@ class EmulatedAPIServer:
         return self
 
     async def stop(self) -> None:
-        """Stop serving (open watches end); the store keeps its state for :meth:`start`."""
+        """Stop serving (open watches end); the store keeps its state for :meth:`start`.
+
+        The store's own background work (garbage collection, pod grace periods)
+        goes on, as the controller manager's does while an API server restarts.
+        """
         runner, self._runner = self._runner, None
         self.drop_watches()
-        self.store.cancel_background()
         if runner is not None:
             await runner.cleanup()
 
     async def close(self) -> None:
+        """Stop, and end the store's timers and background tasks (its loop may end too)."""
         await self.stop()
+        self.store.cancel_background()
         self.webhooks.close()
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
@@ -401,6 +406,7 @@ class EmulatedAPIServer:
             return json_response(obj, 200 if existed else 201, warnings)
         if verb == "delete":
             opts = await _delete_options(request)
+            dry_run = dry_run or "All" in (opts.get("dryRun") or [])
             obj = await store.delete(
                 rt,
                 req.namespace,

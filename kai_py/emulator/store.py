@@ -1019,12 +1019,30 @@ class Store:
             task.cancel()
 
     def resume_background(self) -> None:
-        """Re-arm pod grace timers after a restart (on the new loop)."""
+        """Re-arm pod grace timers and finish interrupted collection (e.g. on a new loop).
+
+        Like the real garbage collector after a restart, dependents whose owners
+        are gone are collected, foreground deletions and namespace cleanups resume.
+        """
         pods = self.resolve("pods")
         for obj in list(self._bucket(pods).values()):
             if obj["metadata"].get("deletionTimestamp"):
                 left = _parse_time(obj["metadata"]["deletionTimestamp"]) - self.clock()
                 self._arm_pod_timer(pods, obj, max(0.0, left))
+        if self._tasks:
+            return  # still running on this loop
+        for uid in [u for u in self._dependents if u not in self._uids]:
+            self._spawn(self._collect_background(uid))
+        for bucket in list(self._objects.values()):
+            for obj in list(bucket.values()):
+                meta = obj["metadata"]
+                if meta.get("deletionTimestamp") and "foregroundDeletion" in (
+                    meta.get("finalizers") or []
+                ):
+                    self._spawn(self._collect_foreground(meta["uid"]))
+        for ns in list(self._objects.get("namespaces", {}).values()):
+            if ns["metadata"].get("deletionTimestamp"):
+                self._spawn(self._empty_namespace(ns["metadata"]["name"]))
 
     # ---- internals: objects ---------------------------------------------------------------
 

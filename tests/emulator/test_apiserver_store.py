@@ -475,3 +475,23 @@ def test_events_are_one_storage_in_two_groups() -> None:
         assert err.value.code == 422 and "eventTime: Required value" in err.value.message
 
     run(body())
+
+
+def test_interrupted_garbage_collection_resumes_on_a_new_loop() -> None:
+    store = Store()
+
+    async def first() -> None:
+        owner = await store.create("configmaps", {"metadata": {"name": "o",
+                                                               "namespace": "default"}})
+        await store.create("configmaps", _owned("dep", owner))
+        await store.delete("configmaps", "default", "o")
+        store.cancel_background()  # the loop ends before the collector ran
+
+    async def second() -> list[str]:
+        store.resume_background()
+        await store.wait_idle()
+        return [c["metadata"]["name"] for c in (await store.list("configmaps"))[0]]
+
+    run(first())
+    assert [c["metadata"]["name"] for c in store.iter_objects("configmaps")] == ["dep"]
+    assert run(second()) == []
