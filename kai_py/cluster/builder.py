@@ -305,6 +305,7 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
             )
     job = Job(
         uid=str(m.get("uid") or f"{ns}/{name}"),
+        source=doc.source,
         stale_since=stale_since,
         namespace=ns,
         name=name,

@@ -244,8 +244,12 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
     spec = obj.get("spec") or {}
     labels = m.get("labels") or {}
     groups: tuple[str, ...] = ()
-    if (fraction or memory) and spec.get("nodeName") and labels.get(keys.GPU_GROUP_LABEL):
-        groups = tuple(str(labels[keys.GPU_GROUP_LABEL]).split(","))[:devices] or ()
+    if (fraction or memory) and spec.get("nodeName"):
+        # A running shared pod without its group label (placed by something else, or
+        # the label lost) is counted on cards of its own: over-counting is safe,
+        # sharing a card it may not be on is not.
+        label = str(labels.get(keys.GPU_GROUP_LABEL) or f"unlabelled-{name}")
+        groups = tuple(g for g in label.split(",") if g)[:devices]
         if len(groups) < devices:
             groups = groups + tuple(f"{groups[0]}-{i}" for i in range(len(groups), devices))
     role = "master" if _is_master(labels, name) else "worker"

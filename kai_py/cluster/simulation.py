@@ -223,6 +223,28 @@ def queue_entries(outcome: Outcome) -> dict[str, dict[str, dict[str, float]]]:
     }
 
 
+def podgroup_entries(outcome: Outcome) -> dict[str, dict[str, Any]]:
+    """Each job's queue, gang size, pods by status and why it waits (last cycle)."""
+    why = outcome.last.reasons if outcome.last is not None else {}
+    entries: dict[str, dict[str, Any]] = {}
+    for job in sorted(outcome.built.snapshot.jobs, key=lambda j: j.key):
+        pods = pod_entries_of(outcome, job)
+        entries[job.key] = {
+            "queue": job.queue,
+            "minMember": job.min_member,
+            "priority": job.priority,
+            "preemptible": job.preemptible,
+            "pods": {s: sum(1 for p in pods if p == s) for s in sorted(set(pods))},
+            "reasonCodes": [r.code for r in why.get(job.uid, [])],
+            "reasons": [r.as_dict() for r in why.get(job.uid, [])],
+        }
+    return entries
+
+
+def pod_entries_of(outcome: Outcome, job: Job) -> list[str]:
+    return [outcome.statuses.get(t.uid) or _STATUS_WORD[t.status] for t in job.tasks]
+
+
 def _finite(values: dict[str, float]) -> dict[str, float]:
     return {k: (-1.0 if v == float("inf") else round(v, 6)) for k, v in values.items()}
 
@@ -237,6 +259,7 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
         ],
         "events": _events(outcome.events),
         "queues": queue_entries(outcome),
+        "podgroups": podgroup_entries(outcome),
     }
 
 

@@ -186,7 +186,7 @@ class Task:
         if self.gpu_memory_mib > 0:
             if node.gpu_memory_mib <= 0:
                 return INF
-            return min(1.0, self.gpu_memory_mib / node.gpu_memory_mib)
+            return self.gpu_memory_mib / node.gpu_memory_mib  # above 1: does not fit a card
         return 0.0
 
     def gpu_on(self, node: Node | None) -> float:
@@ -224,6 +224,7 @@ class Job:
     mark_unschedulable: bool = True
     priority_class: str = ""
     errors: list[str] = field(default_factory=list)  # input problems: keep it pending
+    source: str = ""  # where it came from (a file, an API object), for messages
     version: int = 0  # bumped whenever one of its tasks changes in a session
 
     @property

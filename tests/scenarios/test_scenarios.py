@@ -107,13 +107,15 @@ def check(path: Path) -> list[str]:
             for e in result["events"]
         ):
             problems.append(f"event {want} (message containing {contains!r}) not found")
+    for group, want in (expect.get("podgroups") or {}).items():
+        problems += _match_subset(want, result["podgroups"].get(group), f"podgroup {group}")
     for queue, want in (expect.get("queues") or {}).items():
         problems += _match_subset(want, result["queues"].get(queue), f"queue {queue}")
     return problems
 
 
 def test_there_are_scenarios() -> None:
-    assert len(FILES) >= 3
+    assert len(FILES) >= 80  # issue 2 and issue 3 ask for 40 each
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

@@ -22,16 +22,20 @@ def gate(session: Session, job: Job) -> Reason | None:
     if job.errors:
         return Reason(reasons.INVALID_WORKLOAD, "; ".join(job.errors))
     queue = session.queues.get(job.queue)
+    where = f"{job.source}: " if job.source else ""
     if queue is None:
         return Reason(
             reasons.QUEUE_DOES_NOT_EXIST,
-            f"Queue {job.queue!r} of job {job.key} does not exist; create it or set "
-            f"spec.queue of the PodGroup to an existing leaf queue",
+            f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} does not exist "
+            f"(QueueDoesNotExist); create it or name an existing leaf queue",
+            {"queue": job.queue},
         )
     if queue.children:
         return Reason(
             reasons.QUEUE_DOES_NOT_EXIST,
-            f"Queue {job.queue!r} of job {job.key} is a parent queue; only leaf queues hold jobs",
+            f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} is a parent queue; "
+            f"only leaf queues hold jobs",
+            {"queue": job.queue},
         )
     live = sum(1 for t in job.tasks if t.status is not TaskStatus.RELEASING)
     if live < job.min_member:
