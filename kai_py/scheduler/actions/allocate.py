@@ -59,6 +59,12 @@ def pending_jobs(session: Session) -> list[Job]:
 def gang_message(job: Job, found: int, required: int, detail: str) -> str:
     if required == 1 and len(job.tasks) == 1:
         return f"Pod {job.tasks[0].key} cannot be scheduled: {detail}"
+    if job.placed >= job.min_member:
+        pending = sum(1 for t in job.tasks if t.status is TaskStatus.PENDING)
+        return (
+            f"Elastic job {job.key} runs {job.placed} pods (minMember {job.min_member}); "
+            f"its {pending} other pods do not fit: {detail}"
+        )
     return (
         f"Resources were found for {found} pods while {required} are required for gang "
         f"scheduling of job {job.key}: {detail}"
