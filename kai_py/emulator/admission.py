@@ -65,7 +65,7 @@ class WebhookDispatcher:
 
     async def mutate(self, request: AdmissionRequest) -> JSON | None:
         configs = self._configs(_MUTATING)
-        if not configs or request.dry_run:
+        if not configs:
             return None
         obj = request.obj
         changed = False
@@ -85,7 +85,7 @@ class WebhookDispatcher:
 
     async def validate(self, request: AdmissionRequest) -> None:
         configs = self._configs(_VALIDATING)
-        if not configs or request.dry_run:
+        if not configs:
             return
         for config in configs:
             for hook in config.get("webhooks") or []:
@@ -125,6 +125,9 @@ class WebhookDispatcher:
 
     async def _call(self, hook: JSON, request: AdmissionRequest, obj: JSON | None) -> JSON | None:
         name = hook.get("name", "")
+        if request.dry_run and hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
+            raise ApiError(400, "BadRequest", f'admission webhook "{name}" does not support '
+                           f"dry run")
         policy = hook.get("failurePolicy", "Fail")
         url, server_hostname = self._url(hook)
         review = _review(request, obj)

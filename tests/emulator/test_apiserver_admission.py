@@ -106,6 +106,11 @@ def test_mutating_and_validating_webhooks(api: k8s.ApiClient, webhook: Any) -> N
                       "rules": _rules(["configmaps"], ["CREATE", "UPDATE"])}]})
     mutated = core.create_namespaced_pod("default", pod_body("m", labels={"mutate": "please"}))
     assert mutated.metadata.labels == {"mutate": "please", "mutated": "yes"}
+    dry = core.create_namespaced_pod("default", pod_body("dry", labels={"mutate": "please"}),
+                                     dry_run="All")
+    assert dry.metadata.labels["mutated"] == "yes"  # webhooks see dry runs (sideEffects None)
+    assert REVIEWS[-1]["request"]["dryRun"] is True
+    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["m"]
     plain = core.create_namespaced_pod("default", pod_body("plain"))
     assert plain.metadata.labels in (None, {})  # the objectSelector did not match
     request = REVIEWS[0]["request"]
