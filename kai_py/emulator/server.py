@@ -498,7 +498,10 @@ class EmulatedAPIServer:
         table = _wants_table(request)
         bookmarks = q.get("allowWatchBookmarks") in _TRUE
         initial = q.get("sendInitialEvents") in _TRUE
-        timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
+        try:
+            timeout = float(q.get("timeoutSeconds") or 0) or None  # 0: the server's default
+        except ValueError:
+            raise bad_request(f"invalid timeoutSeconds {q['timeoutSeconds']!r}") from None
         rv = q.get("resourceVersion")
         if req.name:
             name_sel = f"metadata.name={req.name}"

@@ -315,6 +315,12 @@ def test_binding_and_eviction(core: k8s.CoreV1Api, server: ThreadedServer) -> No
         core.create_namespaced_pod_binding("p", "default", binding, _preload_content=False)
     assert err.value.status == 409
     assert 'pod p is already assigned to node "node-1"' in error_body(err.value)["message"]
+    core.create_namespaced_pod("default", pod_body("legacy"))
+    legacy = k8s.V1Binding(metadata=k8s.V1ObjectMeta(name="legacy"),
+                           target=k8s.V1ObjectReference(kind="Node", name="node-2"))
+    resp = core.create_namespaced_binding("default", legacy, _preload_content=False)
+    assert resp.status == 201
+    assert core.read_namespaced_pod("legacy", "default").spec.node_name == "node-2"
     eviction = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name="p", namespace="default"))
     resp = core.create_namespaced_pod_eviction("p", "default", eviction, _preload_content=False)
     assert resp.status == 201
@@ -322,7 +328,7 @@ def test_binding_and_eviction(core: k8s.CoreV1Api, server: ThreadedServer) -> No
     assert pod.metadata.deletion_timestamp is not None  # graceful: still there
     assert pod.metadata.deletion_grace_period_seconds == 30
     core.delete_namespaced_pod("p", "default", grace_period_seconds=0)
-    assert core.list_namespaced_pod("default").items == []
+    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["legacy"]
 
 
 def test_bad_input_gets_status_errors(server: ThreadedServer) -> None:
