@@ -17,6 +17,7 @@ Pending until their scheduler binds them.
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -34,6 +35,7 @@ from kai_py.emulator.nodes.resources import (
 from kai_py.emulator.timesource import Clock, rfc3339
 
 DEFAULT_SCHEDULER = "default-scheduler"
+UNSCHEDULABLE_FLUSH_SECONDS = 0.1
 
 
 def tolerates(tolerations: list[Json], taint: Json) -> bool:
@@ -126,10 +128,13 @@ class DefaultScheduler:
         self.queue = WorkQueue(self.reconcile, name="default-scheduler")
         self.recorder = EventRecorder(client, clock, "default-scheduler", enabled=events)
         self._unschedulable: set[str] = set()
+        self._flush_planned = False
         # What each pod takes from its node, kept up to date from pod events so
         # that a placement costs O(nodes), not O(pods).
         self._placed: dict[str, tuple[str, Resources]] = {}
         self._usage: dict[str, tuple[Resources, int]] = {}
+        # Nodes in name order with their parsed allocatable, rebuilt when a node changes.
+        self._nodes: list[tuple[Json, Resources]] | None = None
         pods.add_handler(self._on_pod)
         nodes.add_handler(self._on_node)
 
@@ -171,13 +176,37 @@ class DefaultScheduler:
             self._retry_unschedulable()
 
     def _on_node(self, _kind: str, _obj: Json, _old: Json | None) -> None:
+        self._nodes = None
         self._retry_unschedulable()
 
-    def _retry_unschedulable(self) -> None:
-        for key in list(self._unschedulable):
-            self.queue.add(key)
+    def _sorted_nodes(self) -> list[tuple[Json, Resources]]:
+        if self._nodes is None:
+            nodes = sorted(self.nodes.values(), key=lambda n: str(n["metadata"].get("name")))
+            self._nodes = [
+                (n, parse_resource_map((n.get("status") or {}).get("allocatable"))) for n in nodes
+            ]
+        return self._nodes
 
-    def _filter(self, pod: Json, node: Json, requests: Resources) -> str | None:
+    def _retry_unschedulable(self) -> None:
+        """Try the unschedulable pods again soon, batched: one flush for a burst of events.
+
+        Like kube-scheduler's unschedulable queue, this keeps a full cluster from
+        re-trying every pending pod on every single pod event.
+        """
+        if self._flush_planned or not self._unschedulable:
+            return
+        self._flush_planned = True
+
+        def flush() -> None:
+            self._flush_planned = False
+            for key in list(self._unschedulable):
+                self.queue.add(key)
+
+        asyncio.get_running_loop().call_later(UNSCHEDULABLE_FLUSH_SECONDS, flush)
+
+    def _filter(
+        self, pod: Json, node: Json, allocatable: Resources, requests: Resources
+    ) -> str | None:
         """None if the pod fits the node, else kube-scheduler's reason."""
         spec = node.get("spec") or {}
         if spec.get("unschedulable"):
@@ -197,7 +226,6 @@ class DefaultScheduler:
                 )
         if not affinity_matches(pod, node):
             return "node(s) didn't match Pod's node affinity/selector"
-        allocatable = parse_resource_map((node.get("status") or {}).get("allocatable"))
         name = str((node.get("metadata") or {}).get("name"))
         used, count = self._usage.get(name, ({}, 0))
         rejection = check_fit(requests, used, allocatable, count)
@@ -212,10 +240,10 @@ class DefaultScheduler:
             self._unschedulable.discard(key)
             return
         requests = pod_requests(pod)
-        nodes = sorted(self.nodes.values(), key=lambda n: str(n["metadata"].get("name")))
+        nodes = self._sorted_nodes()
         reasons: Counter[str] = Counter()
-        for node in nodes:
-            reason = self._filter(pod, node, requests)
+        for node, allocatable in nodes:
+            reason = self._filter(pod, node, allocatable, requests)
             if reason is not None:
                 reasons[reason] += 1
                 continue
