@@ -265,3 +265,30 @@ def test_kubectl_deployment_rollout_and_scale_up_and_down(cluster: ThreadedDevCl
     wait_running(4)
     kubectl(kc, "scale", "deployment/web", "--replicas=1")
     wait_running(1)
+
+
+def test_taken_port_exits_1_and_bad_port_exits_2() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*DEV, "--no-operator", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=REPO,
+        )
+    assert done.returncode == 1
+    assert f"cannot start the API server on port {port}" in done.stderr
+    done = subprocess.run(
+        [*DEV, "--no-operator", "--port", "70000"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert "--port 70000 is not a TCP port" in done.stderr
