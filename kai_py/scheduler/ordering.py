@@ -63,7 +63,7 @@ class JobPicker:
     ) -> None:
         self.session = session
         self.demand = demand
-        self._heaps: dict[str, list[tuple[JobKey, Job]]] = {}
+        self._heaps: dict[str, list[tuple[tuple[object, ...], Job]]] = {}
         self._pending: dict[str, int] = {}  # queue -> jobs waiting in its subtree
         self._keys: dict[str, tuple[int, Job, int, tuple[object, ...]]] = {}
         for job in jobs:
@@ -72,7 +72,9 @@ class JobPicker:
     def push(self, job: Job) -> None:
         if job.queue not in self.session.queues:
             return
-        heapq.heappush(self._heaps.setdefault(job.queue, []), (job_key(job), job))
+        heapq.heappush(
+            self._heaps.setdefault(job.queue, []), (self.session.framework.job_order(job), job)
+        )
         for queue in self.session.ancestors(job.queue):
             self._pending[queue.name] = self._pending.get(queue.name, 0) + 1
 
@@ -99,7 +101,7 @@ class JobPicker:
             ):
                 key = memo[3]
             else:
-                key = queue_key(queue, self.demand(job))
+                key = self.session.framework.queue_order(queue, self.demand(job))
                 self._keys[name] = (queue.version, job, job.version, key)
             if best is None or key < best[0]:
                 best = (key, queue, job)

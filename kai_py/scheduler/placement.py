@@ -27,8 +27,8 @@ class Placement:
 class Placer:
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.predicates = PredicateCache()
-        self.spread = session.config.placement == "spread"
+        self.predicates = PredicateCache(session.framework)
+        self.spread = session.framework.placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
 
     # --------------------------------------------------------------- fit

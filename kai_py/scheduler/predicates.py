@@ -1,44 +1,30 @@
-"""Node predicates: can this task run on this node at all, resources aside?
+"""Node predicates with a cache: can this task run on this node, resources aside?
 
 Answers are cached per (task shape, node), because the pods of one job, and
 often of many jobs, share a shape; a node's labels and taints do not change
-within a session.
+within a session. The predicates themselves are plugins
+(``plugins/predicates.py``) on the framework's ``predicates`` extension point.
 """
 
 from __future__ import annotations
 
-from kai_py.api.keys import GPU_MEMORY_NODE_LABEL
-from kai_py.scheduler.model import Node, Task
+from kai_py.scheduler.framework import Framework, default_framework
+from kai_py.scheduler.model import Config, Node, Task
 
-_BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+_DEFAULT: Framework | None = None
 
 
 def check(task: Task, node: Node) -> str | None:
-    """None when ``task`` may run on ``node``; otherwise a kube-scheduler style phrase."""
-    if not node.ready:
-        return "node(s) were not ready"
-    if node.unschedulable:
-        return "node(s) were unschedulable"
-    for taint in node.taints:
-        if taint.effect in _BLOCKING_EFFECTS and not any(
-            t.tolerates(taint) for t in task.tolerations
-        ):
-            shown = f"{taint.key}={taint.value}" if taint.value else taint.key
-            return f"node(s) had untolerated taint {{{shown}: {taint.effect}}}"
-    for key, value in task.node_selector.items():
-        if node.labels.get(key) != value:
-            return "node(s) didn't match Pod's node affinity/selector"
-    if task.affinity and not any(
-        all(req.matches(node.labels) for req in term) for term in task.affinity
-    ):
-        return "node(s) didn't match Pod's node affinity/selector"
-    if task.gpu_memory_mib > 0 and node.gpu_memory_mib <= 0:
-        return f"node(s) had no {GPU_MEMORY_NODE_LABEL} label, needed to share a GPU by memory"
-    return None
+    """The built-in predicates alone (for tools and tests)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = default_framework(Config())
+    return _DEFAULT.check_node(task, node)
 
 
 class PredicateCache:
-    def __init__(self) -> None:
+    def __init__(self, framework: Framework) -> None:
+        self._framework = framework
         self._cache: dict[tuple[object, str], str | None] = {}
 
     def check(self, task: Task, node: Node) -> str | None:
@@ -46,5 +32,5 @@ class PredicateCache:
         try:
             return self._cache[key]
         except KeyError:
-            result = self._cache[key] = check(task, node)
+            result = self._cache[key] = self._framework.check_node(task, node)
             return result

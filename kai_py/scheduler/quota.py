@@ -21,10 +21,10 @@ def queue_details(session: Session, name: str) -> dict[str, object]:
     }
 
 
-def check_capacity(
-    session: Session, job: Job, demand: Res, check_limit: bool = True
-) -> Reason | None:
-    """OverLimit or NonPreemptibleOverQuota for the first queue up the tree that refuses."""
+def check_limit(session: Session, job: Job, demand: Res, check_limit: bool = True) -> Reason | None:
+    """OverLimit for the first queue up the tree whose limit the next step would pass."""
+    if not check_limit:
+        return None
     for queue in session.ancestors(job.queue):
         for res in RESOURCE_NAMES:
             want = demand.get(res)
@@ -32,7 +32,7 @@ def check_capacity(
                 continue
             has = queue.allocated.get(res)
             limit = queue.limit.get(res)
-            if check_limit and has + want > limit + EPS:
+            if has + want > limit + EPS:
                 return Reason(
                     reasons.OVER_LIMIT,
                     f"Queue {queue.name} would use {format_quantity(res, has + want)}, above its "
@@ -41,18 +41,31 @@ def check_capacity(
                     f"{format_quantity(res, want)}",
                     {"resource": res, "queueDetails": queue_details(session, queue.name)},
                 )
-            if not job.preemptible:
-                held = queue.allocated_non_preemptible.get(res)
-                deserved = queue.deserved.get(res)
-                if held + want > deserved + EPS:
-                    return Reason(
-                        reasons.NON_PREEMPTIBLE_OVER_QUOTA,
-                        f"Non-preemptible job {job.key} asks for {format_quantity(res, want)}, "
-                        f"but queue {queue.name} already runs "
-                        f"{format_quantity(res, held)} of non-preemptible work out of a deserved "
-                        f"quota of {format_quantity(res, deserved)}; non-preemptible jobs may "
-                        f"only use deserved quota (make the job preemptible to use idle "
-                        f"resources over quota)",
-                        {"resource": res, "queueDetails": queue_details(session, queue.name)},
-                    )
+    return None
+
+
+def check_non_preemptible_quota(
+    session: Session, job: Job, demand: Res, check_limit: bool = True
+) -> Reason | None:
+    """NonPreemptibleOverQuota: non-preemptible work may only use deserved quota."""
+    if job.preemptible:
+        return None
+    for queue in session.ancestors(job.queue):
+        for res in RESOURCE_NAMES:
+            want = demand.get(res)
+            if want <= EPS:
+                continue
+            held = queue.allocated_non_preemptible.get(res)
+            deserved = queue.deserved.get(res)
+            if held + want > deserved + EPS:
+                return Reason(
+                    reasons.NON_PREEMPTIBLE_OVER_QUOTA,
+                    f"Non-preemptible job {job.key} asks for {format_quantity(res, want)}, "
+                    f"but queue {queue.name} already runs "
+                    f"{format_quantity(res, held)} of non-preemptible work out of a deserved "
+                    f"quota of {format_quantity(res, deserved)}; non-preemptible jobs may "
+                    f"only use deserved quota (make the job preemptible to use idle "
+                    f"resources over quota)",
+                    {"resource": res, "queueDetails": queue_details(session, queue.name)},
+                )
     return None

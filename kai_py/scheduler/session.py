@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kai_py.scheduler.fairshare import compute_fair_shares
 from kai_py.scheduler.model import GpuGroup, Job, Node, Queue, Snapshot, Task, TaskStatus
 from kai_py.scheduler.nodeindex import NodeIndex
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import EPS, Res
+
+if TYPE_CHECKING:
+    from kai_py.scheduler.framework import Framework
 
 
 class Op(enum.Enum):
@@ -83,10 +87,13 @@ class QueueFigures:
 
 
 class Session:
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, framework: Framework | None = None) -> None:
+        from kai_py.scheduler.framework import default_framework
+
         self.snapshot = snapshot
         self.now = snapshot.now
         self.config = snapshot.config
+        self.framework = framework if framework is not None else default_framework(snapshot.config)
         self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
         self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
         self.jobs: dict[str, Job] = {j.uid: j for j in snapshot.jobs}

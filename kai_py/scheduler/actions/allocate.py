@@ -12,7 +12,6 @@ from kai_py.scheduler.actions.common import demand, needed, place_tasks
 from kai_py.scheduler.model import Job, TaskStatus
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.placement import Placer
-from kai_py.scheduler.quota import check_capacity
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.session import Session
 
@@ -83,7 +82,7 @@ def allocate(session: Session, placer: Placer) -> None:
     while (picked := picker.pop()) is not None:
         job = picked
         count = needed(job)
-        refusal = check_capacity(session, job, demand(session, job, count))
+        refusal = session.framework.check_capacity(session, job, demand(session, job, count))
         if refusal is not None:
             session.explain(job, refusal)
             continue

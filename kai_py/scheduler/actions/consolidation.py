@@ -24,7 +24,7 @@ def _free_gpu(node: Node) -> float:
 
 
 def consolidation(session: Session, placer: Placer) -> None:
-    if session.config.placement == "spread":
+    if session.framework.placement == "spread":
         return
     pool: VictimPool | None = None
     free: tuple[float, float] | None = None
@@ -42,7 +42,9 @@ def consolidation(session: Session, placer: Placer) -> None:
         if want.gpu > free[0] + EPS or want.cpu > free[1] + EPS:
             continue  # not fragmentation: the cluster lacks the resources
         if pool is None:
-            pool = VictimPool(session.jobs.values(), victim_cost, lambda t: True)
+            pool = VictimPool(
+                session, "consolidation", session.jobs.values(), victim_cost, lambda t: True
+            )
         search = VictimSearch(
             session,
             placer,

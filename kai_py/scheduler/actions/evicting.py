@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from kai_py.scheduler.actions.allocate import gate, pending_jobs
 from kai_py.scheduler.actions.common import demand, needed
 from kai_py.scheduler.model import Job, Queue, Task, TaskStatus
 from kai_py.scheduler.ordering import JobPicker
-from kai_py.scheduler.quota import check_capacity
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Session
 
@@ -23,14 +22,11 @@ def preemptors(session: Session, *, check_limit: bool = True) -> Iterator[Job]:
     ready = [j for j in pending_jobs(session) if gate(session, j) is None]
     picker = JobPicker(session, ready, lambda j: demand(session, j))
     while (job := picker.pop()) is not None:
-        refusal = check_capacity(session, job, demand(session, job, needed(job)), check_limit)
+        refusal = session.framework.check_capacity(
+            session, job, demand(session, job, needed(job)), check_limit
+        )
         if refusal is None:
             yield job
-
-
-def within_limits(session: Session, job: Job) -> bool:
-    """Every queue from the job's up to the root is within its limit (as things are now)."""
-    return all(q.allocated.fits_in(q.limit) for q in session.ancestors(job.queue))
 
 
 def inherited(session: Session, queue_name: str, attr: str) -> float:
@@ -80,23 +76,52 @@ def victim_cost(job: Job) -> tuple[int, float, float, str]:
     return (job.priority, -newest, -job.created, job.name)
 
 
-def protected_note(session: Session, jobs: Iterator[Job] | list[Job], attr: str, word: str) -> str:
-    """ " N pods are protected by <word>" for the would-be victims that are too young."""
-    young = 0
+def protected_note(
+    session: Session, queues: Iterable[str], attr: str, below_priority: int | None = None
+) -> str:
+    """ "; N pod(s) are protected by <setting>" for would-be victims too young to go.
+
+    Counts the running preemptible pods of ``queues`` (of jobs below
+    ``below_priority``, when given) that have not run their minimum runtime.
+    """
+    young = _young_by_queue(session, attr)
+    count = 0
     example = ""
-    for job in jobs:
-        if not job.preemptible:
-            continue
-        for task in job.tasks:
-            if task.status is TaskStatus.RUNNING and not old_enough(session, task, job.queue, attr):
-                young += 1
-                if not example:
-                    minimum = inherited(session, job.queue, attr)
-                    age = session.now - task.start_time if task.start_time is not None else 0.0
-                    example = (
-                        f" (e.g. {task.key} has run {age:g}s of the {minimum:g}s "
-                        f"{word} of queue {job.queue})"
-                    )
-    if not young:
+    for name in queues:
+        for priority, text in young.get(name, []):
+            if below_priority is None or priority < below_priority:
+                count += 1
+                example = example or text
+    if not count:
         return ""
-    return f"; {young} pod(s) are protected by {word}{example}"
+    return f"; {count} pod(s) are protected by {attr_word(attr)}{example}"
+
+
+def _young_by_queue(session: Session, attr: str) -> dict[str, list[tuple[int, str]]]:
+    key = ("young", attr)
+    cached = session.memo.get(key)
+    if isinstance(cached, dict):
+        return cached
+    found: dict[str, list[tuple[int, str]]] = {}
+    if any(getattr(q, attr) for q in session.queues.values()):
+        for job in session.jobs.values():
+            if not job.preemptible:
+                continue
+            for task in job.tasks:
+                if task.status is not TaskStatus.RUNNING or old_enough(
+                    session, task, job.queue, attr
+                ):
+                    continue
+                minimum = inherited(session, job.queue, attr)
+                age = session.now - task.start_time if task.start_time is not None else 0.0
+                text = (
+                    f" (e.g. {task.key} has run {age:g}s of the {minimum:g}s "
+                    f"{attr_word(attr)} of queue {job.queue})"
+                )
+                found.setdefault(job.queue, []).append((job.priority, text))
+    session.memo[key] = found
+    return found
+
+
+def attr_word(attr: str) -> str:
+    return "reclaimMinRuntime" if attr == "reclaim_min_runtime" else "preemptMinRuntime"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
 
 from kai_py.scheduler import reasons
@@ -11,17 +10,12 @@ from kai_py.scheduler.actions.evicting import (
     preemptors,
     protected_note,
     victim_cost,
-    within_limits,
 )
-from kai_py.scheduler.actions.victims import Unit, VictimPool, VictimSearch
+from kai_py.scheduler.actions.victims import VictimPool, VictimSearch, always
 from kai_py.scheduler.model import Job, Task
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.session import Session
-
-
-def _within_limits(session: Session, job: Job, _: Sequence[Unit]) -> bool:
-    return within_limits(session, job)
 
 
 def _old_enough(session: Session, queue: str, task: Task) -> bool:
@@ -41,18 +35,16 @@ def preempt(session: Session, placer: Placer) -> None:
         pool = pools.get(job.queue)
         if pool is None:
             pool = pools[job.queue] = VictimPool(
+                session,
+                "preempt",
                 (v for v in session.jobs.values() if v.queue == job.queue),
                 victim_cost,
                 partial(_old_enough, session, job.queue),
             )
         units = pool.units([job.queue], keep=lambda v, job=job: v.priority < job.priority)  # type: ignore[misc]
-        fits = partial(_within_limits, session, job)
-        if VictimSearch(session, placer, "preempt", fits).run(job, units):
+        if VictimSearch(session, placer, "preempt", always).run(job, units):
             continue
-        lower = [
-            v for v in session.jobs.values() if v.queue == job.queue and v.priority < job.priority
-        ]
-        note = protected_note(session, lower, "preempt_min_runtime", "preemptMinRuntime")
+        note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
         session.explain(job, _why_not(job, True, note))
 
 

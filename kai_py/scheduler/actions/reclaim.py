@@ -140,6 +140,8 @@ def reclaim(session: Session, placer: Placer) -> None:
             continue
         if pool is None:
             pool = VictimPool(
+                session,
+                "reclaim",
                 session.jobs.values(),
                 victim_cost,
                 lambda t: old_enough(
@@ -167,8 +169,8 @@ def _reclaim_one_way(
 
 def _nothing_to_reclaim(session: Session, job: Job) -> Reason:
     queue = session.queues[job.queue]
-    others = [j for j in session.jobs.values() if j.queue != job.queue]
-    note = protected_note(session, others, "reclaim_min_runtime", "reclaimMinRuntime")
+    others = (q for q in session.queues if q != job.queue)
+    note = protected_note(session, others, "reclaim_min_runtime")
     return Reason(
         reasons.NO_RECLAIM,
         f"Job {job.key} cannot reclaim resources: no other queue is above its fair share "

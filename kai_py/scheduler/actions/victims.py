@@ -65,13 +65,16 @@ class VictimPool:
 
     def __init__(
         self,
+        session: Session,
+        action: str,
         jobs: Iterable[Job],
         cost: Callable[[Job], tuple[object, ...]],
         eligible: Callable[[Task], bool],
     ) -> None:
         self._surplus: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
         self._gangs: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
-        ordered = sorted((j for j in jobs if j.preemptible), key=cost)
+        may = session.framework.may_be_victim
+        ordered = sorted((j for j in jobs if may(session, j, action)), key=cost)
         for seq, job in enumerate(ordered):
             extra, gang = job_units(job, eligible)
             key = cost(job)
@@ -170,7 +173,8 @@ class VictimSearch:
             return False
         if self.replace_victims and not self._replace(stmt):
             return False
-        return self.validate(units)
+        s = self.session
+        return self.validate(units) and s.framework.validate(s, preemptor, units, self.action)
 
     def _replace(self, stmt: Statement) -> bool:
         """Find every victim of this scenario a new place (held by a shadow task)."""

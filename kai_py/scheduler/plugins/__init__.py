@@ -1,0 +1,1 @@
+"""Built-in plugins; each has ``register(framework, config)``."""

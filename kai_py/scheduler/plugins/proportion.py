@@ -1,0 +1,28 @@
+"""The queue plugin: queue order by fair share and DRF, limits, non-preemptible quota."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kai_py.scheduler.actions.victims import Unit
+from kai_py.scheduler.framework import Framework
+from kai_py.scheduler.model import Config, Job
+from kai_py.scheduler.ordering import queue_key
+from kai_py.scheduler.quota import check_limit, check_non_preemptible_quota
+from kai_py.scheduler.session import Session
+
+
+def preempt_within_limits(
+    session: Session, preemptor: Job, units: Sequence[Unit], action: str
+) -> bool:
+    """Preempt swaps jobs inside one queue, so its limit is checked on the outcome."""
+    if action != "preempt":
+        return True
+    return all(q.allocated.fits_in(q.limit) for q in session.ancestors(preemptor.queue))
+
+
+def register(framework: Framework, config: Config) -> None:
+    framework.queue_order = queue_key
+    framework.capacity_checks.append(("limit", check_limit))
+    framework.capacity_checks.append(("nonPreemptibleQuota", check_non_preemptible_quota))
+    framework.validators.append(("queueLimits", preempt_within_limits))
