@@ -258,3 +258,38 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
             index[key] = len(out)
             out.append(strategic_merge({}, item))
     return [c for c in out if not (isinstance(c, dict) and c.get(merge_key) in deleted)]
+
+
+def drop_unapplied(live: Any, previous: Any, applied: Any, field: str = "") -> None:
+    """Server-side apply: remove from ``live`` what one field manager applied before
+    (``previous``) and no longer applies (``applied``). Lists with a merge key lose
+    the items the manager dropped; other lists are replaced by the merge anyway."""
+    if isinstance(live, dict) and isinstance(previous, dict):
+        applied = applied if isinstance(applied, dict) else {}
+        for key, old in previous.items():
+            if key not in applied:
+                live.pop(key, None)
+            elif key in live:
+                drop_unapplied(live[key], old, applied[key], key)
+    elif isinstance(live, list) and isinstance(previous, list) and isinstance(applied, list):
+        merge_key = MERGE_KEYS.get(field)
+        if not merge_key:
+            return  # atomic lists are replaced by the merge anyway
+        kept = {item.get(merge_key) for item in applied if isinstance(item, dict)}
+        gone = {item.get(merge_key) for item in previous if isinstance(item, dict)} - kept
+        live[:] = [
+            item for item in live if not (isinstance(item, dict) and item.get(merge_key) in gone)
+        ]
+        by_key = {item.get(merge_key): item for item in applied if isinstance(item, dict)}
+        for item in live:
+            if isinstance(item, dict):
+                old_item = next(
+                    (
+                        p
+                        for p in previous
+                        if isinstance(p, dict) and p.get(merge_key) == item.get(merge_key)
+                    ),
+                    None,
+                )
+                if old_item is not None and item.get(merge_key) in by_key:
+                    drop_unapplied(item, old_item, by_key[item.get(merge_key)])

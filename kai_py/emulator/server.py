@@ -34,8 +34,9 @@ from .kubeconfig import write_kubeconfig
 from .patches import json_patch, merge_patch
 from .protobuf import ProtobufError
 from .resources import ResourceType
-from .store import Store, Watch
+from .store import Store
 from .tables import to_table
+from .watch import Watch
 
 JSON = dict[str, Any]
 

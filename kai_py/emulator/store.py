@@ -90,16 +90,26 @@ from .errors import (
     invalid,
     not_found,
 )
-from .patches import MERGE_KEYS, copy_json, json_patch, merge_patch, strategic_merge
+from .patches import copy_json, drop_unapplied, json_patch, merge_patch, strategic_merge
 from .resources import Registry, ResourceType, builtin_types, types_from_crd
 from .selectors import (
-    FieldRequirement,
-    Requirement,
     fields_match,
     labels_match,
     parse_field_selector,
     parse_label_selector,
 )
+from .watch import StoredEvent, Watch
+
+__all__ = [
+    "PATCH_TYPES",
+    "AdmissionHook",
+    "AdmissionRequest",
+    "ListResult",
+    "Store",
+    "Watch",
+    "collect",
+    "now_rfc3339",
+]
 
 JSON = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
@@ -177,108 +187,6 @@ class ListResult(NamedTuple):
     remaining: int | None
 
 
-@dataclass
-class _Event:
-    rv: int
-    storage_key: str
-    type: str
-    obj: JSON
-    old: JSON | None
-
-
-class Watch:
-    """An open watch: an async iterator of ``(event_type, object)``.
-
-    Ends (StopAsyncIteration) when closed by :meth:`close`, by the store
-    (``Store.close_watches``), or when the resource type stops being served.
-    Objects are copies the caller may keep and mutate.
-    """
-
-    def __init__(
-        self,
-        store: Store,
-        rt: ResourceType,
-        namespace: str | None,
-        labels: builtins.list[Requirement],
-        fields: builtins.list[FieldRequirement],
-        bookmark_interval: float | None,
-    ) -> None:
-        self._store = store
-        self.resource = rt
-        self.namespace = namespace
-        self._labels = labels
-        self._fields = fields
-        self._queue: asyncio.Queue[tuple[str, JSON] | None] = asyncio.Queue()
-        self._bookmark_interval = bookmark_interval
-        self._closed = False
-
-    def _matches(self, obj: JSON) -> bool:
-        if self.namespace and (obj.get("metadata") or {}).get("namespace") != self.namespace:
-            return False
-        return labels_match(self._labels, obj) and fields_match(self._fields, obj)
-
-    def _offer(self, event: _Event) -> None:
-        new_ok = self._matches(event.obj)
-        if event.type == "MODIFIED" and event.old is not None:
-            old_ok = self._matches(event.old)
-            if old_ok and not new_ok:
-                self._put("DELETED", event.obj)
-            elif new_ok and not old_ok:
-                self._put("ADDED", event.obj)
-            elif new_ok:
-                self._put("MODIFIED", event.obj)
-        elif new_ok:
-            self._put(event.type, event.obj)
-
-    def _put(self, event_type: str, obj: JSON) -> None:
-        self._queue.put_nowait((event_type, self._store._present(self.resource, obj)))
-
-    def ready(self) -> builtins.list[tuple[str, JSON]]:
-        """Events already queued, taken without waiting (for batching writers)."""
-        out: builtins.list[tuple[str, JSON]] = []
-        while not self._queue.empty():
-            item = self._queue.get_nowait()
-            if item is None:
-                self._queue.put_nowait(None)  # keep the end marker for __anext__
-                break
-            out.append(item)
-        return out
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._store._watchers.get(self.resource.storage_key, set()).discard(self)
-            self._queue.put_nowait(None)
-
-    def __aiter__(self) -> Watch:
-        return self
-
-    async def __anext__(self) -> tuple[str, JSON]:
-        if self._closed and self._queue.empty():
-            raise StopAsyncIteration
-        if self._bookmark_interval is None:
-            item = await self._queue.get()
-        else:
-            try:
-                item = await asyncio.wait_for(self._queue.get(), self._bookmark_interval)
-            except TimeoutError:
-                return "BOOKMARK", {
-                    "kind": self.resource.kind,
-                    "apiVersion": self.resource.api_version,
-                    "metadata": {"resourceVersion": str(self._store.resource_version)},
-                }
-        if item is None:
-            self._closed = True
-            raise StopAsyncIteration
-        return item
-
-    async def __aenter__(self) -> Watch:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
-
-
 class Store:
     """All objects of the emulated cluster, and everything that changes them."""
 
@@ -294,7 +202,7 @@ class Store:
         self.clock = clock
         self._objects: dict[str, dict[Key, JSON]] = {}
         self._rv = 0
-        self._history: deque[_Event] = deque(maxlen=history_size)
+        self._history: deque[StoredEvent] = deque(maxlen=history_size)
         self._compacted_rv = 0
         self._watchers: dict[str, set[Watch]] = {}
         self._dependents: dict[str, set[tuple[str, Key]]] = {}
@@ -465,6 +373,9 @@ class Store:
                     w._offer(ev)
         self._watchers.setdefault(rt.storage_key, set()).add(w)
         return w
+
+    def _forget_watch(self, watch: Watch) -> None:
+        self._watchers.get(watch.resource.storage_key, set()).discard(watch)
 
     def close_watches(self, resource: str | ResourceType | None = None) -> int:
         """End open watches (all, or of one resource); returns how many were closed."""
@@ -661,7 +572,7 @@ class Store:
                 if previous is not None:
                     # Fields this manager applied before and has now dropped go away,
                     # as with server-side apply's field ownership.
-                    _drop_removed(base, previous, body)
+                    drop_unapplied(base, previous, body)
             patched = strategic_merge(base, body)
         if not isinstance(patched, dict):
             raise bad_request("the patch did not produce an object")
@@ -1468,7 +1379,7 @@ class Store:
     def _emit(self, rt: ResourceType, event_type: str, obj: JSON, old: JSON | None) -> None:
         if len(self._history) == self._history.maxlen:
             self._compacted_rv = self._history[0].rv
-        ev = _Event(self._rv, rt.storage_key, event_type, obj, old)
+        ev = StoredEvent(self._rv, rt.storage_key, event_type, obj, old)
         self._history.append(ev)
         for w in list(self._watchers.get(rt.storage_key, ())):
             w._offer(ev)
@@ -1699,39 +1610,6 @@ class Store:
     def iter_objects(self, resource: str | ResourceType) -> Iterable[JSON]:
         """Read-only view of stored objects, without copies (do not mutate them)."""
         return list(self._bucket(self.resolve(resource)).values())
-
-
-def _drop_removed(live: Any, previous: Any, applied: Any, field: str = "") -> None:
-    """Remove from ``live`` what ``previous`` applied and ``applied`` no longer does."""
-    if isinstance(live, dict) and isinstance(previous, dict):
-        applied = applied if isinstance(applied, dict) else {}
-        for key, old in previous.items():
-            if key not in applied:
-                live.pop(key, None)
-            elif key in live:
-                _drop_removed(live[key], old, applied[key], key)
-    elif isinstance(live, list) and isinstance(previous, list) and isinstance(applied, list):
-        merge_key = MERGE_KEYS.get(field)
-        if not merge_key:
-            return  # atomic lists are replaced by the merge anyway
-        kept = {item.get(merge_key) for item in applied if isinstance(item, dict)}
-        gone = {item.get(merge_key) for item in previous if isinstance(item, dict)} - kept
-        live[:] = [
-            item for item in live if not (isinstance(item, dict) and item.get(merge_key) in gone)
-        ]
-        by_key = {item.get(merge_key): item for item in applied if isinstance(item, dict)}
-        for item in live:
-            if isinstance(item, dict):
-                old_item = next(
-                    (
-                        p
-                        for p in previous
-                        if isinstance(p, dict) and p.get(merge_key) == item.get(merge_key)
-                    ),
-                    None,
-                )
-                if old_item is not None and item.get(merge_key) in by_key:
-                    _drop_removed(item, old_item, by_key[item.get(merge_key)])
 
 
 def _scale_paths(rt: ResourceType) -> tuple[str, str, str]:
