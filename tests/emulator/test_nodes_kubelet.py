@@ -410,3 +410,33 @@ def test_active_deadline_fails_the_pod_and_frees_its_cards() -> None:
         assert cluster.kubelet("gpu-0").plugin.in_use() == 0
 
     run(check)
+
+
+def test_repeated_exits_back_off_like_crash_loop() -> None:
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        annotations = {ann.RUN_SECONDS: "0", ann.EXIT_CODE: "1"}
+        await cluster.store.create("pods", pod("p", annotations=annotations, restart="Always"))
+
+        async def backing_off() -> Json | None:
+            p = await get(cluster, "p")
+            statuses = p["status"].get("containerStatuses") or []
+            waiting = statuses[0]["state"].get("waiting", {}) if statuses else {}
+            return p if waiting.get("reason") == "CrashLoopBackOff" else None
+
+        p = await cluster.wait_for(backing_off)  # first restart at once, then a 10 s wait
+        (container,) = p["status"]["containerStatuses"]
+        assert container["restartCount"] == 1
+        assert container["lastState"]["terminated"]["exitCode"] == 1
+        assert p["status"]["phase"] == "Running"
+        clock.advance(9)
+        await settle()
+        assert (await get(cluster, "p"))["status"]["containerStatuses"][0]["restartCount"] == 1
+        clock.advance(1)
+
+        async def restarted_twice() -> Json | None:
+            p = await get(cluster, "p")
+            return p if p["status"]["containerStatuses"][0]["restartCount"] == 2 else None
+
+        await cluster.wait_for(restarted_twice)
+
+    run(check)

@@ -48,7 +48,12 @@ from kai_py.emulator.controllers.events import EventRecorder
 from kai_py.emulator.errors import ApiError
 from kai_py.emulator.nodes import annotations as ann
 from kai_py.emulator.nodes.devices import DeviceAllocationError, DevicePlugin
-from kai_py.emulator.nodes.pod_status import rejected_status, running_status, terminated_status
+from kai_py.emulator.nodes.pod_status import (
+    backoff_status,
+    rejected_status,
+    running_status,
+    terminated_status,
+)
 from kai_py.emulator.nodes.resources import (
     NODE_AFFINITY_REJECTION,
     Rejection,
@@ -69,6 +74,16 @@ TERMINAL = ("Succeeded", "Failed")
 # What a container killed by SIGTERM exits with (128 + 15).
 SIGTERM_EXIT = 143
 CONFIG_RETRY_SECONDS = 1.0
+# The kubelet's container restart backoff: 10 s doubling, at most 5 min.
+CRASH_LOOP_BASE_SECONDS = 10.0
+CRASH_LOOP_MAX_SECONDS = 300.0
+
+
+def crash_loop_delay(restart: int) -> float:
+    """Wait before restart number ``restart`` (1-based): the first is immediate."""
+    if restart <= 1:
+        return 0.0
+    return min(CRASH_LOOP_MAX_SECONDS, CRASH_LOOP_BASE_SECONDS * 2.0 ** (restart - 2))
 
 
 @dataclass
@@ -87,6 +102,7 @@ class PodRecord:
     start_time: str = ""  # status.startTime
     restarts: dict[str, int] = field(default_factory=dict)
     stop_at: float | None = None
+    restart_at: float | None = None  # in CrashLoopBackOff until then
     timer: asyncio.Task[None] | None = None
 
     def holds_resources(self) -> bool:
@@ -485,6 +501,12 @@ class Kubelet:
                 await self._deadline_exceeded(pod, record)
                 return
             waits.append(left)
+        if record.restart_at is not None:
+            if now >= record.restart_at:
+                await self._restart_containers(pod, record)
+            else:
+                self._set_timer(record, min([record.restart_at - now, *waits]))
+            return
         run_for = _float_annotation(pod, ann.RUN_SECONDS)
         if run_for is not None:
             left = record.started + run_for - now
@@ -494,6 +516,27 @@ class Kubelet:
             waits.append(left)
         if waits:
             self._set_timer(record, min(waits))
+
+    async def _restart_containers(self, pod: Json, record: PodRecord) -> None:
+        now = self.clock.time()
+        for container in (pod.get("spec") or {}).get("containers") or []:
+            name = str(container.get("name"))
+            record.restarts[name] = record.restarts.get(name, 0) + 1
+        record.started = now
+        record.restart_at = None
+        status = running_status(
+            pod,
+            host_ip=self.host_ip,
+            pod_ip=record.pod_ip,
+            start_time=record.start_time,
+            now=rfc3339(now),
+            devices=record.devices,
+            restart_counts=record.restarts,
+        )
+        await self._patch_status(pod, {"status": status})
+        run_for = _float_annotation(pod, ann.RUN_SECONDS)
+        if run_for is not None:
+            self._set_timer(record, run_for)
 
     async def _deadline_exceeded(self, pod: Json, record: PodRecord) -> None:
         """spec.activeDeadlineSeconds passed: the kubelet kills the pod and fails it."""
@@ -517,22 +560,18 @@ class Kubelet:
         restart = policy == "Always" or (policy == "OnFailure" and exit_code != 0)
         now = self.clock.time()
         if restart:
-            # The kubelet restarts the containers in place (no CrashLoopBackOff delay here).
-            for container in (pod.get("spec") or {}).get("containers") or []:
-                name = str(container.get("name"))
-                record.restarts[name] = record.restarts.get(name, 0) + 1
-            record.started = now
-            status = running_status(
-                pod,
-                host_ip=self.host_ip,
-                pod_ip=record.pod_ip,
-                start_time=record.start_time,
-                now=rfc3339(now),
-                devices=record.devices,
-                restart_counts=record.restarts,
+            restarts = 1 + max(record.restarts.values(), default=0)
+            delay = crash_loop_delay(restarts)
+            if delay <= 0:
+                await self._restart_containers(pod, record)
+                return
+            # CrashLoopBackOff: the containers wait before they start again.
+            record.restart_at = now + delay
+            status = backoff_status(
+                pod, pod.get("status") or {}, exit_code=exit_code, delay=delay, now=rfc3339(now)
             )
             await self._patch_status(pod, {"status": status})
-            self._set_timer(record, _float_annotation(pod, ann.RUN_SECONDS) or 0.0)
+            self._set_timer(record, delay)
             return
         reason = "Completed" if exit_code == 0 else "Error"
         status = terminated_status(

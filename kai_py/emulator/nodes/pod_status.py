@@ -201,6 +201,62 @@ def terminated_status(
     return status
 
 
+def backoff_status(
+    pod: Mapping[str, Any],
+    previous: Mapping[str, Any],
+    *,
+    exit_code: int,
+    delay: float,
+    now: str,
+) -> dict[str, Any]:
+    """Containers exited and wait to restart (CrashLoopBackOff); the pod stays Running."""
+    meta = pod.get("metadata") or {}
+    uid = str(meta.get("uid", ""))
+    old = {str(s.get("name")): s for s in previous.get("containerStatuses") or []}
+    statuses = []
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        name = str(container.get("name", ""))
+        before = old.get(name, {})
+        count = int(before.get("restartCount", 0))
+        one = _base_container_status(uid, container, count, ())
+        if "allocatedResourcesStatus" in before:
+            one["allocatedResourcesStatus"] = before["allocatedResourcesStatus"]
+        started = ((before.get("state") or {}).get("running") or {}).get("startedAt", now)
+        one.update(
+            {
+                "ready": False,
+                "started": False,
+                "state": {
+                    "waiting": {
+                        "reason": "CrashLoopBackOff",
+                        "message": f"back-off {int(delay)}s restarting failed container={name} "
+                        f"pod={meta.get('name')}_{meta.get('namespace')}({uid})",
+                    }
+                },
+                "lastState": {
+                    "terminated": {
+                        "exitCode": exit_code,
+                        "reason": "Completed" if exit_code == 0 else "Error",
+                        "startedAt": started,
+                        "finishedAt": now,
+                        "containerID": one["containerID"],
+                    }
+                },
+            }
+        )
+        statuses.append(one)
+    status = dict(previous)
+    conditions = [
+        c
+        for c in previous.get("conditions") or []
+        if c.get("type") not in ("Ready", "ContainersReady")
+    ]
+    for kind in ("Ready", "ContainersReady"):
+        conditions.append(_condition(kind, False, now, reason="ContainersNotReady"))
+    status.update({"phase": "Running", "conditions": conditions, "containerStatuses": statuses})
+    return status
+
+
 def rejected_status(pod: Mapping[str, Any], rejection: Rejection, now: str) -> dict[str, Any]:
     """What kubelet admission writes for a pod it will not run."""
     return {
