@@ -142,6 +142,8 @@ _GENERATION_KEYS = frozenset(
 #: Where the API's default propagationPolicy is Orphan (kubectl asks for Background).
 _ORPHAN_BY_DEFAULT = frozenset({"jobs.batch", "replicationcontrollers"})
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+#: How long the garbage collector waits before it treats a missing owner as gone.
+DANGLING_OWNER_DELAY = 0.2
 #: PriorityClasses every cluster has.
 SYSTEM_PRIORITY_CLASSES = {
     "system-cluster-critical": 2000000000,
@@ -211,6 +213,7 @@ class Store:
         self._terminated: set[Key] = set()  # pods whose kubelet confirmed (or timed out)
         self._tasks: set[asyncio.Future[Any]] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._dangling: set[str] = set()  # owner uids being checked for existence
         self._applied: dict[str, dict[str, JSON]] = {}  # uid -> field manager -> config
         if create_default_namespaces:
             for ns in DEFAULT_NAMESPACES:
@@ -1472,6 +1475,9 @@ class Store:
                 deps = self._dependents.setdefault(uid, set())
                 if add:
                     deps.add(ref)
+                    if uid not in self._uids and uid not in self._dangling:
+                        self._dangling.add(uid)
+                        self._spawn(self._collect_dangling(uid))
                 else:
                     deps.discard(ref)
                     if not deps:
@@ -1493,6 +1499,16 @@ class Store:
             if types and obj is not None:
                 out.append((types[0], obj))
         return out
+
+    async def _collect_dangling(self, owner_uid: str) -> None:
+        """Dependents of an owner that does not exist go, as the real collector decides
+        after it has looked the owner up."""
+        try:
+            await asyncio.sleep(DANGLING_OWNER_DELAY)
+            if owner_uid not in self._uids:
+                await self._collect_background(owner_uid)
+        finally:
+            self._dangling.discard(owner_uid)
 
     async def _collect_background(self, owner_uid: str) -> None:
         await asyncio.sleep(0)

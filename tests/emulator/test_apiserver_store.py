@@ -495,3 +495,22 @@ def test_interrupted_garbage_collection_resumes_on_a_new_loop() -> None:
     run(first())
     assert [c["metadata"]["name"] for c in store.iter_objects("configmaps")] == ["dep"]
     assert run(second()) == []
+
+
+def test_dependents_of_an_owner_that_never_existed_are_collected() -> None:
+    async def body() -> None:
+        store = Store()
+        live = await store.create("configmaps", {"metadata": {"name": "live",
+                                                              "namespace": "default"}})
+        ghost = {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "ghost", "uid": "no-such-uid"}}
+        await store.create("configmaps", _owned("orphaned", ghost))
+        both = _owned("shared", live)
+        both["metadata"]["ownerReferences"] += _owned("x", ghost)["metadata"]["ownerReferences"]
+        await store.create("configmaps", both)
+        await store.wait_idle()
+        left = {c["metadata"]["name"]: c for c in (await store.list("configmaps"))[0]}
+        assert set(left) == {"live", "shared"}
+        assert [r["name"] for r in left["shared"]["metadata"]["ownerReferences"]] == ["live"]
+
+    run(body())
