@@ -440,3 +440,57 @@ def test_repeated_exits_back_off_like_crash_loop() -> None:
         await cluster.wait_for(restarted_twice)
 
     run(check)
+
+
+def test_fractional_gpu_flow_as_the_binder_drives_it() -> None:
+    """Reservation pod -> its card's UUID -> ConfigMap -> the shared pod sees that card."""
+
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        await cluster.store.create("pods", pod("whole", node="gpu-1", gpus=1))
+        await cluster.wait_pod_phase("default", "whole", "Running")
+        reservation = pod(
+            "gpu-reservation-gpu-1-x1",
+            node="gpu-1",
+            gpus=1,
+            namespace=keys.RESERVATION_NAMESPACE,
+        )
+        reservation["metadata"]["labels"] = {keys.GPU_GROUP_LABEL: "group-1"}
+        await cluster.store.create("pods", reservation)
+
+        async def reserved() -> str | None:
+            p = await get(cluster, "gpu-reservation-gpu-1-x1", keys.RESERVATION_NAMESPACE)
+            value = p["metadata"]["annotations"].get(keys.RESERVED_GPU_INDEX_ANNOTATION)
+            return str(value) if value else None
+
+        uuid = await cluster.wait_for(reserved)
+        assert uuid == gpu_uuid("gpu-1", 1)  # card 0 was taken: the plugin chose card 1
+        await cluster.store.create(
+            "configmaps",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "shared-0-gpu", "namespace": "default"},
+                "data": {"NVIDIA_VISIBLE_DEVICES": uuid, "GPU_PORTION": "0.5"},
+            },
+        )
+        shared = pod(
+            "shared-0",
+            node=None,
+            env=[
+                {
+                    "name": "NVIDIA_VISIBLE_DEVICES",
+                    "valueFrom": {
+                        "configMapKeyRef": {"name": "shared-0-gpu", "key": "NVIDIA_VISIBLE_DEVICES"}
+                    },
+                }
+            ],
+        )
+        shared["metadata"]["annotations"] = {keys.GPU_FRACTION_ANNOTATION: "0.5"}
+        await cluster.store.create("pods", shared)
+        await cluster.store.bind_pod("default", "shared-0", "gpu-1")
+        p = await cluster.wait_pod_phase("default", "shared-0", "Running")
+        assert p["metadata"]["annotations"][ann.VISIBLE_DEVICES] == uuid
+        # The shared pod holds no card of its own: two cards in use on the node.
+        assert cluster.kubelet("gpu-1").plugin.in_use() == 2
+
+    run(check)
