@@ -131,26 +131,11 @@ async def with_retries(
     raise AssertionError("unreachable")
 
 
-def meta(obj: Json) -> Json:
-    value = obj.get("metadata")
-    if not isinstance(value, dict):
-        value = {}
-        obj["metadata"] = value
-    return value
-
-
 def obj_key(obj: Json) -> str:
     """namespace/name, or name for cluster-scoped objects."""
     m = obj.get("metadata") or {}
     ns = m.get("namespace")
     return f"{ns}/{m.get('name')}" if ns else str(m.get("name"))
-
-
-def split_key(key: str) -> tuple[str | None, str]:
-    if "/" in key:
-        ns, name = key.split("/", 1)
-        return ns, name
-    return None, key
 
 
 def controller_ref(owner: Json, kind: str, api_version: str) -> Json:
@@ -163,16 +148,3 @@ def controller_ref(owner: Json, kind: str, api_version: str) -> Json:
         "controller": True,
         "blockOwnerDeletion": True,
     }
-
-
-def owned_by(obj: Json, owner_uid: str) -> bool:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(ref.get("uid") == owner_uid and ref.get("controller") for ref in refs)
-
-
-def controller_of(obj: Json) -> Json | None:
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    for ref in refs:
-        if ref.get("controller"):
-            return dict(ref)
-    return None

@@ -33,7 +33,6 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kai_py.api import keys
 from kai_py.emulator.cluster_spec import NodeGroup, node_allocatable
@@ -634,14 +633,3 @@ class Kubelet:
 
         record.timer = asyncio.get_running_loop().create_task(fire())
 
-
-def describe_usage(kubelet: Kubelet) -> dict[str, Any]:
-    """What a test or ``kubectl describe node`` would want to know (for debugging)."""
-    used, count = kubelet.used()
-    return {
-        "node": kubelet.name,
-        "pods": count,
-        "requested": used,
-        "gpus_in_use": kubelet.plugin.in_use(),
-        "free_gpus": [kubelet.plugin.uuid(i) for i in kubelet.plugin.free_indices()],
-    }
