@@ -189,11 +189,8 @@ MERGE_KEYS: dict[str, str] = {
     "ownerReferences": "uid",
     "topologySpreadConstraints": "topologyKey",
     "resourceClaims": "name",
-    "taints": "key",
     "addresses": "type",
     "schedulingGates": "name",
-    "containerStatuses": "name",
-    "initContainerStatuses": "name",
 }
 #: Primitive lists with patchStrategy=merge: union instead of replace.
 MERGED_PRIMITIVE_LISTS = frozenset({"finalizers"})
@@ -230,8 +227,20 @@ def strategic_merge(target: Any, patch: Any) -> Any:
     return result
 
 
+def _merge_key(field: str, current: Any, patch: list[Any]) -> str | None:
+    key = MERGE_KEYS.get(field)
+    if field == "ports":
+        # Container ports merge by containerPort, Service ports by port.
+        items = [i for i in (current or []) + patch if isinstance(i, dict)]
+        key = "containerPort" if any("containerPort" in i for i in items) else "port"
+    return key
+
+
 def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
-    merge_key = MERGE_KEYS.get(field)
+    merge_key = _merge_key(field, current, patch)
+    if merge_key and any(isinstance(p, dict) and merge_key not in p and "$patch" not in p
+                         for p in patch):
+        merge_key = None  # items without their key cannot be merged: replace the list
     if field in MERGED_PRIMITIVE_LISTS and isinstance(current, list):
         out = list(current)
         out.extend(v for v in patch if v not in out)

@@ -252,3 +252,29 @@ def test_describe_shows_events_posted_through_events_k8s_io(kubectl: Kubectl,
     listed = kubectl("get", "events").stdout.splitlines()
     assert listed[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
     assert "pod/web" in listed[1] and "Unschedulable" in listed[1]
+
+
+SERVICE = """\
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports:
+  - {name: http, port: 80, targetPort: 8080}
+  - {name: https, port: 443, targetPort: 8443}
+"""
+
+
+def test_reapply_and_taints_merge_lists_by_their_keys(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", input=SERVICE)
+    assert kubectl("apply", "-f", "-", input=SERVICE).stdout.strip() == "service/web unchanged"
+    one_port = SERVICE.replace("  - {name: https, port: 443, targetPort: 8443}\n", "")
+    assert kubectl("apply", "-f", "-", input=one_port).stdout.strip() == "service/web configured"
+    svc = json.loads(kubectl("get", "svc", "web", "-o", "json").stdout)
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": 8080}]
+    kubectl("apply", "-f", "-", input="apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n")
+    kubectl("taint", "node", "n1", "gpu=true:NoSchedule", "spot=yes:NoExecute")
+    kubectl("taint", "node", "n1", "gpu-")
+    node = json.loads(kubectl("get", "node", "n1", "-o", "json").stdout)
+    assert [t["key"] for t in node["spec"]["taints"]] == ["spot"]
