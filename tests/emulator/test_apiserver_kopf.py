@@ -19,13 +19,17 @@ OPERATOR = textwrap.dedent("""\
     @kopf.on.startup()
     def configure(settings, **_):
         settings.watching.server_timeout = 10
-        settings.posting.level = 0
 
     @kopf.on.create("test.kai-py.dev", "v1", "widgets")
-    def created(spec, name, patch, logger, **_):
+    def created(body, spec, name, patch, logger, **_):
         logger.info(f"widget {name} created")
+        kopf.info(body, reason="Seen", message=f"widget {name} seen")
         patch.status["phase"] = "Seen"
         patch.status["count"] = spec["size"] * 2
+
+    @kopf.on.delete("test.kai-py.dev", "v1", "widgets")
+    def deleted(name, logger, **_):
+        logger.info(f"widget {name} cleaned up")
 """)
 
 
@@ -53,11 +57,23 @@ def test_kopf_operator_sees_creations_and_patches_status(server: ThreadedServer,
             if status.get("phase") == "Seen":
                 break
             time.sleep(0.1)
+        finalizers = server.call(store.get("widgets", "default", "w1"))["metadata"].get(
+            "finalizers", [])
+        server.call(store.delete("widgets", "default", "w1"))
+        gone = False
+        while time.monotonic() < deadline and not gone:
+            items, _ = server.call(store.list("widgets", "default"))
+            gone = not items
+            time.sleep(0.1)
     assert runner.exit_code == 0, runner.output
     assert runner.exception is None
     assert "widget w1 created" in runner.output
     assert status == {"phase": "Seen", "count": 10}
-    # Kopf marked the object as handled through the main endpoint (annotations).
-    meta = server.call(store.get("widgets", "default", "w1"))["metadata"]
-    assert any(k.startswith("kopf.zalando.org/") for k in meta.get("annotations", {}))
+    # Kopf's finalizer kept the object until its deletion handler had run.
+    assert finalizers == ["kopf.zalando.org/KopfFinalizerMarker"]
+    assert gone and "widget w1 cleaned up" in runner.output
+    events, _ = server.call(store.list("events", "default",
+                                       field_selector="involvedObject.name=w1"))
+    assert [(e["reason"], e["message"], e["involvedObject"]["kind"]) for e in events] == [
+        ("Seen", "widget w1 seen", "Widget")]
     assert os.environ["KUBECONFIG"] == server.kubeconfig_path
