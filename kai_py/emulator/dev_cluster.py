@@ -103,6 +103,7 @@ class DevCluster:
         self.controllers: ControllerManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._bootstrapped = False
+        self._down_nodes: set[str] = set()
 
     # ---- what tests and users reach for -----------------------------------------------------
 
@@ -134,6 +135,16 @@ class DevCluster:
             raise KeyError(node)
         return kubelet
 
+    async def fail_node(self, node: str) -> None:
+        """Make a node unreachable (its kubelet stops; Ready=Unknown, unreachable taints)."""
+        assert self.fleet is not None, "not started"
+        await self.fleet.fail_node(node)
+
+    async def recover_node(self, node: str) -> None:
+        """Bring an unreachable node back; its kubelet takes up its pods again."""
+        assert self.fleet is not None, "not started"
+        await self.fleet.recover_node(node)
+
     def drop_watches(self) -> int:
         """End every open watch, HTTP and in-process; watchers must resume on their own."""
         return self.store.close_watches()
@@ -154,6 +165,7 @@ class DevCluster:
             self.clock,
             events=self._options["events"],
             heartbeat=self._options["heartbeat"],
+            down=self._down_nodes,
         )
         self.controllers = ControllerManager(
             client,

@@ -316,3 +316,55 @@ def test_http_faults_reach_clients_and_a_retrying_client_succeeds(threaded: Any)
     assert failures == 2
     threaded.call(threaded.cluster.wait_pod_phase("default", "http-pod", "Running"))
     threaded.cluster.faults.clear()
+
+
+def test_an_unreachable_node_keeps_its_pods_until_it_recovers() -> None:
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        def bound(name: str, seconds: str | None = None) -> Json:
+            annotations = {ann.RUN_SECONDS: seconds} if seconds else {}
+            return {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+                "spec": {
+                    "nodeName": "gpu-1",
+                    "schedulerName": "none",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": "busybox",
+                            "resources": {"limits": {keys.GPU_RESOURCE: "2"}},
+                        }
+                    ],
+                },
+            }
+
+        await cluster.store.create("pods", bound("old", seconds="5"))
+        before = await cluster.wait_pod_phase("default", "old", "Running")
+        await cluster.fail_node("gpu-1")
+        node = await cluster.store.get("nodes", "", "gpu-1")
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"]) == ("Unknown", "NodeStatusUnknown")
+        taints = {(t["key"], t["effect"]) for t in node["spec"]["taints"]}
+        assert taints == {
+            ("node.kubernetes.io/unreachable", "NoSchedule"),
+            ("node.kubernetes.io/unreachable", "NoExecute"),
+        }
+        await cluster.store.create("pods", bound("new"))
+        clock.advance(10)
+        await asyncio.sleep(0.05)
+        assert (await cluster.store.get("pods", "default", "old"))["status"]["phase"] == "Running"
+        assert (await cluster.store.get("pods", "default", "new"))["status"]["phase"] == "Pending"
+        await cluster.restart()  # still down after a restart
+        await asyncio.sleep(0.05)
+        assert (await cluster.store.get("pods", "default", "new"))["status"]["phase"] == "Pending"
+        await cluster.recover_node("gpu-1")
+        await cluster.wait_pod_phase("default", "new", "Running")
+        old = await cluster.wait_pod_phase("default", "old", "Succeeded")  # its time had passed
+        assert old["metadata"]["annotations"] == before["metadata"]["annotations"]
+        assert await no_card_twice(cluster) == 2
+        node = await cluster.store.get("nodes", "", "gpu-1")
+        assert not node["spec"].get("taints")
+
+    run(check)

@@ -13,6 +13,7 @@ import contextlib
 import logging
 from functools import partial
 
+from kai_py.api import keys
 from kai_py.emulator.cluster_spec import ClusterSpec, node_conditions, node_ip, node_manifest
 from kai_py.emulator.controllers.client import (
     LEASES,
@@ -25,11 +26,13 @@ from kai_py.emulator.controllers.client import (
 )
 from kai_py.emulator.controllers.runtime import Informer, WorkQueue
 from kai_py.emulator.errors import ApiError
+from kai_py.emulator.nodes.devices import DevicePlugin
 from kai_py.emulator.nodes.kubelet import Kubelet
 from kai_py.emulator.timesource import Clock, rfc3339
 
 log = logging.getLogger(__name__)
 
+UNREACHABLE = "node.kubernetes.io/unreachable"
 # The kubelet's defaults: renew the node Lease every 10 s, valid for 40 s.
 LEASE_RENEW_SECONDS = 10.0
 LEASE_DURATION_SECONDS = 40
@@ -52,6 +55,7 @@ class NodeFleet:
         *,
         events: bool = True,
         heartbeat: bool = True,
+        down: set[str] | None = None,
     ) -> None:
         self.client = client
         self.spec = spec
@@ -63,6 +67,9 @@ class NodeFleet:
         self.kubelets: dict[str, Kubelet] = {}
         self._ran_on: dict[str, str] = {}  # pod key -> node whose kubelet knows it
         self.ready = asyncio.Event()
+        # Nodes whose kubelet is "unreachable"; shared with the owner, so it
+        # outlives a restart of the fleet.
+        self.down: set[str] = down if down is not None else set()
         for index, (name, group) in enumerate(spec.node_groups().items()):
             self.kubelets[name] = Kubelet(
                 name,
@@ -101,7 +108,7 @@ class NodeFleet:
             self.kubelets[previous].drop(key)
             del self._ran_on[key]
         kubelet = self.kubelets.get(str(node)) if node else None
-        if kubelet is None:
+        if kubelet is None or kubelet.name in self.down:
             return
         await kubelet.reconcile(key)
         if key in kubelet.records:
@@ -121,13 +128,15 @@ class NodeFleet:
                 if exc.code != 409:
                     raise
                 stored = await with_retries(partial(self.client.get, NODES, name))
+            self.kubelets[name].labels = dict(stored["metadata"].get("labels") or {})
+            if name in self.down:
+                continue  # an unreachable kubelet does not post status
             # Create may drop status (it does for some types); write it as the kubelet does.
             status = dict(manifest["status"])
             status["conditions"] = node_conditions(now)
             await with_retries(
                 partial(self.client.patch, NODES, name, {"status": status}, subresource="status")
             )
-            self.kubelets[name].labels = dict(stored["metadata"].get("labels") or {})
             if attach is not None:
                 attach(name)
 
@@ -157,6 +166,75 @@ class NodeFleet:
             for name in self.kubelets:
                 detach(name)
 
+    async def fail_node(self, name: str) -> None:
+        """The node's kubelet stops answering, as when a machine dies.
+
+        Its pods are left as they are (they keep their cards and room), the
+        Lease is no longer renewed, and the node shows what the node lifecycle
+        controller writes: Ready=Unknown and the ``unreachable`` taints.
+        """
+        kubelet = self.kubelets[name]
+        self.down.add(name)
+        kubelet.close()
+        now = rfc3339(self.clock.time())
+        conditions = [
+            {
+                **c,
+                "status": "Unknown",
+                "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status.",
+                "lastTransitionTime": now,
+            }
+            for c in node_conditions(now)
+        ]
+        await with_retries(
+            partial(
+                self.client.patch,
+                NODES,
+                name,
+                {"status": {"conditions": conditions}},
+                subresource="status",
+            )
+        )
+        node = await with_retries(partial(self.client.get, NODES, name))
+        taints = [
+            t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != UNREACHABLE
+        ]
+        taints += [
+            {"key": UNREACHABLE, "effect": "NoSchedule", "timeAdded": now},
+            {"key": UNREACHABLE, "effect": "NoExecute", "timeAdded": now},
+        ]
+        await with_retries(partial(self.client.patch, NODES, name, {"spec": {"taints": taints}}))
+
+    async def recover_node(self, name: str) -> None:
+        """The kubelet is back: it takes up its pods from their recorded state."""
+        kubelet = self.kubelets[name]
+        now = rfc3339(self.clock.time())
+        node = await with_retries(partial(self.client.get, NODES, name))
+        taints = [
+            t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != UNREACHABLE
+        ]
+        await with_retries(
+            partial(self.client.patch, NODES, name, {"spec": {"taints": taints or None}})
+        )
+        await with_retries(
+            partial(
+                self.client.patch,
+                NODES,
+                name,
+                {"status": {"conditions": node_conditions(now)}},
+                subresource="status",
+            )
+        )
+        for key in list(kubelet.records):
+            kubelet.records.pop(key)
+        kubelet.plugin = DevicePlugin(name, kubelet.group.gpus, keys.GPU_RESOURCE)
+        mine = [p for p in self.pods.values() if (p.get("spec") or {}).get("nodeName") == name]
+        kubelet.restore(mine)
+        self.down.discard(name)
+        for pod in mine:
+            self.queue.add(obj_key(pod))
+
     def _restore(self) -> None:
         by_node: dict[str, list[Json]] = {}
         for pod in self.pods.values():
@@ -175,6 +253,8 @@ class NodeFleet:
         """Renew each node's Lease in kube-node-lease, as kubelets do every 10 s."""
         while True:
             for name in self.kubelets:
+                if name in self.down:
+                    continue
                 with contextlib.suppress(Exception):
                     await self._renew_lease(name)
             await self.clock.sleep(LEASE_RENEW_SECONDS)
