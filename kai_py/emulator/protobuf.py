@@ -1,7 +1,8 @@
 """Decode the Kubernetes protobuf encoding for the few kinds kubectl sends that way.
 
 kubectl's typed generators (``kubectl create namespace|configmap|secret|
-serviceaccount|priorityclass``) and ``kubectl drain`` (Eviction) send
+serviceaccount|priorityclass``), ``kubectl drain`` (Eviction) and ``kubectl
+auth can-i|whoami`` (SelfSubjectAccessReview, SelfSubjectReview) send
 ``application/vnd.kubernetes.protobuf`` bodies and no server-side fallback
 to JSON exists, so the emulator decodes these kinds to their JSON form.
 The field numbers are those of the kinds' ``generated.proto``. Other kinds
@@ -103,6 +104,13 @@ _OBJECT_REF: Schema = {
     7: ("fieldPath", "str"),
 }
 
+_RESOURCE_ATTRIBUTES: Schema = {1: ("namespace", "str"), 2: ("verb", "str"), 3: ("group", "str"),
+                                4: ("version", "str"), 5: ("resource", "str"),
+                                6: ("subresource", "str"), 7: ("name", "str")}
+_NON_RESOURCE_ATTRIBUTES: Schema = {1: ("path", "str"), 2: ("verb", "str")}
+_SSAR_SPEC: Schema = {1: ("resourceAttributes", "msg", _RESOURCE_ATTRIBUTES),
+                      2: ("nonResourceAttributes", "msg", _NON_RESOURCE_ATTRIBUTES)}
+
 #: (apiVersion, kind) -> schema of the object.
 KINDS: dict[tuple[str, str], Schema] = {
     ("v1", "Namespace"): {
@@ -140,6 +148,9 @@ KINDS: dict[tuple[str, str], Schema] = {
         1: ("metadata", "msg", _OBJECT_META),
         2: ("deleteOptions", "msg", _DELETE_OPTIONS),
     },
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
+        1: ("metadata", "msg", _OBJECT_META), 2: ("spec", "msg", _SSAR_SPEC)},
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): {1: ("metadata", "msg", _OBJECT_META)},
     ("meta.k8s.io/v1", "DeleteOptions"): _DELETE_OPTIONS,
     ("v1", "DeleteOptions"): _DELETE_OPTIONS,
 }

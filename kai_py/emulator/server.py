@@ -337,6 +337,8 @@ class EmulatedAPIServer:
                 return await self._bind(req, body, dry_run)
             if req.subresource == "eviction":
                 return await self._evict(req, body, dry_run)
+            if rt.extra.get("review"):
+                return json_response(_review_answer(rt, body), 201)
             obj = await store.create(
                 rt,
                 body,
@@ -674,6 +676,20 @@ class EmulatedAPIServer:
             dry_run=dry_run,
         )
         return json_response(success_status(201), 201)
+
+
+def _review_answer(rt: ResourceType, body: Any) -> JSON:
+    """Access reviews allow everything (the emulator has no RBAC); whoami is the admin."""
+    if not isinstance(body, dict):
+        raise bad_request("the body of the request was not a JSON object")
+    answer: JSON = {**body, "apiVersion": rt.api_version, "kind": rt.kind}
+    answer.setdefault("metadata", {})["creationTimestamp"] = None
+    if rt.kind == "SelfSubjectReview":
+        answer["status"] = {"userInfo": {"username": "kubernetes-admin",
+                                         "groups": ["system:masters", "system:authenticated"]}}
+    else:
+        answer["status"] = {"allowed": True, "reason": "the kai-py emulator has no RBAC"}
+    return answer
 
 
 def _not_found_path() -> ApiError:

@@ -278,3 +278,8 @@ def test_reapply_and_taints_merge_lists_by_their_keys(kubectl: Kubectl) -> None:
     kubectl("taint", "node", "n1", "gpu-")
     node = json.loads(kubectl("get", "node", "n1", "-o", "json").stdout)
     assert [t["key"] for t in node["spec"]["taints"]] == ["spot"]
+
+
+def test_auth_can_i_and_whoami(kubectl: Kubectl) -> None:
+    assert kubectl("auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    assert "kubernetes-admin" in kubectl("auth", "whoami").stdout
