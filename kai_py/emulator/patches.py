@@ -269,7 +269,8 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     return [c for c in out if not (isinstance(c, dict) and c.get(merge_key) in deleted)]
 
 
-def drop_unapplied(live: Any, previous: Any, applied: Any, field: str = "") -> None:
+def drop_unapplied(live: Any, previous: Any, applied: Any, field: str = "", *,
+                   keyed_lists: bool = True) -> None:
     """Server-side apply: remove from ``live`` what one field manager applied before
     (``previous``) and no longer applies (``applied``). Lists with a merge key lose
     the items the manager dropped; other lists are replaced by the merge anyway."""
@@ -279,9 +280,9 @@ def drop_unapplied(live: Any, previous: Any, applied: Any, field: str = "") -> N
             if key not in applied:
                 live.pop(key, None)
             elif key in live:
-                drop_unapplied(live[key], old, applied[key], key)
+                drop_unapplied(live[key], old, applied[key], key, keyed_lists=keyed_lists)
     elif isinstance(live, list) and isinstance(previous, list) and isinstance(applied, list):
-        merge_key = MERGE_KEYS.get(field)
+        merge_key = _merge_key(field, live, applied) if keyed_lists else None
         if not merge_key:
             return  # atomic lists are replaced by the merge anyway
         kept = {item.get(merge_key) for item in applied if isinstance(item, dict)}

@@ -575,8 +575,10 @@ class Store:
                 if previous is not None:
                     # Fields this manager applied before and has now dropped go away,
                     # as with server-side apply's field ownership.
-                    drop_unapplied(base, previous, body)
-            patched = strategic_merge(base, body)
+                    drop_unapplied(base, previous, body, keyed_lists=not rt.custom)
+            # Custom resources have no Go struct tags: their lists are atomic, so an
+            # apply replaces them (x-kubernetes-list-type: map is not modelled).
+            patched = merge_patch(base, body) if rt.custom else strategic_merge(base, body)
         if not isinstance(patched, dict):
             raise bad_request("the patch did not produce an object")
         # A patch is conditional only if it names a resourceVersion itself.

@@ -514,3 +514,19 @@ def test_dependents_of_an_owner_that_never_existed_are_collected() -> None:
         assert [r["name"] for r in left["shared"]["metadata"]["ownerReferences"]] == ["live"]
 
     run(body())
+
+
+def test_server_side_apply_of_a_custom_resource_treats_lists_as_atomic() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("customresourcedefinitions", QUEUE_CRD)
+        await store.patch("widgets", "default", "w", widget("w", tags=["a", "b"]), "apply",
+                          field_manager="me")
+        out = await store.patch("widgets", "default", "w", widget("w", tags=["c"]), "apply",
+                                field_manager="me")
+        assert out["spec"]["tags"] == ["c"]
+        out = await store.patch("widgets", "default", "w", widget("w"), "apply",
+                                field_manager="me")
+        assert "tags" not in out["spec"] and out["spec"]["size"] == 3
+
+    run(body())
