@@ -40,9 +40,15 @@ Summary of the interface::
     obj = await store.update("pods", obj)                     # 409 on stale resourceVersion
     obj = await store.update_status("pods", obj)              # only .status changes
     obj = await store.patch("pods", "default", "p1", {"metadata": {...}}, "merge")
+    #   patch types: "merge", "json", "strategic", "apply" (field_manager=...);
+    #   subresource="status" patches only .status
     obj = await store.bind_pod("default", "p1", "node-1")     # the pods/binding subresource
     obj = await store.evict_pod("default", "p1")              # the pods/eviction subresource
+    scale = await store.get_scale("deployments.apps", "default", "web")   # autoscaling/v1
     result = await store.delete("pods", "default", "p1", grace_period_seconds=0)
+    gone = await store.delete_collection("pods", "default", label_selector="app=x")
+    store.iter_objects("nodes")                               # no copies: read only
+    store.close_watches("pods")                               # end open watches
     async with store.watch("pods", resource_version=rv) as w:
         async for event_type, obj in w:                       # ADDED MODIFIED DELETED BOOKMARK
             ...
