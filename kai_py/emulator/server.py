@@ -300,6 +300,11 @@ class EmulatedAPIServer:
         q = request.query
         method = request.method
         verb = self._verb(method, req, q)
+        if req.rt.namespaced and req.namespace is None and verb not in ("list", "watch"):
+            # Across namespaces, namespaced kinds can only be listed and watched.
+            if req.name is None:
+                raise method_not_allowed()
+            raise _not_found_path()
         resource = f"{req.rt.plural}/{req.subresource}" if req.subresource else req.rt.plural
         if resource == "pods/bindings":
             resource = "pods/binding"

@@ -347,6 +347,9 @@ def test_bad_input_gets_status_errors(server: ThreadedServer) -> None:
          json.dumps({"metadata": {"name": "x", "namespace": "default"}}).encode(),
          400, "BadRequest"),
         ("PUT", "/api/v1/namespaces/default/pods", b"{}", 405, "MethodNotAllowed"),
+        ("POST", "/api/v1/pods", json.dumps({"metadata": {"name": "x", "namespace": "default"},
+                                             "spec": {}}).encode(), 405, "MethodNotAllowed"),
+        ("GET", "/api/v1/pods/x", None, 404, "NotFound"),
         ("PATCH", "/api/v1/namespaces/default/configmaps/x", b"{}", 404, "NotFound"),
     ]
     for method, path, body, code, reason in cases:
