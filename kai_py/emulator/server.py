@@ -351,6 +351,7 @@ class EmulatedAPIServer:
                 dry_run=dry_run,
                 field_validation=validation,
                 warnings=warnings,
+                take=True,
             )
             return json_response(obj, 201, warnings)
         if verb == "update":

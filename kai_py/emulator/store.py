@@ -407,8 +407,13 @@ class Store:
         dry_run: bool = False,
         field_validation: str = "Warn",
         warnings: builtins.list[str] | None = None,
+        take: bool = False,
     ) -> JSON:
         """Create an object; the namespace comes from ``namespace`` or the body.
+
+        ``take=True`` hands ``obj`` over to the store (it is not copied, and the
+        caller must not use it afterwards): the HTTP layer does so with bodies it
+        has just parsed.
 
         ``field_validation`` is Strict (unknown fields: 400), Warn (appended to
         ``warnings``) or Ignore, as the query parameter of the same name.
@@ -418,7 +423,8 @@ class Store:
             raise ApiError(405, "MethodNotAllowed", f"create is not supported on {rt.plural}")
         if not isinstance(obj, dict):
             raise bad_request("the body of the request was not a JSON object")
-        obj = copy_json(obj)
+        if not take:
+            obj = copy_json(obj)
         meta = obj.get("metadata")
         if meta is None:
             meta = obj["metadata"] = {}
