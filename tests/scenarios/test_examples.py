@@ -1,9 +1,5 @@
-"""The README's first run: `kai-py simulate examples/` (examples/cluster.yaml and
-examples/workloads.yaml) exits 0 and shows the outcomes the example files promise.
-
-Node names are not asserted: the folder may hold other cluster descriptions
-(examples/dev-cluster.yaml adds nodes of its own), and the outcomes below hold either way.
-"""
+"""The README's first run: `kai-py simulate examples/simulate/` (cluster.yaml and
+workloads.yaml) exits 0 and shows the outcomes the example files promise."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ import pytest
 
 from kai_py.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "simulate"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
