@@ -50,12 +50,11 @@ class WebhookDispatcher:
         self._session_loop: asyncio.AbstractEventLoop | None = None
         self.calls = 0
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
         session, self._session = self._session, None
-        if session is not None and not session.closed:
-            loop = self._session_loop
-            if loop is not None and loop.is_running():
-                loop.create_task(session.close())
+        if session is not None and not session.closed and (
+                self._session_loop is asyncio.get_running_loop()):
+            await session.close()
 
     def _configs(self, key: str) -> list[JSON]:
         bucket = self._store._objects.get(key)
@@ -126,8 +125,9 @@ class WebhookDispatcher:
     async def _call(self, hook: JSON, request: AdmissionRequest, obj: JSON | None) -> JSON | None:
         name = hook.get("name", "")
         if request.dry_run and hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
-            raise ApiError(400, "BadRequest", f'admission webhook "{name}" does not support '
-                           f"dry run")
+            raise ApiError(
+                400, "BadRequest", f'admission webhook "{name}" does not support dry run'
+            )
         policy = hook.get("failurePolicy", "Fail")
         url, server_hostname = self._url(hook)
         review = _review(request, obj)

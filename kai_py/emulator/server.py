@@ -184,7 +184,7 @@ class EmulatedAPIServer:
         """Stop, and end the store's timers and background tasks (its loop may end too)."""
         await self.stop()
         self.store.cancel_background()
-        self.webhooks.close()
+        await self.webhooks.aclose()
         if self._tmpdir is not None:
             self._tmpdir.cleanup()
             self._tmpdir = None

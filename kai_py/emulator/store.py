@@ -76,6 +76,7 @@ import base64
 import builtins
 import contextlib
 import json
+import logging
 import random
 import time
 import uuid
@@ -119,6 +120,7 @@ __all__ = [
 
 JSON = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
+log = logging.getLogger(__name__)
 
 #: Accepted spellings of patch types (the short names and the HTTP content types).
 PATCH_TYPES = {
@@ -1503,7 +1505,13 @@ class Store:
         except RuntimeError:
             return
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # Background work must not fail silently: that would hide an emulator bug.
+            log.error("emulator background task failed", exc_info=task.exception())
 
     def _dependent_objects(self, uid: str) -> builtins.list[tuple[ResourceType, JSON]]:
         out = []
