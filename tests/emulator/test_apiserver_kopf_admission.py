@@ -1,0 +1,76 @@
+"""Kopf's own admission webhooks, registered by Kopf, are called by the emulator."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from apiserver_helpers import QUEUE_CRD, widget
+from kopf.testing import KopfRunner
+
+from kai_py.emulator.errors import ApiError
+from kai_py.emulator.threaded import ThreadedServer
+
+OPERATOR = textwrap.dedent("""\
+    import kopf
+
+    @kopf.on.startup()
+    def configure(settings, **_):
+        settings.admission.server = kopf.WebhookServer(
+            addr="127.0.0.1", port={port}, certfile={cert!r}, pkeyfile={key!r}, cafile={cert!r})
+        settings.admission.managed = "auto.test.kai-py.dev"
+
+    @kopf.on.validate("test.kai-py.dev", "v1", "widgets")
+    def no_big_widgets(spec, **_):
+        if spec.get("size", 0) > 10:
+            raise kopf.AdmissionError("widgets bigger than 10 are not allowed", code=422)
+
+    @kopf.on.mutate("test.kai-py.dev", "v1", "widgets")
+    def label_widgets(patch, **_):
+        patch.metadata.setdefault("labels", {{}})["checked-by"] = "kopf"
+""")
+
+
+def test_kopf_webhooks_validate_and_mutate(server: ThreadedServer, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make the webhook's self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
+                   capture_output=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    operator = tmp_path / "operator.py"
+    operator.write_text(OPERATOR.format(port=port, cert=str(cert), key=str(key)))
+    server.call(server.store.create("customresourcedefinitions", QUEUE_CRD))
+    monkeypatch.setenv("KUBECONFIG", server.kubeconfig_path)
+    from kubernetes.config import kube_config
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", server.kubeconfig_path)
+    store = server.store
+    with KopfRunner(["run", "--standalone", "-A", "--verbose", str(operator)],
+                    timeout=60) as runner:
+        deadline = time.monotonic() + 20
+        configs: list[dict[str, object]] = []
+        while time.monotonic() < deadline and not configs:
+            configs, _ = server.call(store.list("validatingwebhookconfigurations"))
+            time.sleep(0.1)
+        time.sleep(0.5)  # let Kopf's webhook server start listening
+        created = server.call(store.create("widgets", widget("small", size=3)))
+        with pytest.raises(ApiError) as err:
+            server.call(store.create("widgets", widget("big", size=50)))
+    assert runner.exception is None, runner.output
+    assert [c["metadata"]["name"] for c in configs] == ["auto.test.kai-py.dev"]
+    assert created["metadata"]["labels"] == {"checked-by": "kopf"}
+    assert err.value.code == 422
+    assert "widgets bigger than 10 are not allowed" in err.value.message
+    assert err.value.message.startswith('admission webhook "')
+    assert json.dumps(err.value.status)  # a complete Status object
