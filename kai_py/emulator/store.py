@@ -147,6 +147,8 @@ _GENERATION_KEYS = frozenset(
         "poddisruptionbudgets.policy",
     }
 )
+#: Built-ins that keep the status given at creation (the rest start with none).
+_STATUS_ON_CREATE = frozenset({"nodes", "namespaces"})
 #: Where the API's default propagationPolicy is Orphan (kubectl asks for Background).
 _ORPHAN_BY_DEFAULT = frozenset({"jobs.batch", "replicationcontrollers"})
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -1103,8 +1105,9 @@ class Store:
         else:
             meta.pop("generation", None)
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-        if rt.has_status and rt.custom:
-            # Status is set only through /status for custom resources.
+        if rt.has_status and (rt.custom or rt.storage_key not in _STATUS_ON_CREATE):
+            # As the real strategies' PrepareForCreate: status is written through /status
+            # (only nodes register with theirs).
             obj.pop("status", None)
         return obj
 

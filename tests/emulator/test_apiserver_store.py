@@ -530,3 +530,15 @@ def test_server_side_apply_of_a_custom_resource_treats_lists_as_atomic() -> None
         assert "tags" not in out["spec"] and out["spec"]["size"] == 3
 
     run(body())
+
+
+def test_status_given_at_creation_is_dropped_except_for_nodes() -> None:
+    async def body() -> None:
+        store = Store()
+        pod = await store.create("pods", {**pod_body("p"), "status": {"phase": "Running"}})
+        assert pod["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
+        node = await store.create("nodes", {"metadata": {"name": "n"}, "status": {
+            "capacity": {"nvidia.com/gpu": "8"}}})
+        assert node["status"] == {"capacity": {"nvidia.com/gpu": "8"}}
+
+    run(body())
