@@ -98,6 +98,37 @@ def validate_metadata(rt: ResourceType, obj: JSON, old: JSON | None) -> list[Fie
                         key,
                     )
                 )
+    errors.extend(_owner_references(meta.get("ownerReferences")))
+    return errors
+
+
+def _owner_references(refs: Any) -> list[FieldError]:
+    if not refs:
+        return []
+    if not isinstance(refs, list):
+        return [FieldError("metadata.ownerReferences", "FieldValueTypeInvalid", "must be a list",
+                           refs)]
+    errors = []
+    for ref in refs:
+        if not isinstance(ref, dict):
+            errors.append(FieldError("metadata.ownerReferences", "FieldValueTypeInvalid",
+                                     "must be an object", ref))
+            continue
+        for field in ("apiVersion", "kind", "name"):
+            if not ref.get(field):
+                errors.append(FieldError(f"metadata.ownerReferences.{field}",
+                                         "FieldValueInvalid", f"{field} must not be empty",
+                                         ref.get(field, "")))
+        if not ref.get("uid"):
+            errors.append(FieldError("metadata.ownerReferences.uid", "FieldValueInvalid",
+                                     "uid must not be empty", ref.get("uid", "")))
+    controllers = [r for r in refs if isinstance(r, dict) and r.get("controller")]
+    if len(controllers) > 1:
+        errors.append(FieldError("metadata.ownerReferences", "FieldValueInvalid",
+                                 "Only one reference can have Controller set to true. Found "
+                                 f'"true" in references for {controllers[0].get("kind")}/'
+                                 f'{controllers[0].get("name")} and {controllers[1].get("kind")}/'
+                                 f'{controllers[1].get("name")}', refs, has_value=False))
     return errors
 
 

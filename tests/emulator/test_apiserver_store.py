@@ -542,3 +542,17 @@ def test_status_given_at_creation_is_dropped_except_for_nodes() -> None:
         assert node["status"] == {"capacity": {"nvidia.com/gpu": "8"}}
 
     run(body())
+
+
+def test_owner_references_are_validated() -> None:
+    async def body() -> None:
+        store = Store()
+        with pytest.raises(ApiError) as err:
+            await store.create("configmaps", {"metadata": {
+                "name": "c", "namespace": "default",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o"}]}})
+        assert err.value.code == 422
+        assert 'metadata.ownerReferences.uid: Invalid value: "": uid must not be empty' in \
+            err.value.message
+
+    run(body())
