@@ -31,6 +31,7 @@ _SUB_VERBS = {
     "binding": ("create",),
     "eviction": ("create",),
     "finalize": ("update",),
+    "log": ("get",),
 }
 
 

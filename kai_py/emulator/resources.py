@@ -196,7 +196,7 @@ def builtin_types() -> list[ResourceType]:
             "Pod",
             short_names=("po",),
             categories=("all",),
-            subresources=frozenset({"status", "binding", "eviction"}),
+            subresources=frozenset({"status", "binding", "eviction", "log"}),
         ),
         _core("configmaps", "ConfigMap", short_names=("cm",)),
         _core("secrets", "Secret"),

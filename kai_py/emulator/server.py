@@ -321,6 +321,14 @@ class EmulatedAPIServer:
             return await self._list(request, req)
         if verb == "watch":
             return await self._watch(request, req)
+        if req.subresource == "log":
+            if verb != "get":
+                raise method_not_allowed()
+            text = await store.pod_log(req.namespace or "", req.name or "", q.get("container"))
+            if q.get("tailLines", "").isdigit():
+                lines = text.splitlines(keepends=True)
+                text = "".join(lines[-int(q["tailLines"]):]) if int(q["tailLines"]) else ""
+            return web.Response(text=text, content_type="text/plain")
         if req.subresource == "scale" and verb in ("get", "update", "patch"):
             return await self._scale(request, req, verb, dry_run)
         if verb == "get":

@@ -211,6 +211,9 @@ class Store:
     ) -> None:
         self.registry = Registry(builtin_types())
         self.admission: AdmissionHook | None = None
+        #: Where ``pods/log`` text comes from: ``(pod, container) -> text``; the
+        #: simulated kubelet may set it. None: running containers have empty logs.
+        self.log_provider: Callable[[JSON, str], str] | None = None
         self.clock = clock
         self._objects: dict[str, dict[Key, JSON]] = {}
         self._rv = 0
@@ -848,6 +851,26 @@ class Store:
         return await self.delete(
             rt, namespace, name, grace_period_seconds=grace_period_seconds, dry_run=dry_run
         )
+
+    async def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
+        """The ``pods/log`` subresource: text, or 400 as the kubelet answers."""
+        pod = await self.get("pods", namespace, name)
+        names = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+        if container is None:
+            if len(names) != 1:
+                raise bad_request(f"a container name must be specified for pod {name}, "
+                                  f"choose one of: [{' '.join(names)}]")
+            container = names[0]
+        elif container not in names:
+            raise bad_request(f"container {container} is not valid for pod {name}")
+        statuses = {c.get("name"): c for c in (pod.get("status") or {}).get(
+            "containerStatuses") or []}
+        state = (statuses.get(container) or {}).get("state") or {}
+        if "running" not in state and "terminated" not in state:
+            reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+            raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: '
+                              f"{reason}")
+        return self.log_provider(pod, container) if self.log_provider is not None else ""
 
     async def get_scale(
         self, resource: str | ResourceType, namespace: str | None, name: str

@@ -283,3 +283,18 @@ def test_reapply_and_taints_merge_lists_by_their_keys(kubectl: Kubectl) -> None:
 def test_auth_can_i_and_whoami(kubectl: Kubectl) -> None:
     assert kubectl("auth", "can-i", "create", "pods").stdout.strip() == "yes"
     assert "kubernetes-admin" in kubectl("auth", "whoami").stdout
+
+
+def test_logs_come_from_the_log_provider(kubectl: Kubectl, server: ThreadedServer) -> None:
+    kubectl("apply", "-f", "-", input=POD)
+    waiting = kubectl("logs", "web", check=False)
+    assert waiting.returncode == 1
+    assert 'container "main" in pod "web" is waiting to start: ContainerCreating' in \
+        waiting.stderr
+    server.call(server.store.patch("pods", "default", "web", {"status": {
+        "phase": "Running", "containerStatuses": [{"name": "main", "ready": True,
+                                                   "state": {"running": {}}}]}},
+        subresource="status"))
+    assert kubectl("logs", "web").stdout == ""
+    server.store.log_provider = lambda pod, container: f"{pod['metadata']['name']}/{container}\n"
+    assert kubectl("logs", "web").stdout == "web/main\n"
