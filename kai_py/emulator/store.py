@@ -1301,6 +1301,13 @@ class Store:
                 # Someone wrote while webhooks ran: a real server's etcd CAS fails too.
                 raise conflict(rt.plural, rt.group, name)
         if dry_run:
+            # What the write would store, without storing it: same resourceVersion,
+            # the generation it would get.
+            meta_out = new["metadata"]
+            meta_out["resourceVersion"] = current["metadata"]["resourceVersion"]
+            if "generation" in current["metadata"]:
+                bump = _spec_of(new) != _spec_of(current)
+                meta_out["generation"] = current["metadata"]["generation"] + int(bump)
             return self._present(view, new)
         stored = self._write(rt, current, new)
         return self._present(view, stored)

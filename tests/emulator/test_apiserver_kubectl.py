@@ -298,3 +298,17 @@ def test_logs_come_from_the_log_provider(kubectl: Kubectl, server: ThreadedServe
     assert kubectl("logs", "web").stdout == ""
     server.store.log_provider = lambda pod, container: f"{pod['metadata']['name']}/{container}\n"
     assert kubectl("logs", "web").stdout == "web/main\n"
+
+
+def test_diff_uses_server_side_dry_run(kubectl: Kubectl) -> None:
+    kubectl("apply", "-f", "-", input=POD)
+    same = kubectl("diff", "-f", "-", input=POD, check=False)
+    assert same.returncode == 0 and same.stdout == ""
+    changed = kubectl("diff", "-f", "-", input=POD.replace("nginx:1.27", "nginx:1.28"),
+                      check=False)
+    assert changed.returncode == 1
+    lines = [line for line in changed.stdout.splitlines() if line[:1] in "+-"
+             and not line.startswith(("+++", "---"))]
+    assert lines == ["-    image: nginx:1.27", "+    image: nginx:1.28"]
+    got = json.loads(kubectl("get", "pod", "web", "-o", "json").stdout)
+    assert got["spec"]["containers"][0]["image"] == "nginx:1.27"  # a dry run changed nothing
