@@ -393,7 +393,7 @@ def columns_for(rt: ResourceType) -> tuple[list[Column], Row]:
             PrinterColumn("Age", "date", ".metadata.creationTimestamp")
         ]
         defs = [_NAME] + [
-            (c.name, "string" if c.type == "date" else c.type, c.priority, c.description)
+            (c.name, c.type, c.priority, c.description)
             for c in cols
         ]
 
