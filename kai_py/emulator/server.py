@@ -541,6 +541,7 @@ class EmulatedAPIServer:
                 resource_version=None if initial else rv,
                 label_selector=q.get("labelSelector"),
                 field_selector=field_sel,
+                shared=True,
             )
         except ApiError as err:
             if err.code != 410:

@@ -362,19 +362,23 @@ class Store:
         label_selector: str | None = None,
         field_selector: str | None = None,
         bookmark_interval: float | None = None,
+        shared: bool = False,
     ) -> Watch:
         """Open a watch. Raises ApiError 410 at once if ``resource_version`` is expired.
 
         ``resource_version`` None, "" or "0": first an ADDED for every current
         object, then changes. Otherwise: every change after that version.
         ``bookmark_interval``: yield a BOOKMARK after that many idle seconds.
+        ``shared=True``: events carry the stored objects themselves, read-only (the
+        HTTP layer, which only serializes them, saves a copy per event).
         """
         rt = self.resolve(resource)
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(
             conversion.translate_field_selector(rt, field_selector), rt.storage_key, rt.kind
         )
-        w = Watch(self, rt, namespace if rt.namespaced else None, labels, fields, bookmark_interval)
+        w = Watch(self, rt, namespace if rt.namespaced else None, labels, fields,
+                  bookmark_interval, shared=shared)
         if resource_version in (None, "", "0"):
             for k in sorted(self._bucket(rt)):
                 obj = self._bucket(rt)[k]

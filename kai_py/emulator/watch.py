@@ -45,7 +45,8 @@ class Watch:
 
     Ends (StopAsyncIteration) when closed by :meth:`close`, by the store
     (``Store.close_watches``), or when the resource type stops being served.
-    Objects are copies the caller may keep and mutate.
+    Objects are copies the caller may keep and mutate, unless the watch was
+    opened with ``shared=True`` (then they must be treated as read-only).
     """
 
     def __init__(
@@ -56,8 +57,10 @@ class Watch:
         labels: builtins.list[Requirement],
         fields: builtins.list[FieldRequirement],
         bookmark_interval: float | None,
+        shared: bool = False,
     ) -> None:
         self._store = store
+        self._shared = shared
         self.resource = rt
         self.namespace = namespace
         self._labels = labels
@@ -85,7 +88,12 @@ class Watch:
             self._put(event.type, event.obj)
 
     def _put(self, event_type: str, obj: JSON) -> None:
-        self._queue.put_nowait((event_type, self._store._present(self.resource, obj)))
+        if self._shared and obj.get("apiVersion") == self.resource.api_version:
+            # Stored objects are replaced, never changed, so a reader that only
+            # serializes them may share them; the copy is most of an event's cost.
+            self._queue.put_nowait((event_type, obj))
+        else:
+            self._queue.put_nowait((event_type, self._store._present(self.resource, obj)))
 
     def ready(self) -> builtins.list[tuple[str, JSON]]:
         """Events already queued, taken without waiting (for batching writers)."""
