@@ -62,17 +62,26 @@ class Placer:
         if portion > 1 + EPS or not self._fits_plain(task, node, future):
             return None
         options: list[tuple[float, str]] = []
+        # Every card whose holders are all leaving counts once in free_gpus_future;
+        # so does each whole card being released. Offer no more of them than that.
+        future_cards = math.floor(node.free_gpus_future() + EPS)
+        free_later = 0
         for group in node.groups.values():
             held_later = group.used - group.releasing + group.pipelined
             if held_later + portion > 1 + EPS:
                 continue
-            if not future and group.used + portion > 1 + EPS:
+            if not future and (group.used <= EPS or group.used + portion > 1 + EPS):
+                # Now: only a card somebody holds now is there; a card that is only
+                # promised to a pipelined pod is still some leaving pod's.
                 continue
+            if group.free_later:
+                # Joining a card that was about to be free takes one of the future cards.
+                if free_later >= future_cards:
+                    continue
+                free_later += 1
             options.append((held_later if future else group.used, group.id))
         if future:
-            # Cards being freed whole are offered above under their own ids.
-            reusable = sum(1 for g in node.groups.values() if g.free_later)
-            free_cards = math.floor(node.free_gpus_future() + EPS) - reusable
+            free_cards = future_cards - free_later
         else:
             free_cards = math.floor(min(node.free_gpus_now(), node.free_gpus_future()) + EPS)
         new_ids: list[str] = []

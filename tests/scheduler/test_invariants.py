@@ -594,11 +594,6 @@ def test_one_cycle_invariants_with_releasing_pods(spec: dict[str, Any]) -> None:
     check_cycle(snap)
 
 
-@pytest.mark.xfail(
-    strict=_HUNT is None,
-    reason="its derandomized examples meet the card bug of "
-    "test_fraction_does_not_take_a_card_promised_to_a_whole_gpu_pod; drop this mark once fixed",
-)
 @KNOWN_FAILING
 @given(cluster_specs(releasing=True))
 def test_converges_with_releasing_pods(spec: dict[str, Any]) -> None:
@@ -606,12 +601,6 @@ def test_converges_with_releasing_pods(spec: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------ shrunk regressions
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Placer._shared_groups offers a card that exists only as a promise to a "
-    "pipelined task (group.used == 0) as free *now*; a second fraction is bound onto a "
-    "node whose only GPU is still held by a releasing pod",
-)
 def test_fraction_is_not_bound_on_a_card_promised_to_a_pipelined_pod() -> None:
     snap = snapshot(
         [node("n", gpus=1)],
@@ -628,11 +617,6 @@ def test_fraction_is_not_bound_on_a_card_promised_to_a_pipelined_pod() -> None:
     assert sorted(t.name for t in d.pipelined) == ["p1", "p2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (same cause, inside a gang): the second pod of a pipelined gang is allocated "
-    "'now' on the card promised to the first, so the session counts 2 GPUs used on a 1-GPU node",
-)
 def test_gang_on_a_releasing_card_does_not_overcount_the_node() -> None:
     from kai_py.scheduler.actions.common import place_tasks
     from kai_py.scheduler.placement import Placer
@@ -1420,7 +1404,6 @@ RECLAIM_BINDS_ON_BUSY_CARD = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: bound onto a card promised to a pipelined pod")
 def test_reclaim_never_binds_onto_a_busy_card() -> None:
     check_cycle(build(RECLAIM_BINDS_ON_BUSY_CARD))
 
@@ -1484,11 +1467,6 @@ PROMISED_WHOLE_CARD = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a fraction joins a card whose holders are all leaving (GpuGroup.free_later) "
-    "although that card is already promised to a pipelined whole-GPU pod",
-)
 def test_fraction_does_not_take_a_card_promised_to_a_whole_gpu_pod() -> None:
     snap = build(PROMISED_WHOLE_CARD)
     d = run_cycle(snap)
