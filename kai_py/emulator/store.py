@@ -226,6 +226,7 @@ class Store:
         self._terminated: set[Key] = set()  # pods whose kubelet confirmed (or timed out)
         self._tasks: set[asyncio.Future[Any]] = set()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._service_ips = 9  # 10.96.0.1-10 are the cluster's own
         self._dangling: set[str] = set()  # owner uids being checked for existence
         self._applied: dict[str, dict[str, JSON]] = {}  # uid -> field manager -> config
         if create_default_namespaces:
@@ -244,6 +245,9 @@ class Store:
                         "",
                         ns,
                     ),
+                )
+                self._after_write(
+                    self.registry.resolve("namespaces"), None, self._objects["namespaces"][("", ns)]
                 )
             pcs = self.registry.resolve("priorityclasses.scheduling.k8s.io")
             for pc_name, value in SYSTEM_PRIORITY_CLASSES.items():
@@ -377,8 +381,15 @@ class Store:
         fields = parse_field_selector(
             conversion.translate_field_selector(rt, field_selector), rt.storage_key, rt.kind
         )
-        w = Watch(self, rt, namespace if rt.namespaced else None, labels, fields,
-                  bookmark_interval, shared=shared)
+        w = Watch(
+            self,
+            rt,
+            namespace if rt.namespaced else None,
+            labels,
+            fields,
+            bookmark_interval,
+            shared=shared,
+        )
         if resource_version in (None, "", "0"):
             for k in sorted(self._bucket(rt)):
                 obj = self._bucket(rt)[k]
@@ -464,6 +475,8 @@ class Store:
         obj = self._prepare(rt, obj, None, field_validation, warnings)
         if rt.storage_key == "pods":
             self._admit_pod_priority(obj)
+        elif rt.storage_key == "services":
+            self._allocate_cluster_ip(obj)
         if self.admission is not None:
             req = AdmissionRequest("CREATE", rt, ns, name, obj, None, dry_run=dry_run)
             mutated = await self.admission.mutate(req)
@@ -862,18 +875,22 @@ class Store:
         names = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
         if container is None:
             if len(names) != 1:
-                raise bad_request(f"a container name must be specified for pod {name}, "
-                                  f"choose one of: [{' '.join(names)}]")
+                raise bad_request(
+                    f"a container name must be specified for pod {name}, "
+                    f"choose one of: [{' '.join(names)}]"
+                )
             container = names[0]
         elif container not in names:
             raise bad_request(f"container {container} is not valid for pod {name}")
-        statuses = {c.get("name"): c for c in (pod.get("status") or {}).get(
-            "containerStatuses") or []}
+        statuses = {
+            c.get("name"): c for c in (pod.get("status") or {}).get("containerStatuses") or []
+        }
         state = (statuses.get(container) or {}).get("state") or {}
         if "running" not in state and "terminated" not in state:
             reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
-            raise bad_request(f'container "{container}" in pod "{name}" is waiting to start: '
-                              f"{reason}")
+            raise bad_request(
+                f'container "{container}" in pod "{name}" is waiting to start: {reason}'
+            )
         return self.log_provider(pod, container) if self.log_provider is not None else ""
 
     async def get_scale(
@@ -1172,6 +1189,15 @@ class Store:
         target = next((t for t in storage if not conversion.is_converted(t)), rt)
         return target, conversion.to_storage(rt, obj)
 
+    def _allocate_cluster_ip(self, svc: JSON) -> None:
+        spec = svc.setdefault("spec", {})
+        kind = spec.setdefault("type", "ClusterIP")
+        if kind == "ExternalName" or spec.get("clusterIP"):
+            return
+        self._service_ips += 1
+        ip = f"10.96.{self._service_ips // 250}.{self._service_ips % 250 + 1}"
+        spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
+
     def _admit_pod_priority(self, pod: JSON) -> None:
         """The Priority admission plugin: spec.priority from the PriorityClass."""
         spec = pod.setdefault("spec", {})
@@ -1443,6 +1469,12 @@ class Store:
     def _after_write(self, rt: ResourceType, old: JSON | None, new: JSON) -> None:
         if rt.storage_key == "customresourcedefinitions.apiextensions.k8s.io":
             self._register_crd(rt, new)
+        elif rt.storage_key == "namespaces" and old is None:
+            # The service account controller's job: every namespace has "default".
+            sa = self.registry.resolve("serviceaccounts")
+            ns = new["metadata"]["name"]
+            if (ns, "default") not in self._bucket(sa):
+                self._insert(sa, self._new_object_meta(sa, {"metadata": {}}, ns, "default"))
 
     # ---- internals: deletion --------------------------------------------------------------
 

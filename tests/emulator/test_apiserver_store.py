@@ -556,3 +556,22 @@ def test_owner_references_are_validated() -> None:
             err.value.message
 
     run(body())
+
+
+def test_namespaces_get_a_default_service_account_and_services_a_cluster_ip() -> None:
+    async def body() -> None:
+        store = Store()
+        await store.create("namespaces", {"metadata": {"name": "team"}})
+        accounts, _ = await store.list("serviceaccounts")
+        assert sorted(a["metadata"]["namespace"] for a in accounts) == [
+            "default", "kube-node-lease", "kube-public", "kube-system", "team"]
+        assert {a["metadata"]["name"] for a in accounts} == {"default"}
+        a = await store.create("services", {"metadata": {"name": "a", "namespace": "team"},
+                                            "spec": {"ports": [{"port": 80}]}})
+        b = await store.create("services", {"metadata": {"name": "b", "namespace": "team"},
+                                            "spec": {"ports": [{"port": 80}]}})
+        assert a["spec"]["type"] == "ClusterIP"
+        assert a["spec"]["clusterIP"] != b["spec"]["clusterIP"]
+        assert a["spec"]["clusterIPs"] == [a["spec"]["clusterIP"]]
+
+    run(body())
