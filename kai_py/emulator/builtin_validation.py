@@ -106,29 +106,51 @@ def _owner_references(refs: Any) -> list[FieldError]:
     if not refs:
         return []
     if not isinstance(refs, list):
-        return [FieldError("metadata.ownerReferences", "FieldValueTypeInvalid", "must be a list",
-                           refs)]
+        return [
+            FieldError("metadata.ownerReferences", "FieldValueTypeInvalid", "must be a list", refs)
+        ]
     errors = []
     for ref in refs:
         if not isinstance(ref, dict):
-            errors.append(FieldError("metadata.ownerReferences", "FieldValueTypeInvalid",
-                                     "must be an object", ref))
+            errors.append(
+                FieldError(
+                    "metadata.ownerReferences", "FieldValueTypeInvalid", "must be an object", ref
+                )
+            )
             continue
         for field in ("apiVersion", "kind", "name"):
             if not ref.get(field):
-                errors.append(FieldError(f"metadata.ownerReferences.{field}",
-                                         "FieldValueInvalid", f"{field} must not be empty",
-                                         ref.get(field, "")))
+                errors.append(
+                    FieldError(
+                        f"metadata.ownerReferences.{field}",
+                        "FieldValueInvalid",
+                        f"{field} must not be empty",
+                        ref.get(field, ""),
+                    )
+                )
         if not ref.get("uid"):
-            errors.append(FieldError("metadata.ownerReferences.uid", "FieldValueInvalid",
-                                     "uid must not be empty", ref.get("uid", "")))
+            errors.append(
+                FieldError(
+                    "metadata.ownerReferences.uid",
+                    "FieldValueInvalid",
+                    "uid must not be empty",
+                    ref.get("uid", ""),
+                )
+            )
     controllers = [r for r in refs if isinstance(r, dict) and r.get("controller")]
     if len(controllers) > 1:
-        errors.append(FieldError("metadata.ownerReferences", "FieldValueInvalid",
-                                 "Only one reference can have Controller set to true. Found "
-                                 f'"true" in references for {controllers[0].get("kind")}/'
-                                 f'{controllers[0].get("name")} and {controllers[1].get("kind")}/'
-                                 f'{controllers[1].get("name")}', refs, has_value=False))
+        errors.append(
+            FieldError(
+                "metadata.ownerReferences",
+                "FieldValueInvalid",
+                "Only one reference can have Controller set to true. Found "
+                f'"true" in references for {controllers[0].get("kind")}/'
+                f"{controllers[0].get('name')} and {controllers[1].get('kind')}/"
+                f"{controllers[1].get('name')}",
+                refs,
+                has_value=False,
+            )
+        )
     return errors
 
 
@@ -465,8 +487,19 @@ def _secret_defaults(obj: JSON, old: JSON | None) -> None:
             data[key] = base64.b64encode(str(value).encode()).decode()
 
 
+def _service_defaults(obj: JSON, old: JSON | None) -> None:
+    spec = obj.setdefault("spec", {})
+    if old is not None and isinstance(spec, dict):
+        # As patchAllocatedValues: an update that leaves the allocated IPs out keeps them.
+        old_spec = old.get("spec") or {}
+        for field in ("clusterIP", "clusterIPs"):
+            if not spec.get(field) and old_spec.get(field):
+                spec[field] = old_spec[field]
+
+
 _DEFAULTERS = {
     "secrets": _secret_defaults,
+    "services": _service_defaults,
     "pods": _pod_defaults,
     "jobs.batch": _job_defaults,
     "deployments.apps": _deployment_defaults,

@@ -573,5 +573,8 @@ def test_namespaces_get_a_default_service_account_and_services_a_cluster_ip() ->
         assert a["spec"]["type"] == "ClusterIP"
         assert a["spec"]["clusterIP"] != b["spec"]["clusterIP"]
         assert a["spec"]["clusterIPs"] == [a["spec"]["clusterIP"]]
+        replaced = await store.update("services", {"metadata": {"name": "a", "namespace": "team"},
+                                                   "spec": {"ports": [{"port": 81}]}})
+        assert replaced["spec"]["clusterIP"] == a["spec"]["clusterIP"]
 
     run(body())
