@@ -274,6 +274,11 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         created=parse_time(m.get("creationTimestamp")) or 0.0,
         role=role,
         stuck=status is TaskStatus.RELEASING and deadline is not None and deadline < now,
+        nominated_node=(
+            str(status_obj["nominatedNodeName"])
+            if status is TaskStatus.PENDING and status_obj.get("nominatedNodeName")
+            else None
+        ),
     )
 
 

@@ -133,10 +133,15 @@ class Simulation:
             kept: list[Task] = []
             for task in job.tasks:
                 if task.status is TaskStatus.ALLOCATED:
+                    task.nominated_node = None
                     task.status = TaskStatus.RUNNING
                     task.start_time = self.now
                     self.outcome.statuses.pop(task.uid, None)
                 elif task.status is TaskStatus.PIPELINED:
+                    # Back to Pending, as KAI does; a pod that waited for resources being
+                    # freed is nominated to that node (as kube-scheduler's
+                    # status.nominatedNodeName) so that it gets first claim on them.
+                    task.nominated_node = None if task.claim_now else task.node_name
                     task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
                     self.outcome.statuses.pop(task.uid, None)
                 elif task.status is TaskStatus.EVICTED:

@@ -52,8 +52,11 @@ class WebhookDispatcher:
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
-        if session is not None and not session.closed and (
-                self._session_loop is asyncio.get_running_loop()):
+        if (
+            session is not None
+            and not session.closed
+            and (self._session_loop is asyncio.get_running_loop())
+        ):
             await session.close()
 
     def _configs(self, key: str) -> list[JSON]:

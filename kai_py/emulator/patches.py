@@ -238,8 +238,9 @@ def _merge_key(field: str, current: Any, patch: list[Any]) -> str | None:
 
 def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     merge_key = _merge_key(field, current, patch)
-    if merge_key and any(isinstance(p, dict) and merge_key not in p and "$patch" not in p
-                         for p in patch):
+    if merge_key and any(
+        isinstance(p, dict) and merge_key not in p and "$patch" not in p for p in patch
+    ):
         merge_key = None  # items without their key cannot be merged: replace the list
     if field in MERGED_PRIMITIVE_LISTS and isinstance(current, list):
         out = list(current)
@@ -269,8 +270,9 @@ def _merge_list(field: str, current: Any, patch: list[Any]) -> list[Any]:
     return [c for c in out if not (isinstance(c, dict) and c.get(merge_key) in deleted)]
 
 
-def drop_unapplied(live: Any, previous: Any, applied: Any, field: str = "", *,
-                   keyed_lists: bool = True) -> None:
+def drop_unapplied(
+    live: Any, previous: Any, applied: Any, field: str = "", *, keyed_lists: bool = True
+) -> None:
     """Server-side apply: remove from ``live`` what one field manager applied before
     (``previous``) and no longer applies (``applied``). Lists with a merge key lose
     the items the manager dropped; other lists are replaced by the merge anyway."""

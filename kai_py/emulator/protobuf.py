@@ -104,12 +104,20 @@ _OBJECT_REF: Schema = {
     7: ("fieldPath", "str"),
 }
 
-_RESOURCE_ATTRIBUTES: Schema = {1: ("namespace", "str"), 2: ("verb", "str"), 3: ("group", "str"),
-                                4: ("version", "str"), 5: ("resource", "str"),
-                                6: ("subresource", "str"), 7: ("name", "str")}
+_RESOURCE_ATTRIBUTES: Schema = {
+    1: ("namespace", "str"),
+    2: ("verb", "str"),
+    3: ("group", "str"),
+    4: ("version", "str"),
+    5: ("resource", "str"),
+    6: ("subresource", "str"),
+    7: ("name", "str"),
+}
 _NON_RESOURCE_ATTRIBUTES: Schema = {1: ("path", "str"), 2: ("verb", "str")}
-_SSAR_SPEC: Schema = {1: ("resourceAttributes", "msg", _RESOURCE_ATTRIBUTES),
-                      2: ("nonResourceAttributes", "msg", _NON_RESOURCE_ATTRIBUTES)}
+_SSAR_SPEC: Schema = {
+    1: ("resourceAttributes", "msg", _RESOURCE_ATTRIBUTES),
+    2: ("nonResourceAttributes", "msg", _NON_RESOURCE_ATTRIBUTES),
+}
 
 #: (apiVersion, kind) -> schema of the object.
 KINDS: dict[tuple[str, str], Schema] = {
@@ -149,7 +157,9 @@ KINDS: dict[tuple[str, str], Schema] = {
         2: ("deleteOptions", "msg", _DELETE_OPTIONS),
     },
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
-        1: ("metadata", "msg", _OBJECT_META), 2: ("spec", "msg", _SSAR_SPEC)},
+        1: ("metadata", "msg", _OBJECT_META),
+        2: ("spec", "msg", _SSAR_SPEC),
+    },
     ("authentication.k8s.io/v1", "SelfSubjectReview"): {1: ("metadata", "msg", _OBJECT_META)},
     ("meta.k8s.io/v1", "DeleteOptions"): _DELETE_OPTIONS,
     ("v1", "DeleteOptions"): _DELETE_OPTIONS,

@@ -299,12 +299,33 @@ def builtin_types() -> list[ResourceType]:
         _g("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
         _g("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
         # Reviews are answered, never stored (see server.py): everyone may do everything.
-        _g("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview",
-           False, verbs=("create",), extra={"review": True}),
-        _g("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,
-           verbs=("create",), extra={"review": True}),
-        _g("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False,
-           verbs=("create",), extra={"review": True}),
+        _g(
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            False,
+            verbs=("create",),
+            extra={"review": True},
+        ),
+        _g(
+            "authorization.k8s.io",
+            "v1",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+            False,
+            verbs=("create",),
+            extra={"review": True},
+        ),
+        _g(
+            "authentication.k8s.io",
+            "v1",
+            "selfsubjectreviews",
+            "SelfSubjectReview",
+            False,
+            verbs=("create",),
+            extra={"review": True},
+        ),
     ]
 
 

@@ -327,7 +327,7 @@ class EmulatedAPIServer:
             text = await store.pod_log(req.namespace or "", req.name or "", q.get("container"))
             if q.get("tailLines", "").isdigit():
                 lines = text.splitlines(keepends=True)
-                text = "".join(lines[-int(q["tailLines"]):]) if int(q["tailLines"]) else ""
+                text = "".join(lines[-int(q["tailLines"]) :]) if int(q["tailLines"]) else ""
             return web.Response(text=text, content_type="text/plain")
         if req.subresource == "scale" and verb in ("get", "update", "patch"):
             return await self._scale(request, req, verb, dry_run)
@@ -700,8 +700,12 @@ def _review_answer(rt: ResourceType, body: Any) -> JSON:
     answer: JSON = {**body, "apiVersion": rt.api_version, "kind": rt.kind}
     answer.setdefault("metadata", {})["creationTimestamp"] = None
     if rt.kind == "SelfSubjectReview":
-        answer["status"] = {"userInfo": {"username": "kubernetes-admin",
-                                         "groups": ["system:masters", "system:authenticated"]}}
+        answer["status"] = {
+            "userInfo": {
+                "username": "kubernetes-admin",
+                "groups": ["system:masters", "system:authenticated"],
+            }
+        }
     else:
         answer["status"] = {"allowed": True, "reason": "the kai-py emulator has no RBAC"}
     return answer

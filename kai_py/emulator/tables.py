@@ -214,8 +214,12 @@ def _crd_row(crd: JSON, now: float) -> list[Any]:
 
 
 def _secret_row(obj: JSON, now: float) -> list[Any]:
-    return [obj["metadata"]["name"], obj.get("type", "Opaque"),
-            len(obj.get("data") or {}), _age(obj, now)]
+    return [
+        obj["metadata"]["name"],
+        obj.get("type", "Opaque"),
+        len(obj.get("data") or {}),
+        _age(obj, now),
+    ]
 
 
 def _serviceaccount_row(obj: JSON, now: float) -> list[Any]:
@@ -224,17 +228,25 @@ def _serviceaccount_row(obj: JSON, now: float) -> list[Any]:
 
 def _service_row(obj: JSON, now: float) -> list[Any]:
     spec = obj.get("spec") or {}
-    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in
-                     spec.get("ports") or [])
+    ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or [])
     selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items()))
-    return [obj["metadata"]["name"], spec.get("type", "ClusterIP"),
-            spec.get("clusterIP") or "<none>", ",".join(spec.get("externalIPs") or [])
-            or "<none>", ports or "<none>", _age(obj, now), selector or "<none>"]
+    return [
+        obj["metadata"]["name"],
+        spec.get("type", "ClusterIP"),
+        spec.get("clusterIP") or "<none>",
+        ",".join(spec.get("externalIPs") or []) or "<none>",
+        ports or "<none>",
+        _age(obj, now),
+        selector or "<none>",
+    ]
 
 
 def _lease_row(obj: JSON, now: float) -> list[Any]:
-    return [obj["metadata"]["name"], (obj.get("spec") or {}).get("holderIdentity", ""),
-            _age(obj, now)]
+    return [
+        obj["metadata"]["name"],
+        (obj.get("spec") or {}).get("holderIdentity", ""),
+        _age(obj, now),
+    ]
 
 
 _NAME = ("Name", "string", 0, "Name must be unique within a namespace.")
@@ -345,17 +357,35 @@ _BUILTIN: dict[str, tuple[list[Column], Row]] = {
         [_NAME, ("Created At", "date", 0, "Creation time.")],
         _crd_row,
     ),
-    "secrets": ([_NAME, ("Type", "string", 0, "The type of the secret."),
-                 ("Data", "string", 0, "Number of keys."), _AGE], _secret_row),
-    "serviceaccounts": ([_NAME, ("Secrets", "string", 0, "Number of secrets."), _AGE],
-                        _serviceaccount_row),
-    "services": ([_NAME, ("Type", "string", 0, "The type of the service."),
-                  ("Cluster-IP", "string", 0, "The cluster IP."),
-                  ("External-IP", "string", 0, "External IPs."),
-                  ("Port(s)", "string", 0, "The ports."), _AGE,
-                  ("Selector", "string", 1, "The selector.")], _service_row),
-    "leases.coordination.k8s.io": ([_NAME, ("Holder", "string", 0, "The holder identity."),
-                                    _AGE], _lease_row),
+    "secrets": (
+        [
+            _NAME,
+            ("Type", "string", 0, "The type of the secret."),
+            ("Data", "string", 0, "Number of keys."),
+            _AGE,
+        ],
+        _secret_row,
+    ),
+    "serviceaccounts": (
+        [_NAME, ("Secrets", "string", 0, "Number of secrets."), _AGE],
+        _serviceaccount_row,
+    ),
+    "services": (
+        [
+            _NAME,
+            ("Type", "string", 0, "The type of the service."),
+            ("Cluster-IP", "string", 0, "The cluster IP."),
+            ("External-IP", "string", 0, "External IPs."),
+            ("Port(s)", "string", 0, "The ports."),
+            _AGE,
+            ("Selector", "string", 1, "The selector."),
+        ],
+        _service_row,
+    ),
+    "leases.coordination.k8s.io": (
+        [_NAME, ("Holder", "string", 0, "The holder identity."), _AGE],
+        _lease_row,
+    ),
 }
 
 
@@ -427,10 +457,7 @@ def columns_for(rt: ResourceType) -> tuple[list[Column], Row]:
         cols = list(rt.printer_columns) or [
             PrinterColumn("Age", "date", ".metadata.creationTimestamp")
         ]
-        defs = [_NAME] + [
-            (c.name, c.type, c.priority, c.description)
-            for c in cols
-        ]
+        defs = [_NAME] + [(c.name, c.type, c.priority, c.description) for c in cols]
 
         def row(obj: JSON, now: float) -> list[Any]:
             return [obj["metadata"]["name"]] + [_cell(c, obj, now) for c in cols]

@@ -168,6 +168,9 @@ class Task:
     # wait for them, since they may never be freed.
     stuck: bool = False
     shadow: bool = False  # a victim's planned new place (consolidation); never emitted
+    # The node this pending pod was pipelined to last cycle (pod status.nominatedNodeName):
+    # what was freed for it goes to it first.
+    nominated_node: str | None = None
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
 
@@ -261,6 +264,7 @@ class Queue:
     request: Res = field(default_factory=Res)
     deserved: Res = field(default_factory=Res)
     fair_share: Res = field(default_factory=Res)
+    added: Res = field(default_factory=Res)  # what this session placed in the subtree
     version: int = 0  # bumped whenever its totals change in a session
 
     @property

@@ -99,11 +99,25 @@ class Placer:
 
     # ------------------------------------------------------------ choose
     def find(self, task: Task) -> Placement | None:
+        if task.nominated_node is not None:
+            nominated = self._on_nominated(task)
+            if nominated is not None:
+                return nominated
         if task.is_shared:
             return self._find_scan(task)
         if task.request.gpu > EPS:
             return self._find_whole(task)
         return self._find_scan(task)
+
+    def _on_nominated(self, task: Task) -> Placement | None:
+        """The nominated node, when the task fits there now."""
+        node = self.session.nodes.get(task.nominated_node or "")
+        if node is None or self.predicates.check(task, node) is not None:
+            return None
+        if task.is_shared:
+            groups = self._shared_groups(task, node, False)
+            return Placement(node, groups, False) if groups is not None else None
+        return Placement(node, (), False) if self._fits_whole(task, node, False) else None
 
     def _find_whole(self, task: Task) -> Placement | None:
         s = self.session

@@ -122,6 +122,7 @@ class Session:
             queue.request = Res()
             queue.deserved = Res()
             queue.fair_share = Res()
+            queue.added = Res()
             queue.children = []
         for queue in self.queues.values():
             if queue.parent is not None and queue.parent in self.queues:
@@ -166,10 +167,14 @@ class Session:
             return min(1.0, task.gpu_memory_mib / self.max_gpu_memory) * task.gpu_devices
         return task.gpu_on(node)
 
-    def _queue_add(self, job: Job, gpu: float, task: Task, sign: float = 1.0) -> None:
+    def _queue_add(
+        self, job: Job, gpu: float, task: Task, sign: float = 1.0, placed: bool = False
+    ) -> None:
         amount = Res(task.request.cpu * sign, task.request.memory * sign, gpu * sign)
         for queue in self.ancestors(job.queue):
             queue.allocated.add(amount)
+            if placed and not task.shadow:
+                queue.added.add(amount)
             queue.version += 1
             if not job.preemptible:
                 queue.allocated_non_preemptible.add(amount)
@@ -272,7 +277,7 @@ class Statement:
         task.status = TaskStatus.PIPELINED if pipelined else TaskStatus.ALLOCATED
         task.claim_now = not pipelined
         s._node_add(node, task)
-        s._queue_add(job, task.gpu_on(node), task)
+        s._queue_add(job, task.gpu_on(node), task, placed=True)
         self.log.append(Record(Op.ALLOCATE, task, node))
 
     def pipeline(self, task: Task) -> None:
@@ -296,7 +301,7 @@ class Statement:
             task, job = rec.task, s.jobs[rec.task.job_uid]
             if rec.op is Op.ALLOCATE:
                 assert rec.node is not None
-                s._queue_add(job, task.gpu_on(rec.node), task, -1.0)
+                s._queue_add(job, task.gpu_on(rec.node), task, -1.0, placed=True)
                 s._node_remove(rec.node, task)
                 task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
                 task.claim_now = True

@@ -409,6 +409,9 @@ def settle(snap: Snapshot, d: Decisions, recreate: bool = False) -> None:
             if t.status is TaskStatus.ALLOCATED:
                 t.status, t.start_time = TaskStatus.RUNNING, snap.now
             elif t.status is TaskStatus.PIPELINED:
+                # As kai-py simulate writes it back: a pod that waited for freed
+                # resources is nominated to that node (status.nominatedNodeName).
+                t.nominated_node = None if t.claim_now else t.node_name
                 t.status, t.node_name, t.gpu_groups = TaskStatus.PENDING, None, ()
             elif t.status is TaskStatus.RELEASING:
                 continue  # deleted by now
@@ -783,13 +786,6 @@ def test_consolidation_converges_when_moved_pods_are_not_recreated() -> None:
     assert converge(snap) <= 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SUSPECT: consolidation evicts j5's pods to make room for j4 (pipelined); when the "
-    "Job controller recreates them, allocate puts them back where they were (queue q2 has "
-    "the smaller dominant share, binpack picks the same cards) and j4 is blocked again: "
-    "evict/rebind every two cycles",
-)
 def test_consolidation_livelock_when_moved_pods_are_recreated() -> None:
     converge(build(CONSOLIDATION_LIVELOCK), recreate=True)
 
@@ -930,11 +926,6 @@ RECLAIM_FROM_WITHIN_DESERVED = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SUSPECT: a queue within its deserved quota before the cycle loses a running pod "
-    "to reclaim, because allocate pushed it over its fair share earlier in the same cycle",
-)
 def test_queue_within_deserved_keeps_its_running_pods() -> None:
     check_cycle(build(RECLAIM_FROM_WITHIN_DESERVED))
 
@@ -1174,11 +1165,6 @@ RECLAIM_FLAPPING = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: reclaim flaps: every cycle l1 evicts an l0 pod and l0's pending pods take the "
-    "freed GPU before l1's pipelined pod can bind",
-)
 def test_reclaim_does_not_flap_against_the_victims_pending_pods() -> None:
     converge(build(RECLAIM_FLAPPING))
 

@@ -632,4 +632,3 @@ class Kubelet:
             self._wake(key)
 
         record.timer = asyncio.get_running_loop().create_task(fire())
-

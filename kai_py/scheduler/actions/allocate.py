@@ -78,6 +78,19 @@ def allocate(session: Session, placer: Placer) -> None:
             session.explain(job, refusal)
         else:
             ready.append(job)
+    # Jobs pipelined last cycle first: what was freed for them (often by evicting
+    # someone) must not go to whoever comes first in queue order, or evictions repeat.
+    nominated = [j for j in ready if any(t.nominated_node for t in j.pending_tasks)]
+    for job in sorted(nominated, key=session.framework.job_order):
+        count = needed(job)
+        if session.framework.check_capacity(session, job, demand(session, job, count)) is not None:
+            continue
+        stmt = session.statement()
+        if place_tasks(session, stmt, placer, job, count).ok:
+            stmt.commit()
+        else:
+            stmt.rollback()
+    ready = [j for j in ready if any(t.status is TaskStatus.PENDING for t in j.tasks)]
     picker = JobPicker(session, ready, lambda j: demand(session, j))
     while (picked := picker.pop()) is not None:
         job = picked

@@ -76,8 +76,16 @@ def within_share(
 
 
 def _above(queues: Sequence[Queue], bound_by: str, resources: tuple[str, ...]) -> bool:
+    """Every queue is above its bound with what it held before this cycle.
+
+    What allocate placed this cycle does not count: a queue within its quota
+    when the cycle began must not lose a running pod because it was just given
+    idle resources elsewhere.
+    """
     return bool(queues) and all(
-        q.allocated.get(r) > getattr(q, bound_by).get(r) + EPS for q in queues for r in resources
+        q.allocated.get(r) - q.added.get(r) > getattr(q, bound_by).get(r) + EPS
+        for q in queues
+        for r in resources
     )
 
 
