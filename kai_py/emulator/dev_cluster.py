@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +37,7 @@ from kai_py.emulator.nodes.fleet import NodeFleet
 from kai_py.emulator.nodes.kubelet import Kubelet
 from kai_py.emulator.server import EmulatedAPIServer
 from kai_py.emulator.store import Store
+from kai_py.emulator.threaded import LoopThread
 from kai_py.emulator.timesource import Clock, SystemClock
 
 log = logging.getLogger(__name__)
@@ -269,19 +269,14 @@ class DevCluster:
         return await self.wait_for(check, timeout)
 
 
-class ThreadedDevCluster:
+class ThreadedDevCluster(LoopThread):
     """A ``DevCluster`` on its own event loop in a daemon thread, for sync code."""
 
     def __init__(self, spec: ClusterSpec | None = None, **kwargs: Any) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="kai-py-dev-cluster", daemon=True)
+        super().__init__("kai-py-dev-cluster")
         self._spec = spec
         self._kwargs = kwargs
         self._cluster: DevCluster | None = None
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        self._loop.run_forever()
 
     @property
     def cluster(self) -> DevCluster:
@@ -295,18 +290,6 @@ class ThreadedDevCluster:
     @property
     def store(self) -> Store:
         return self.cluster.store
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
-
-    def call(self, awaitable: Awaitable[T], timeout: float = 30.0) -> T:
-        """Run a coroutine on the cluster's loop and return its result."""
-
-        async def wrap() -> T:
-            return await awaitable
-
-        return asyncio.run_coroutine_threadsafe(wrap(), self._loop).result(timeout)
 
     def start(self) -> ThreadedDevCluster:
         self._thread.start()
@@ -324,11 +307,7 @@ class ThreadedDevCluster:
         if self._cluster is not None:
             self.call(self._cluster.close())
             self._cluster = None
-        if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-        if not self._loop.is_running():
-            self._loop.close()
+        self._stop_loop()
 
     def __enter__(self) -> ThreadedDevCluster:
         return self.start()

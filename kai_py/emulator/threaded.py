@@ -22,18 +22,52 @@ from .store import Store
 T = TypeVar("T")
 
 
-class ThreadedServer:
-    """An :class:`EmulatedAPIServer` running on its own event loop in a daemon thread."""
+class LoopThread:
+    """An event loop in a daemon thread; ``call`` runs a coroutine on it from sync code."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        self._kwargs = kwargs
+    def __init__(self, name: str) -> None:
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name="kai-py-emulator", daemon=True)
-        self._server: EmulatedAPIServer | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
         self._loop.run_forever()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        return self._loop
+
+    def call(self, awaitable: Awaitable[T], timeout: float = 30.0) -> T:
+        """Run a coroutine on the thread's loop and return its result."""
+
+        async def wrap() -> T:
+            return await awaitable
+
+        return asyncio.run_coroutine_threadsafe(wrap(), self._loop).result(timeout)
+
+    def call_soon(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
+        """Run a plain function on the loop (for calls that are not thread-safe)."""
+
+        async def wrap() -> T:
+            return fn()
+
+        return self.call(wrap(), timeout)
+
+    def _stop_loop(self) -> None:
+        if self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        if not self._loop.is_running():
+            self._loop.close()
+
+
+class ThreadedServer(LoopThread):
+    """An :class:`EmulatedAPIServer` running on its own event loop in a daemon thread."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("kai-py-emulator")
+        self._kwargs = kwargs
+        self._server: EmulatedAPIServer | None = None
 
     def start(self) -> ThreadedServer:
         self._thread.start()
@@ -61,35 +95,11 @@ class ThreadedServer:
     def kubeconfig_path(self) -> str:
         return self.server.kubeconfig_path
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        return self._loop
-
-    def call(self, awaitable: Awaitable[T], timeout: float = 30.0) -> T:
-        """Run a coroutine on the server's loop and return its result."""
-
-        async def wrap() -> T:
-            return await awaitable
-
-        return asyncio.run_coroutine_threadsafe(wrap(), self._loop).result(timeout)
-
-    def call_soon(self, fn: Callable[[], T], timeout: float = 30.0) -> T:
-        """Run a plain function on the server's loop (for non-thread-safe store calls)."""
-
-        async def wrap() -> T:
-            return fn()
-
-        return self.call(wrap(), timeout)
-
     def stop(self) -> None:
         if self._server is not None:
             self.call(self._server.close())
             self._server = None
-        if self._loop.is_running():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-        if not self._loop.is_running():
-            self._loop.close()
+        self._stop_loop()
 
     def __enter__(self) -> ThreadedServer:
         return self.start()

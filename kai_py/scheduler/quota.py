@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from kai_py.scheduler import reasons
-from kai_py.scheduler.model import Job
+from kai_py.scheduler.model import Job, Queue
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import EPS, RESOURCE_NAMES, Res, format_quantity
 from kai_py.scheduler.session import Session
@@ -21,26 +23,31 @@ def queue_details(session: Session, name: str) -> dict[str, object]:
     }
 
 
+def _asks(session: Session, job: Job, demand: Res) -> Iterator[tuple[Queue, str, float]]:
+    """(queue, resource, amount) for each resource the step asks for, up the tree."""
+    for queue in session.ancestors(job.queue):
+        for res in RESOURCE_NAMES:
+            want = demand.get(res)
+            if want > EPS:
+                yield queue, res, want
+
+
 def check_limit(session: Session, job: Job, demand: Res, check_limit: bool = True) -> Reason | None:
     """OverLimit for the first queue up the tree whose limit the next step would pass."""
     if not check_limit:
         return None
-    for queue in session.ancestors(job.queue):
-        for res in RESOURCE_NAMES:
-            want = demand.get(res)
-            if want <= EPS:
-                continue
-            has = queue.allocated.get(res)
-            limit = queue.limit.get(res)
-            if has + want > limit + EPS:
-                return Reason(
-                    reasons.OVER_LIMIT,
-                    f"Queue {queue.name} would use {format_quantity(res, has + want)}, above its "
-                    f"limit of {format_quantity(res, limit)}: it has "
-                    f"{format_quantity(res, has)} and job {job.key} asks for "
-                    f"{format_quantity(res, want)}",
-                    {"resource": res, "queueDetails": queue_details(session, queue.name)},
-                )
+    for queue, res, want in _asks(session, job, demand):
+        has = queue.allocated.get(res)
+        limit = queue.limit.get(res)
+        if has + want > limit + EPS:
+            return Reason(
+                reasons.OVER_LIMIT,
+                f"Queue {queue.name} would use {format_quantity(res, has + want)}, above its "
+                f"limit of {format_quantity(res, limit)}: it has "
+                f"{format_quantity(res, has)} and job {job.key} asks for "
+                f"{format_quantity(res, want)}",
+                {"resource": res, "queueDetails": queue_details(session, queue.name)},
+            )
     return None
 
 
@@ -50,22 +57,18 @@ def check_non_preemptible_quota(
     """NonPreemptibleOverQuota: non-preemptible work may only use deserved quota."""
     if job.preemptible:
         return None
-    for queue in session.ancestors(job.queue):
-        for res in RESOURCE_NAMES:
-            want = demand.get(res)
-            if want <= EPS:
-                continue
-            held = queue.allocated_non_preemptible.get(res)
-            deserved = queue.deserved.get(res)
-            if held + want > deserved + EPS:
-                return Reason(
-                    reasons.NON_PREEMPTIBLE_OVER_QUOTA,
-                    f"Non-preemptible job {job.key} asks for {format_quantity(res, want)}, "
-                    f"but queue {queue.name} already runs "
-                    f"{format_quantity(res, held)} of non-preemptible work out of a deserved "
-                    f"quota of {format_quantity(res, deserved)}; non-preemptible jobs may "
-                    f"only use deserved quota (make the job preemptible to use idle "
-                    f"resources over quota)",
-                    {"resource": res, "queueDetails": queue_details(session, queue.name)},
-                )
+    for queue, res, want in _asks(session, job, demand):
+        held = queue.allocated_non_preemptible.get(res)
+        deserved = queue.deserved.get(res)
+        if held + want > deserved + EPS:
+            return Reason(
+                reasons.NON_PREEMPTIBLE_OVER_QUOTA,
+                f"Non-preemptible job {job.key} asks for {format_quantity(res, want)}, "
+                f"but queue {queue.name} already runs "
+                f"{format_quantity(res, held)} of non-preemptible work out of a deserved "
+                f"quota of {format_quantity(res, deserved)}; non-preemptible jobs may "
+                f"only use deserved quota (make the job preemptible to use idle "
+                f"resources over quota)",
+                {"resource": res, "queueDetails": queue_details(session, queue.name)},
+            )
     return None
