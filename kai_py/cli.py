@@ -43,6 +43,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="between cycles, evicted pods come back as new Pending pods of the same name",
     )
 
+    run = sub.add_parser(
+        "run",
+        help="run the operator (scheduler, binder, pod-grouper) against a cluster",
+        description="Run the kai-py operator against the cluster of the current kubeconfig.",
+        add_help=False,
+    )
+    run.add_argument("operator_args", nargs=argparse.REMAINDER)
+
     crds = sub.add_parser(
         "crds", help="write the CustomResourceDefinitions generated from the models"
     )
@@ -71,6 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             now=args.now,
             recreate_evicted=args.recreate_evicted,
         )
+    if args.command == "run":
+        from kai_py.controllers.operator import main as run_operator
+
+        return run_operator(args.operator_args)
     if args.command == "crds":
         from kai_py.api.crdgen import write_crds
 

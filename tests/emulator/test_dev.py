@@ -106,19 +106,67 @@ def test_dev_prints_export_line_serves_kubectl_and_stops_on_sigterm(
     assert time.monotonic() - started < 5
 
 
-def test_dev_without_operator_flag_says_the_operator_is_not_there_yet(tmp_path: Path) -> None:
+def test_dev_without_operator_flag_starts_the_operator_which_schedules(tmp_path: Path) -> None:
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    kubeconfig = tmp_path / "kc"
     process = subprocess.Popen(
-        [*DEV, "--kubeconfig", str(tmp_path / "kc")],
+        [*DEV, "--kubeconfig", str(kubeconfig)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         cwd=REPO,
     )
     try:
-        lines = read_until(process, "not available yet")
-        assert lines[-1].startswith("kai-py dev: the kai-py operator is not available yet")
+        lines = read_until(process, "starting the operator")
+        assert lines[-1] == (
+            f"kai-py dev: starting the operator: {sys.executable} -m kai_py.controllers.operator"
+        )
         assert any(line.startswith("export KUBECONFIG=") for line in lines)
+        api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
+        core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+        custom.create_namespaced_custom_object(
+            "scheduling.run.ai",
+            "v2alpha2",
+            "default",
+            "podgroups",
+            {
+                "apiVersion": "scheduling.run.ai/v2alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": "hello"},
+                "spec": {"minMember": 1, "queue": "default-queue"},
+            },
+        )
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "hello-0", "annotations": {"pod-group-name": "hello"}},
+            "spec": {
+                "schedulerName": "kai-scheduler",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ],
+            },
+        }
+        core.create_namespaced_pod("default", pod)  # type: ignore[arg-type]
+        deadline = time.monotonic() + 20
+        selected = None
+        while time.monotonic() < deadline and selected is None:
+            listing = custom.list_namespaced_custom_object(
+                "scheduling.run.ai", "v1alpha2", "default", "bindrequests"
+            )
+            for item in listing["items"]:
+                if item["spec"]["podName"] == "hello-0":
+                    selected = item["spec"]["selectedNode"]
+            time.sleep(0.1)
+        assert selected is not None and selected.startswith("gpu-node-")
+        api.close()
         process.send_signal(signal.SIGINT)
-        assert process.wait(10) == 0
+        assert process.wait(15) == 0
     finally:
         if process.poll() is None:
             process.kill()

@@ -1,0 +1,392 @@
+"""The operator's in-memory picture of the cluster, fed by watch events.
+
+``ClusterCache`` keeps small projections of the objects a scheduling cycle
+reads: Nodes, the scheduler's own Pods (and the bound pods of other
+schedulers, which hold node resources), Queues, PodGroups, PriorityClasses
+and BindRequests. ``view()`` turns it into the manifests that
+``kai_py.cluster.builder.build`` reads, the same code path ``kai-py simulate``
+takes, after two adjustments:
+
+- a pod with a BindRequest that has not Failed counts as placed on the
+  request's ``selectedNode`` (and, for a shared GPU, in its GPU groups), so a
+  decision the binder has not carried out yet is not taken twice;
+- a pod that names a PodGroup the cache has not seen yet is held back for a
+  short grace period (the pod-grouper creates the group, then annotates the
+  pod; the two watches may deliver them in either order).
+
+Building the snapshot from the cache is O(objects) per cycle. The DESIGN's
+stance is an incremental snapshot (model objects kept up to date per event,
+a cycle with nothing new costing close to nothing); the place for it is
+``ClusterCache.observe``, which already sees every change one object at a
+time and bumps ``generation``.
+
+The cache is not thread-safe: Kopf's handlers and the scheduling loop run
+on one event loop. Bodies are replaced, never changed in place, so a view
+taken on the loop may be built in a worker thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kai_py.api import keys
+from kai_py.cluster.builder import Built, build
+from kai_py.cluster.convert import meta, parse_time
+from kai_py.cluster.inputs import Document
+from kai_py.scheduler.model import Config
+
+Json = dict[str, Any]
+Key = tuple[str, str]  # (namespace or "", name)
+
+NODES: Final = "nodes"
+PODS: Final = "pods"
+QUEUES: Final = "queues"
+PODGROUPS: Final = "podgroups"
+PRIORITY_CLASSES: Final = "priorityclasses"
+BINDREQUESTS: Final = "bindrequests"
+KINDS: Final = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BINDREQUESTS)
+
+_KIND_NAMES: Final = {
+    NODES: ("v1", "Node"),
+    PODS: ("v1", "Pod"),
+    QUEUES: (f"{keys.GROUP}/{keys.QUEUE_VERSION}", "Queue"),
+    PODGROUPS: (f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "PodGroup"),
+    PRIORITY_CLASSES: ("scheduling.k8s.io/v1", "PriorityClass"),
+    BINDREQUESTS: (f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "BindRequest"),
+}
+
+#: The builder's name for "not ours": any name other than the default scheduler's.
+_FOREIGN_SCHEDULER: Final = "kai-py/another-scheduler"
+#: How long a pod that names an unseen PodGroup is held back before it is reported.
+PODGROUP_GRACE_SECONDS: Final = 10.0
+_FAILED: Final = "Failed"
+
+_META_KEYS: Final = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+_POD_SPEC_KEYS: Final = (
+    "schedulerName",
+    "nodeName",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "priorityClassName",
+)
+_POD_STATUS_KEYS: Final = ("phase", "startTime", "nominatedNodeName", "conditions")
+
+
+def _meta(body: Mapping[str, Any], wanted: Iterable[str] = _META_KEYS) -> Json:
+    m = meta(body)
+    return {k: m[k] for k in wanted if m.get(k) is not None}
+
+
+def _resources_only(containers: object) -> list[Json]:
+    if not isinstance(containers, list):
+        return []
+    return [
+        {"name": c.get("name", ""), "resources": c.get("resources") or {}}
+        for c in containers
+        if isinstance(c, Mapping)
+    ]
+
+
+def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Json | None]:
+    """(ours, projection): what the scheduler needs of a pod; None = not worth keeping.
+
+    Pods of other schedulers are kept only while they hold a node's resources.
+    Our pods are rewritten to the scheduler name the builder knows.
+    """
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    ours = (spec.get("schedulerName") or "default-scheduler") == scheduler_name
+    phase = status.get("phase")
+    if not ours:
+        if not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
+            return False, None
+        return False, {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": _meta(body, ("name", "namespace", "uid", "resourceVersion")),
+            "spec": {
+                "schedulerName": _FOREIGN_SCHEDULER,
+                "nodeName": spec["nodeName"],
+                "containers": _resources_only(spec.get("containers")),
+                "initContainers": _resources_only(spec.get("initContainers")),
+            },
+            "status": {"phase": phase} if phase else {},
+        }
+    projected_spec = {k: spec[k] for k in _POD_SPEC_KEYS if spec.get(k) is not None}
+    projected_spec["schedulerName"] = keys.DEFAULT_SCHEDULER_NAME
+    projected_spec["containers"] = _resources_only(spec.get("containers"))
+    if spec.get("initContainers"):
+        projected_spec["initContainers"] = _resources_only(spec.get("initContainers"))
+    return True, {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(body),
+        "spec": projected_spec,
+        "status": {k: status[k] for k in _POD_STATUS_KEYS if status.get(k) is not None},
+    }
+
+
+def project_node(body: Mapping[str, Any]) -> Json:
+    status = body.get("status") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": _meta(body, ("name", "uid", "resourceVersion", "labels", "creationTimestamp")),
+        "spec": dict(body.get("spec") or {}),
+        "status": {k: status[k] for k in ("allocatable", "capacity", "conditions") if k in status},
+    }
+
+
+def _plain(body: Mapping[str, Any]) -> Json:
+    """A deep plain-dict copy (Kopf hands out read-only views)."""
+
+    def conv(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): conv(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [conv(v) for v in value]
+        return value
+
+    result: Json = conv(body)
+    return result
+
+
+def _key(body: Mapping[str, Any]) -> Key:
+    m = meta(body)
+    return str(m.get("namespace") or ""), str(m.get("name") or "")
+
+
+def _rv(body: Mapping[str, Any]) -> int | None:
+    value = meta(body).get("resourceVersion")
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(slots=True)
+class View:
+    """One cycle's worth of cached objects, ready to build a snapshot from."""
+
+    documents: list[Document]
+    pods: dict[str, Json]  # our pods by uid (the cached projections)
+    podgroups: dict[str, Json]  # by uid
+    queues: dict[str, Json]  # by name
+    nodes: dict[str, Json]  # by name
+    held_back: int = 0
+    failed_bindrequests: list[Key] = field(default_factory=list)
+
+    def build(self, now: float, config: Config | None = None) -> Built:
+        return build(self.documents, now, config)
+
+
+class ClusterCache:
+    """Objects by kind and (namespace, name), updated from watch events."""
+
+    def __init__(self, scheduler_name: str = keys.DEFAULT_SCHEDULER_NAME) -> None:
+        self.scheduler_name = scheduler_name
+        self.objects: dict[str, dict[Key, Json]] = {kind: {} for kind in KINDS}
+        self.foreign_pods: dict[Key, Json] = {}
+        #: Bumped on every change; a cycle over an unchanged cache could be skipped.
+        self.generation = 0
+        # Warm-up: uids a first LIST returned that the watch has not delivered yet.
+        self._waiting: dict[str, set[str] | None] = dict.fromkeys(KINDS)
+        self._seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
+
+    # ---------------------------------------------------------------- updates
+    def observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """Apply one watch event (None/ADDED/MODIFIED/DELETED); True if anything changed."""
+        if kind not in self.objects:
+            raise ValueError(f"unknown kind {kind!r}")
+        key = _key(body)
+        if not key[1]:
+            return False
+        uid = str(meta(body).get("uid") or "")
+        deleted = event_type == "DELETED"
+        if uid:
+            self._seen[kind].add(uid)
+            waiting = self._waiting[kind]
+            if waiting is not None:
+                waiting.discard(uid)
+        if kind == PODS:
+            return self._observe_pod(key, deleted, body)
+        store = self.objects[kind]
+        if deleted:
+            return self._drop(store, key, uid)
+        if not self._newer(store.get(key), body):
+            return False
+        store[key] = project_node(body) if kind == NODES else _plain(body)
+        self.generation += 1
+        return True
+
+    def _observe_pod(self, key: Key, deleted: bool, body: Mapping[str, Any]) -> bool:
+        ours_store, foreign = self.objects[PODS], self.foreign_pods
+        uid = str(meta(body).get("uid") or "")
+        if deleted:
+            changed = self._drop(ours_store, key, uid)
+            return self._drop(foreign, key, uid) or changed
+        current = ours_store.get(key) or foreign.get(key)
+        if not self._newer(current, body):
+            return False
+        ours, projection = project_pod(body, self.scheduler_name)
+        ours_store.pop(key, None)
+        foreign.pop(key, None)
+        if projection is not None:
+            (ours_store if ours else foreign)[key] = projection
+        self.generation += 1
+        return True
+
+    def _drop(self, store: dict[Key, Json], key: Key, uid: str) -> bool:
+        current = store.get(key)
+        if current is None:
+            return False
+        if uid and meta(current).get("uid") not in (None, uid):
+            return False  # a newer object of the same name is already here
+        del store[key]
+        self.generation += 1
+        return True
+
+    @staticmethod
+    def _newer(current: Mapping[str, Any] | None, body: Mapping[str, Any]) -> bool:
+        """False when ``body`` is an older version of the same object than ``current``."""
+        if current is None or meta(current).get("uid") != meta(body).get("uid"):
+            return True
+        old, new = _rv(current), _rv(body)
+        return old is None or new is None or new >= old
+
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        """Drop an object this process deleted (the watch will confirm it)."""
+        if self.objects[kind].pop((namespace, name), None) is not None:
+            self.generation += 1
+
+    # ---------------------------------------------------------------- warm-up
+    def expect(self, kind: str, uids: Iterable[str]) -> None:
+        """The uids a first LIST returned: the kind is warm once the watch has shown them all."""
+        self._waiting[kind] = set(uids) - self._seen[kind]
+
+    def mark_warm(self, kind: str) -> None:
+        self._waiting[kind] = set()
+
+    def waiting_for(self) -> dict[str, int | None]:
+        """Per kind: objects still to arrive (None: not listed yet)."""
+        return {k: (None if v is None else len(v)) for k, v in self._waiting.items()}
+
+    @property
+    def warm(self) -> bool:
+        return all(v is not None and not v for v in self._waiting.values())
+
+    # ------------------------------------------------------------------ reads
+    def get(self, kind: str, namespace: str, name: str) -> Json | None:
+        return self.objects[kind].get((namespace, name))
+
+    def pod_by_uid(self, uid: str) -> Json | None:
+        for pod in self.objects[PODS].values():
+            if meta(pod).get("uid") == uid:
+                return pod
+        return None
+
+    def view(self, now: float | None = None) -> View:
+        """The cached objects as builder input, with the adjustments described above."""
+        now = time.time() if now is None else now
+        docs: list[Document] = []
+        by_uid: dict[str, Json] = {}
+        podgroups: dict[str, Json] = {}
+        for kind in (NODES, QUEUES, PRIORITY_CLASSES):
+            api_version, kind_name = _KIND_NAMES[kind]
+            for key, body in self.objects[kind].items():
+                docs.append(
+                    Document(f"{kind_name} {key[1]}", _with_type(body, api_version, kind_name))
+                )
+        api_version, kind_name = _KIND_NAMES[PODGROUPS]
+        for (ns, name), body in self.objects[PODGROUPS].items():
+            docs.append(Document(f"PodGroup {ns}/{name}", _with_type(body, api_version, kind_name)))
+            podgroups[str(meta(body).get("uid") or f"{ns}/{name}")] = body
+        binds = self.objects[BINDREQUESTS]
+        failed: list[Key] = []
+        for key, br in binds.items():
+            pod = self.objects[PODS].get(key)
+            owner = bindrequest_owner_uid(br)
+            if (br.get("status") or {}).get("phase") == _FAILED or (
+                pod is not None and owner is not None and owner != meta(pod).get("uid")
+            ):
+                failed.append(key)  # to delete; its pod is decided once it is gone
+        blocked = set(failed)
+        held_back = 0
+        for (ns, name), pod in self.objects[PODS].items():
+            uid = str(meta(pod).get("uid") or f"{ns}/{name}")
+            annotations = meta(pod).get("annotations") or {}
+            group = annotations.get(keys.POD_GROUP_ANNOTATION)
+            spec = pod.get("spec") or {}
+            if not group or ((ns, name) in blocked and not spec.get("nodeName")):
+                # Not grouped by the pod-grouper yet, or a BindRequest still to delete.
+                held_back += 1
+                continue
+            if (ns, str(group)) not in self.objects[PODGROUPS]:
+                created = parse_time(meta(pod).get("creationTimestamp")) or 0.0
+                if now - created < PODGROUP_GRACE_SECONDS:
+                    held_back += 1
+                    continue
+            by_uid[uid] = pod
+            body = _placed_by_bindrequest(pod, binds.get((ns, name)))
+            docs.append(Document(f"Pod {ns}/{name}", body))
+        for (ns, name), pod in self.foreign_pods.items():
+            docs.append(Document(f"Pod {ns}/{name}", pod))
+        return View(
+            documents=docs,
+            pods=by_uid,
+            podgroups=podgroups,
+            queues={k[1]: v for k, v in self.objects[QUEUES].items()},
+            nodes={k[1]: v for k, v in self.objects[NODES].items()},
+            held_back=held_back,
+            failed_bindrequests=failed,
+        )
+
+
+def _with_type(body: Json, api_version: str, kind: str) -> Json:
+    if body.get("kind") == kind and body.get("apiVersion"):
+        return body
+    return {**body, "apiVersion": api_version, "kind": kind}
+
+
+def bindrequest_owner_uid(br: Mapping[str, Any]) -> str | None:
+    for ref in meta(br).get("ownerReferences") or []:
+        if ref.get("kind") == "Pod":
+            return str(ref.get("uid") or "") or None
+    return None
+
+
+def _placed_by_bindrequest(pod: Json, br: Json | None) -> Json:
+    """The pod as the scheduler should see it: bound where a live BindRequest puts it."""
+    spec = pod.get("spec") or {}
+    if br is None or spec.get("nodeName"):
+        return pod
+    if (br.get("status") or {}).get("phase") == _FAILED:
+        return pod
+    owner = bindrequest_owner_uid(br)
+    if owner is not None and owner != meta(pod).get("uid"):
+        return pod  # a request for an earlier pod of the same name
+    br_spec = br.get("spec") or {}
+    node = br_spec.get("selectedNode")
+    if not node:
+        return pod
+    placed = {**pod, "spec": {**spec, "nodeName": node}}
+    groups = br_spec.get("selectedGPUGroups") or []
+    if groups:
+        m = dict(meta(pod))
+        m["labels"] = {**(m.get("labels") or {}), keys.GPU_GROUP_LABEL: ",".join(groups)}
+        placed["metadata"] = m
+    return placed

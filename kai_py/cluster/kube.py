@@ -1,0 +1,135 @@
+"""A thin JSON client over the ``kubernetes`` package's ApiClient.
+
+The writer sends plain manifests (built and tested as dicts) and reads plain
+JSON back, which sidesteps the v37 pydantic models (strict constructors, and
+answers such as a Binding's ``Status`` that do not parse as the declared
+type). Authentication, TLS and the kubeconfig are the client's. Calls are
+synchronous; the writer runs them with ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+Json = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class KubeError(Exception):
+    """A non-2xx answer, or no answer at all (``code`` 0)."""
+
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(f"{code} {reason}: {message}" if code else message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+def load_api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
+    """In-cluster config when running in a pod, else the kubeconfig ($KUBECONFIG or ~/.kube)."""
+    configuration = k8s.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        path = kubeconfig or os.environ.get("KUBECONFIG") or None
+        if path and os.pathsep in path:
+            path = path.split(os.pathsep)[0]
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=path, client_configuration=configuration
+        )
+    return k8s.ApiClient(configuration)
+
+
+def path_of(
+    group: str,
+    version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    if namespace:
+        base += f"/namespaces/{quote(namespace, safe='')}"
+    base += f"/{plural}"
+    if name:
+        base += f"/{quote(name, safe='')}"
+    if subresource:
+        base += f"/{subresource}"
+    return base
+
+
+class Kube:
+    def __init__(self, api_client: k8s.ApiClient, timeout: float = 10.0) -> None:
+        self.api_client = api_client
+        self.timeout = timeout
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "application/json",
+        query: list[tuple[str, str]] | None = None,
+    ) -> Json:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        method, url, headers, serialized, _ = self.api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api_client.call_api(
+                method, url, header_params=headers, body=serialized, _request_timeout=self.timeout
+            )
+            response.read()  # type: ignore[no-untyped-call]
+        except k8s.ApiException as exc:
+            raise _error(int(exc.status or 0), str(exc.reason or ""), exc.body) from None
+        except Exception as exc:  # connection refused, timeouts, TLS
+            raise KubeError(0, type(exc).__name__, str(exc)) from None
+        data = response.data or b""
+        if not 200 <= int(response.status) < 300:
+            raise _error(int(response.status), str(response.reason or ""), data)
+        if not data:
+            return {}
+        parsed = json.loads(data)
+        return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+    def get(self, path: str) -> Json:
+        return self.request("GET", path)
+
+    def create(self, path: str, body: Json) -> Json:
+        return self.request("POST", path, body)
+
+    def patch(self, path: str, body: Json, content_type: str = MERGE_PATCH) -> Json:
+        return self.request("PATCH", path, body, content_type=content_type)
+
+    def delete(self, path: str, body: Json | None = None) -> Json:
+        return self.request("DELETE", path, body)
+
+
+def _error(code: int, reason: str, body: object) -> KubeError:
+    message = ""
+    if isinstance(body, bytes | str):
+        text = body.decode(errors="replace") if isinstance(body, bytes) else body
+        try:
+            status = json.loads(text)
+            message = str(status.get("message") or "") if isinstance(status, dict) else text
+            reason = str(status.get("reason") or reason) if isinstance(status, dict) else reason
+        except ValueError:
+            message = text
+    return KubeError(code, reason, message[:500])

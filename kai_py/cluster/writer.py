@@ -1,0 +1,700 @@
+"""Decisions -> API writes.
+
+``plan`` turns one cycle's decisions into a list of ``Write`` (method, path,
+body), using pure functions that are tested on their own; ``Writer.apply``
+sends them, concurrently and each on its own: a failed write is logged and
+the others go on (the next cycle retries what is still true then). Every
+write is idempotent or guarded by the cached state, so a cycle that decides
+the same thing again writes nothing new:
+
+- binds: a BindRequest named after the pod, owned by it (409 = already there);
+- pipelined pods: ``status.nominatedNodeName`` (only when it changes);
+- evictions: the pod's eviction subresource (429 from a PodDisruptionBudget:
+  skipped and logged);
+- events: core/v1 Events; a repeat of the same event (object, type, reason,
+  message) bumps the count of the first one instead of making a new one;
+- pods that stay unschedulable: condition ``PodScheduled=False``, reason
+  ``Unschedulable`` (when it changes);
+- PodGroup ``status.schedulingConditions`` and ``status.resourcesStatus``,
+  Queue ``status.allocated``/``allocatedNonPreemptible``/``requested`` and the
+  PodGroup annotation ``kai.scheduler/stale-since``: only when they change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from kai_py.api import keys
+from kai_py.api.bindrequest import BindRequest, BindRequestSpec, ReceivedGPU
+from kai_py.api.quantities import ResourceAmounts, from_resource_map, to_resource_map
+from kai_py.cluster.builder import Built
+from kai_py.cluster.cache import BINDREQUESTS, ClusterCache, View
+from kai_py.cluster.convert import meta, parse_time
+from kai_py.cluster.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, KubeError, path_of
+from kai_py.scheduler.model import Job, Node, Task, TaskStatus
+from kai_py.scheduler.reasons import Reason
+from kai_py.scheduler.resources import Res
+from kai_py.scheduler.session import Decisions, Event, QueueFigures
+
+log = logging.getLogger(__name__)
+Json = dict[str, Any]
+
+COMPONENT: Final = "kai-scheduler"
+MESSAGE_LIMIT: Final = 1024
+DEFAULT_BACKOFF_LIMIT: Final = 3
+SCHEDULING_CONDITION_TYPE: Final = "UnschedulableOnNodePool"
+DEFAULT_NODE_POOL: Final = "default"
+_API_VERSIONS: Final = {
+    "Pod": "v1",
+    "PodGroup": f"{keys.GROUP}/{keys.PODGROUP_VERSION}",
+    "Queue": f"{keys.GROUP}/{keys.QUEUE_VERSION}",
+}
+
+
+def rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ------------------------------------------------------------ pure builders
+def bindrequest_manifest(
+    task: Task, pod_uid: str, node: Node | None, backoff_limit: int = DEFAULT_BACKOFF_LIMIT
+) -> Json:
+    """The BindRequest for a bind decision: named after the pod, owned by it."""
+    assert task.node_name is not None, "a bind decision names its node"
+    if task.is_shared:
+        portion = task.portion_on(node) if node is not None else task.gpu_fraction
+        spec = BindRequestSpec(
+            pod_name=task.name,
+            selected_node=task.node_name,
+            received_resource_type="Fraction",
+            received_gpu=ReceivedGPU(count=task.gpu_devices, portion=min(1.0, portion)),
+            selected_gpu_groups=list(task.gpu_groups),
+            backoff_limit=backoff_limit,
+        )
+    else:
+        gpus = round(task.request.gpu)
+        spec = BindRequestSpec(
+            pod_name=task.name,
+            selected_node=task.node_name,
+            received_resource_type="Regular",
+            received_gpu=ReceivedGPU(count=gpus, portion=1.0 if gpus else 0.0),
+            backoff_limit=backoff_limit,
+        )
+    br = BindRequest.model_validate(
+        {
+            "metadata": {
+                "name": task.name,
+                "namespace": task.namespace,
+                "labels": {"selected-node": task.node_name},
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": task.name, "uid": pod_uid}
+                ],
+            },
+            "spec": spec.model_dump(by_alias=True, exclude_none=True),
+        }
+    )
+    return br.to_manifest()
+
+
+def event_manifest(
+    event: Event,
+    *,
+    name: str,
+    uid: str | None,
+    count: int,
+    first: float,
+    last: float,
+    component: str = COMPONENT,
+) -> Json:
+    """A core/v1 Event (what ``kubectl describe`` shows)."""
+    involved: Json = {
+        "kind": event.kind,
+        "name": event.name,
+        "apiVersion": _API_VERSIONS.get(event.kind, "v1"),
+    }
+    if event.namespace:
+        involved["namespace"] = event.namespace
+    if uid:
+        involved["uid"] = uid
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": event_namespace(event)},
+        "involvedObject": involved,
+        "reason": event.reason,
+        "message": event.message[:MESSAGE_LIMIT],
+        "type": event.type,
+        "source": {"component": component},
+        "reportingComponent": component,
+        "count": count,
+        "firstTimestamp": rfc3339(first),
+        "lastTimestamp": rfc3339(last),
+    }
+
+
+def event_namespace(event: Event) -> str:
+    return event.namespace or "default"  # events of cluster-scoped objects live in default
+
+
+def event_name(event: Event) -> str:
+    return f"{event.name[:200]}.{uuid.uuid4().hex[:16]}"
+
+
+def _pod_condition(pod: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == kind:
+            return cond
+    return None
+
+
+def unschedulable_patch(pod: Mapping[str, Any], message: str, now: float) -> Json | None:
+    """A pods/status strategic-merge patch for PodScheduled=False, or None if already so."""
+    message = message[:MESSAGE_LIMIT]
+    current = _pod_condition(pod, "PodScheduled")
+    if (
+        current is not None
+        and current.get("status") == "False"
+        and current.get("reason") == "Unschedulable"
+        and current.get("message") == message
+    ):
+        return None
+    since = rfc3339(now)
+    if current is not None and current.get("status") == "False":
+        since = str(current.get("lastTransitionTime") or since)
+    return {
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": since,
+                }
+            ]
+        }
+    }
+
+
+def nominated_patch(pod: Mapping[str, Any], node: str | None) -> Json | None:
+    if (pod.get("status") or {}).get("nominatedNodeName") == node:
+        return None
+    return {"status": {"nominatedNodeName": node}}
+
+
+def kai_amounts(res: Res) -> ResourceAmounts:
+    """Scheduler units -> KAI's status units (GPUs, millicores, MB)."""
+    return ResourceAmounts(gpu=res.gpu, cpu=res.cpu, memory=res.memory / 1e6)
+
+
+def _resource_map(res: Res) -> dict[str, int | str]:
+    return to_resource_map(kai_amounts(_rounded(res)))
+
+
+def _rounded(res: Res) -> Res:
+    return Res(round(res.cpu, 3), round(res.memory, 0), round(res.gpu, 6))
+
+
+def _same_map(current: object, wanted: dict[str, int | str]) -> bool:
+    if not isinstance(current, dict):
+        return False
+    try:
+        return to_resource_map(from_resource_map(current)) == wanted
+    except (TypeError, ValueError):
+        return False
+
+
+def queue_status_patch(queue: Mapping[str, Any], figures: QueueFigures) -> Json | None:
+    wanted = {
+        "allocated": _resource_map(figures.allocated),
+        "allocatedNonPreemptible": _resource_map(figures.allocated_non_preemptible),
+        "requested": _resource_map(figures.requested),
+    }
+    status = queue.get("status") or {}
+    if all(_same_map(status.get(k), v) for k, v in wanted.items()):
+        return None
+    return {"status": wanted}
+
+
+@dataclass(slots=True, frozen=True)
+class JobResources:
+    allocated: Res
+    allocated_non_preemptible: Res
+    requested: Res
+
+
+def job_resources(job: Job, nodes: Mapping[str, Node]) -> JobResources:
+    """What a job's pods hold and ask for after the cycle's decisions."""
+    allocated, requested = Res(), Res()
+    for task in job.tasks:
+        node = nodes.get(task.node_name) if task.node_name else None
+        amount = Res(task.request.cpu, task.request.memory, task.gpu_on(node))
+        requested.add(amount)
+        if task.status in (TaskStatus.RUNNING, TaskStatus.ALLOCATED):
+            allocated.add(amount)
+    return JobResources(allocated, allocated if not job.preemptible else Res(), requested)
+
+
+def _queue_details(details: Mapping[str, Any]) -> Json | None:
+    q = details.get("queueDetails")
+    if not isinstance(q, Mapping) or not q.get("name"):
+        return None
+    out: Json = {"name": q["name"]}
+    names = {
+        "deserved": "queueDeservedResources",
+        "allocated": "queueAllocatedResources",
+        "limit": "queueResourceLimits",
+        "requested": "queueRequestedResources",
+    }
+    for ours, theirs in names.items():
+        values = q.get(ours)
+        if isinstance(values, Mapping):
+            res = Res.of({k: float(v) for k, v in values.items() if isinstance(v, int | float)})
+            amounts = kai_amounts(res)
+            out[theirs] = {
+                k: v
+                for k, v in to_resource_map(
+                    ResourceAmounts(*(-1 if x == float("inf") else x for x in amounts))
+                ).items()
+            }
+    return out
+
+
+def scheduling_conditions(reasons: list[Reason], now: float) -> list[Json]:
+    if not reasons:
+        return []
+    entries: list[Json] = []
+    for r in reasons:
+        entry: Json = {"reason": r.code, "message": r.message[:MESSAGE_LIMIT]}
+        q = _queue_details(r.details)
+        if q is not None:
+            entry["details"] = {"queueDetails": q}
+        entries.append(entry)
+    message = " ".join(dict.fromkeys(r.message for r in reasons))
+    return [
+        {
+            "type": SCHEDULING_CONDITION_TYPE,
+            "nodePool": DEFAULT_NODE_POOL,
+            "status": "True",
+            "reason": reasons[0].code,
+            "message": message[:MESSAGE_LIMIT],
+            "reasons": entries,
+            "lastTransitionTime": rfc3339(now),
+            "transitionID": "0",
+        }
+    ]
+
+
+def _condition_key(conds: object) -> list[tuple[object, ...]]:
+    if not isinstance(conds, list):
+        return []
+    out: list[tuple[object, ...]] = []
+    for c in conds:
+        if not isinstance(c, Mapping):
+            continue
+        reasons = tuple(
+            (r.get("reason"), r.get("message"), repr(r.get("details")))
+            for r in c.get("reasons") or []
+            if isinstance(r, Mapping)
+        )
+        out.append((c.get("type"), c.get("nodePool"), c.get("status"), c.get("message"), reasons))
+    return out
+
+
+def podgroup_status_patch(
+    podgroup: Mapping[str, Any], reasons: list[Reason], resources: JobResources, now: float
+) -> Json | None:
+    status = podgroup.get("status") or {}
+    wanted_conditions = scheduling_conditions(reasons, now)
+    patch: Json = {}
+    current = status.get("schedulingConditions")
+    if _condition_key(current) != _condition_key(wanted_conditions):
+        previous = current[0] if isinstance(current, list) and current else None
+        if wanted_conditions and isinstance(previous, Mapping):
+            with contextlib.suppress(TypeError, ValueError):
+                wanted_conditions[0]["transitionID"] = str(int(previous.get("transitionID", 0)) + 1)
+        if wanted_conditions or current:
+            patch["schedulingConditions"] = wanted_conditions
+    wanted_resources = {
+        "allocated": _resource_map(resources.allocated),
+        "allocatedNonPreemptible": _resource_map(resources.allocated_non_preemptible),
+        "requested": _resource_map(resources.requested),
+    }
+    current_resources = status.get("resourcesStatus") or {}
+    if not all(_same_map(current_resources.get(k), v) for k, v in wanted_resources.items()):
+        patch["resourcesStatus"] = wanted_resources
+    return {"status": patch} if patch else None
+
+
+def stale_annotation_patch(podgroup: Mapping[str, Any], since: float | None) -> Json | None:
+    current = (meta(podgroup).get("annotations") or {}).get(keys.STALE_SINCE_ANNOTATION)
+    if since is None:
+        if current is None:
+            return None
+        return {"metadata": {"annotations": {keys.STALE_SINCE_ANNOTATION: None}}}
+    if current is not None:
+        try:
+            parsed = parse_time(current)
+        except ValueError:
+            parsed = None
+        if parsed is not None and abs(parsed - since) < 1.0:
+            return None
+    return {"metadata": {"annotations": {keys.STALE_SINCE_ANNOTATION: rfc3339(since)}}}
+
+
+def eviction_body(namespace: str, name: str) -> Json:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+
+
+# ---------------------------------------------------------------- the plan
+@dataclass(slots=True)
+class Write:
+    what: str  # for logs: "bind default/p1 -> node-1"
+    method: str
+    path: str
+    body: Json | None = None
+    content_type: str = "application/json"
+    ok_codes: tuple[int, ...] = ()  # answers that mean "already done"
+    skip_codes: tuple[int, ...] = ()  # answers that mean "not now" (logged at info)
+    # Called after success with the answer, or with None when an ok_code said it was done.
+    done: Callable[[Json | None], None] | None = None
+    failed: Callable[[KubeError], None] | None = None
+
+
+@dataclass(slots=True)
+class _EventRecord:
+    namespace: str
+    name: str
+    count: int
+    first: float
+    last: float
+    written_count: int
+    written_at: float
+
+
+@dataclass(slots=True)
+class EventRecorder:
+    """Aggregates repeated events: one Event object per (object, type, reason, message).
+
+    The first occurrence is written at once; repeats bump the count in memory
+    and are written at most every ``refresh`` seconds. Records not seen for
+    ``forget_after`` seconds are dropped.
+    """
+
+    refresh: float = 10.0
+    forget_after: float = 3600.0
+    component: str = COMPONENT
+    records: dict[tuple[str, str, str, str, str, str], _EventRecord] = field(default_factory=dict)
+
+    def writes(
+        self, events: list[Event], uids: Mapping[tuple[str, str, str], str], now: float
+    ) -> list[Write]:
+        out: list[Write] = []
+        for event in events:
+            key = (event.kind, event.namespace, event.name, event.type, event.reason, event.message)
+            record = self.records.get(key)
+            uid = uids.get((event.kind, event.namespace, event.name))
+            if record is None:
+                name = event_name(event)
+                record = _EventRecord(event_namespace(event), name, 1, now, now, 1, now)
+                self.records[key] = record
+                body = event_manifest(
+                    event,
+                    name=name,
+                    uid=uid,
+                    count=1,
+                    first=now,
+                    last=now,
+                    component=self.component,
+                )
+                out.append(
+                    Write(
+                        f"event {event.reason} {event.kind} {event.object}",
+                        "POST",
+                        path_of("", "v1", "events", record.namespace),
+                        body,
+                        failed=self._forget(key),
+                    )
+                )
+                continue
+            record.count += 1
+            record.last = now
+            if now - record.written_at < self.refresh:
+                continue
+            record.written_count, record.written_at = record.count, now
+            out.append(
+                Write(
+                    f"event {event.reason} {event.kind} {event.object} x{record.count}",
+                    "PATCH",
+                    path_of("", "v1", "events", record.namespace, record.name),
+                    {"count": record.count, "lastTimestamp": rfc3339(now)},
+                    content_type=MERGE_PATCH,
+                    failed=self._forget(key),
+                )
+            )
+        for key, record in list(self.records.items()):
+            if now - record.last > self.forget_after:
+                del self.records[key]
+        return out
+
+    def _forget(self, key: tuple[str, str, str, str, str, str]) -> Callable[[KubeError], None]:
+        def forget(exc: KubeError) -> None:
+            self.records.pop(key, None)  # gone or never made: the next repeat creates it
+
+        return forget
+
+
+def bindrequest_writes(view: View, cache: ClusterCache | None = None) -> list[Write]:
+    """Deletions of Failed (or orphaned) BindRequests, so the pod is decided again."""
+    out: list[Write] = []
+    for ns, name in view.failed_bindrequests:
+
+        def done(_: Json | None, ns: str = ns, name: str = name) -> None:
+            if cache is not None:
+                cache.forget(BINDREQUESTS, ns, name)
+
+        out.append(
+            Write(
+                f"delete failed BindRequest {ns}/{name}",
+                "DELETE",
+                path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests", ns, name),
+                ok_codes=(404,),
+                done=done,
+            )
+        )
+    return out
+
+
+def plan(
+    view: View,
+    built: Built,
+    decisions: Decisions,
+    now: float,
+    recorder: EventRecorder,
+    cache: ClusterCache | None = None,
+    backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
+) -> list[Write]:
+    """All writes for one cycle's decisions."""
+    nodes = {n.name: n for n in built.snapshot.nodes}
+    writes: list[Write] = []
+    for task in decisions.binds:
+        pod = view.pods.get(task.uid)
+        if pod is None:
+            continue
+        body = bindrequest_manifest(task, task.uid, nodes.get(task.node_name or ""), backoff_limit)
+
+        def observed(answer: Json | None) -> None:
+            # Seen at once, so the next cycle does not decide the pod again before the
+            # watch delivers it (on 409 the watch has, or will have, the real one).
+            if cache is not None and answer and meta(answer).get("name"):
+                cache.observe(BINDREQUESTS, "ADDED", answer)
+
+        writes.append(
+            Write(
+                f"bind {task.key} -> {task.node_name}",
+                "POST",
+                path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests", task.namespace),
+                body,
+                ok_codes=(409,),
+                done=observed,
+            )
+        )
+    for task in decisions.pipelined:
+        pod = view.pods.get(task.uid)
+        patch = nominated_patch(pod, task.node_name) if pod is not None else None
+        if patch is not None:
+            writes.append(
+                Write(
+                    f"nominate {task.key} -> {task.node_name}",
+                    "PATCH",
+                    path_of("", "v1", "pods", task.namespace, task.name, "status"),
+                    patch,
+                    content_type=MERGE_PATCH,
+                    ok_codes=(404,),
+                )
+            )
+    for eviction in decisions.evictions:
+        task = eviction.task
+        writes.append(
+            Write(
+                f"evict {task.key} ({eviction.action})",
+                "POST",
+                path_of("", "v1", "pods", task.namespace, task.name, "eviction"),
+                eviction_body(task.namespace, task.name),
+                ok_codes=(404,),
+                skip_codes=(429,),
+            )
+        )
+    uids = _uids(view)
+    for event in decisions.events:
+        if event.kind == "Pod" and event.reason == "Unschedulable":
+            pod = view_pod(view, event.namespace, event.name)
+            patch = unschedulable_patch(pod, event.message, now) if pod is not None else None
+            if patch is not None:
+                writes.append(
+                    Write(
+                        f"PodScheduled=False {event.object}",
+                        "PATCH",
+                        path_of("", "v1", "pods", event.namespace, event.name, "status"),
+                        patch,
+                        content_type=STRATEGIC_MERGE_PATCH,
+                        ok_codes=(404,),
+                    )
+                )
+    writes.extend(recorder.writes([*built.events, *decisions.events], uids, now))
+    jobs = {j.uid: j for j in built.snapshot.jobs}
+    for uid, pg in view.podgroups.items():
+        job = jobs.get(uid)
+        ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
+        if job is None:
+            continue
+        patch = podgroup_status_patch(
+            pg, decisions.reasons.get(uid, []), job_resources(job, nodes), now
+        )
+        if patch is not None:
+            writes.append(
+                Write(
+                    f"PodGroup {ns}/{name} status",
+                    "PATCH",
+                    path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups", ns, name, "status"),
+                    patch,
+                    content_type=MERGE_PATCH,
+                    ok_codes=(404,),
+                )
+            )
+        if uid in decisions.stale_since:
+            patch = stale_annotation_patch(pg, decisions.stale_since[uid])
+            if patch is not None:
+                writes.append(
+                    Write(
+                        f"PodGroup {ns}/{name} {keys.STALE_SINCE_ANNOTATION}",
+                        "PATCH",
+                        path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups", ns, name),
+                        patch,
+                        content_type=MERGE_PATCH,
+                        ok_codes=(404,),
+                    )
+                )
+    for name, figures in decisions.queues.items():
+        queue = view.queues.get(name)
+        if queue is None:
+            continue  # a queue the builder assumed (default-queue) that is not in the cluster
+        patch = queue_status_patch(queue, figures)
+        if patch is not None:
+            writes.append(
+                Write(
+                    f"Queue {name} status",
+                    "PATCH",
+                    path_of(keys.GROUP, keys.QUEUE_VERSION, "queues", None, name, "status"),
+                    patch,
+                    content_type=MERGE_PATCH,
+                    ok_codes=(404,),
+                )
+            )
+    return writes
+
+
+def view_pod(view: View, namespace: str, name: str) -> Json | None:
+    for pod in view.pods.values():
+        m = meta(pod)
+        if m.get("name") == name and (m.get("namespace") or "default") == namespace:
+            return pod
+    return None
+
+
+def _uids(view: View) -> dict[tuple[str, str, str], str]:
+    uids: dict[tuple[str, str, str], str] = {}
+    for uid, pod in view.pods.items():
+        m = meta(pod)
+        uids[("Pod", str(m.get("namespace") or "default"), str(m.get("name")))] = uid
+    for uid, pg in view.podgroups.items():
+        m = meta(pg)
+        uids[("PodGroup", str(m.get("namespace") or "default"), str(m.get("name")))] = uid
+    for name, q in view.queues.items():
+        queue_uid = meta(q).get("uid")
+        if queue_uid:
+            uids[("Queue", "", name)] = str(queue_uid)
+    return uids
+
+
+# ------------------------------------------------------------- the writer
+@dataclass(slots=True)
+class Outcome:
+    done: int = 0
+    skipped: int = 0
+    failed: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+class Writer:
+    """Sends a plan's writes with a bounded number in flight; never raises for one write."""
+
+    def __init__(self, kube: Kube, concurrency: int = 8) -> None:
+        self.kube = kube
+        self.concurrency = concurrency
+
+    async def apply(self, writes: list[Write]) -> Outcome:
+        outcome = Outcome()
+        if not writes:
+            return outcome
+        limit = asyncio.Semaphore(self.concurrency)
+
+        async def one(write: Write) -> None:
+            async with limit:
+                await self._send(write, outcome)
+
+        await asyncio.gather(*(one(w) for w in writes))
+        return outcome
+
+    async def _send(self, write: Write, outcome: Outcome) -> None:
+        started = time.monotonic()
+        try:
+            answer = await asyncio.to_thread(
+                self.kube.request,
+                write.method,
+                write.path,
+                write.body,
+                content_type=write.content_type,
+            )
+        except KubeError as exc:
+            if exc.code in write.ok_codes:
+                outcome.done += 1
+                log.debug("%s: already done (%s)", write.what, exc)
+                if write.done is not None:
+                    write.done(None)
+                return
+            if exc.code in write.skip_codes:
+                outcome.skipped += 1
+                log.info("%s: skipped: %s", write.what, exc)
+                return
+            outcome.failed += 1
+            outcome.failures.append(f"{write.what}: {exc}")
+            log.warning("%s: failed (the next cycle retries): %s", write.what, exc)
+            if write.failed is not None:
+                write.failed(exc)
+            return
+        except Exception as exc:  # a bug in one write must not stop the others
+            outcome.failed += 1
+            outcome.failures.append(f"{write.what}: {exc!r}")
+            log.exception("%s: failed", write.what)
+            return
+        outcome.done += 1
+        log.debug("%s: done in %.3fs", write.what, time.monotonic() - started)
+        if write.done is not None:
+            try:
+                write.done(answer)
+            except Exception:
+                log.exception("%s: after-write hook failed", write.what)

@@ -1,0 +1,63 @@
+"""The kai-py operator: scheduler loop, binder and pod-grouper as Kopf handlers.
+
+``kai-py run`` (and ``python -m kai_py.controllers.operator``, which
+``kai-py dev`` starts) runs all three in one process. The handler modules
+register themselves with Kopf on import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+import kopf
+
+from kai_py.controllers.settings import OperatorSettings, configure
+
+log = logging.getLogger("kai_py.operator")
+
+#: The handler modules of the operator: the scheduling loop, the binder, the pod-grouper.
+CONTROLLERS = (
+    "kai_py.controllers.scheduling",
+    "kai_py.controllers.binder",
+    "kai_py.controllers.grouper",
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kai-py run", description="Run the kai-py operator.")
+    OperatorSettings.add_arguments(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = OperatorSettings.from_args(args)
+    configure(settings)
+    logging.basicConfig(level=logging.INFO if not settings.verbose else logging.DEBUG)
+    # Importing registers the handlers with Kopf's default registry.
+    for module in CONTROLLERS:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            log.warning("%s is not part of this kai-py; running without it", module)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(
+            kopf.operator(
+                standalone=True,
+                clusterwide=True,
+                liveness_endpoint=settings.liveness_endpoint,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,290 @@
+"""The scheduling loop: watch events feed the cache; every period a cycle runs.
+
+Handlers are ``@kopf.on.event`` only (no per-object state: Kopf writes
+nothing to the watched objects). The loop is an asyncio task started in
+``@kopf.on.startup`` and stopped in ``@kopf.on.cleanup``. It waits until the
+cache is warm (every kind listed once and the watches have delivered what the
+list held), then every ``schedule_period`` seconds:
+
+1. deletes Failed BindRequests (the pod is decided again),
+2. builds a snapshot from the cache, runs ``run_cycle``,
+3. writes the decisions (``kai_py.cluster.writer``).
+
+A failing cycle is logged and the next one runs; a failing write is logged
+and the others go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import kopf
+from prometheus_client import Counter, Histogram, start_http_server
+
+from kai_py.api import keys
+from kai_py.cluster.cache import (
+    BINDREQUESTS,
+    KINDS,
+    NODES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    ClusterCache,
+)
+from kai_py.cluster.convert import meta
+from kai_py.cluster.inputs import InputError
+from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
+from kai_py.cluster.writer import EventRecorder, Outcome, Writer, bindrequest_writes, plan
+from kai_py.controllers.settings import OperatorSettings, current
+from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.model import Config
+
+log = logging.getLogger("kai_py.scheduling")
+
+CYCLE_SECONDS: Final = Histogram(
+    "kai_cycle_duration_seconds",
+    "Duration of one scheduling cycle (snapshot, actions, writes)",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+PODS_SCHEDULED: Final = Counter(
+    "kai_pods_scheduled_total", "Pods for which a BindRequest was created"
+)
+#: Give up waiting for the watches to deliver a first listing after this long.
+WARM_TIMEOUT_SECONDS: Final = 60.0
+
+_LIST_PATHS: Final = {
+    NODES: path_of("", "v1", "nodes"),
+    PODS: path_of("", "v1", "pods"),
+    QUEUES: path_of(keys.GROUP, keys.QUEUE_VERSION, "queues"),
+    PODGROUPS: path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups"),
+    PRIORITY_CLASSES: path_of("scheduling.k8s.io", "v1", "priorityclasses"),
+    BINDREQUESTS: path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
+}
+
+
+@dataclass
+class LoopState:
+    settings: OperatorSettings
+    cache: ClusterCache
+    kube: Kube | None = None
+    recorder: EventRecorder = field(default_factory=EventRecorder)
+    task: asyncio.Task[None] | None = None
+    cycles: int = 0
+    last_error: str | None = None
+    last_outcome: Outcome | None = None
+
+
+_state: LoopState | None = None
+
+
+def state() -> LoopState:
+    """The loop's state (made afresh at each operator start)."""
+    global _state
+    if _state is None:
+        settings = current()
+        _state = LoopState(settings=settings, cache=ClusterCache(settings.scheduler_name))
+    return _state
+
+
+# ---------------------------------------------------------------- handlers
+_HANDLERS: Final = (
+    "pod_event",
+    "node_event",
+    "queue_event",
+    "podgroup_event",
+    "priorityclass_event",
+    "bindrequest_event",
+)
+
+
+class _QuietCacheHandlers(logging.Filter):
+    """Drops Kopf's "Handler 'pod_event' succeeded." line: one per watch event is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO:
+            return True
+        text = str(record.msg)
+        return not any(text == f"Handler {name!r} succeeded." for name in _HANDLERS)
+
+
+logging.getLogger("kopf.objects").addFilter(_QuietCacheHandlers())
+
+
+def _observe(kind: str, event_type: str | None, body: kopf.Body) -> None:
+    try:
+        state().cache.observe(kind, event_type, body)
+    except Exception:  # one odd object must not stop the watch
+        log.exception("cannot cache %s %s", kind, meta(body).get("name"))
+
+
+@kopf.on.event("", "v1", "pods")
+def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    _observe(PODS, type, body)
+
+
+@kopf.on.event("", "v1", "nodes")
+def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    _observe(NODES, type, body)
+
+
+@kopf.on.event(keys.GROUP, keys.QUEUE_VERSION, "queues")
+def queue_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    _observe(QUEUES, type, body)
+
+
+@kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, "podgroups")
+def podgroup_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    _observe(PODGROUPS, type, body)
+
+
+@kopf.on.event("scheduling.k8s.io", "v1", "priorityclasses")
+def priorityclass_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    _observe(PRIORITY_CLASSES, type, body)
+
+
+@kopf.on.event(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests")
+def bindrequest_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+    _observe(BINDREQUESTS, type, body)
+
+
+@kopf.on.startup()
+async def start_loop(**_: Any) -> None:
+    # Kopf runs startup handlers before it starts watching, so a fresh cache misses nothing
+    # (and an operator started again in the same process starts from scratch).
+    global _state
+    settings = current()
+    _state = s = LoopState(
+        settings=settings,
+        cache=ClusterCache(settings.scheduler_name),
+        recorder=EventRecorder(refresh=settings.event_refresh),
+    )
+    if settings.metrics_port is not None:
+        start_http_server(settings.metrics_port)
+    s.kube = Kube(await asyncio.to_thread(load_api_client))
+    s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
+    log.info(
+        "scheduling loop started: scheduler %s, every %gs, %s",
+        s.settings.scheduler_name,
+        s.settings.schedule_period,
+        s.settings.placement,
+    )
+
+
+@kopf.on.cleanup()
+async def stop_loop(**_: Any) -> None:
+    s = state()
+    task, s.task = s.task, None
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    log.info("scheduling loop stopped after %d cycles", s.cycles)
+
+
+# -------------------------------------------------------------------- loop
+async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
+    """List each kind once, then wait until the watches have delivered those objects."""
+    assert s.kube is not None
+    kube = s.kube
+    deadline = time.monotonic() + timeout
+    pending = list(KINDS)
+    while pending:
+        for kind in list(pending):
+            try:
+                listing = await asyncio.to_thread(kube.get, _LIST_PATHS[kind])
+            except KubeError as exc:
+                if exc.code == 404:  # the resource is not served (e.g. CRDs not installed)
+                    log.warning("cannot list %s (%s); scheduling without them", kind, exc)
+                    s.cache.mark_warm(kind)
+                    pending.remove(kind)
+                else:
+                    log.warning("cannot list %s yet: %s", kind, exc)
+                continue
+            uids = [str(meta(item).get("uid")) for item in listing.get("items") or []]
+            s.cache.expect(kind, [u for u in uids if u and u != "None"])
+            pending.remove(kind)
+        if pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cannot list {', '.join(pending)}")
+            await asyncio.sleep(min(1.0, s.settings.schedule_period))
+    while not s.cache.warm:
+        if time.monotonic() > deadline:
+            log.warning(
+                "the watches have not delivered everything listed in %gs (%s); going on",
+                timeout,
+                s.cache.waiting_for(),
+            )
+            for kind in KINDS:
+                s.cache.mark_warm(kind)
+            break
+        await asyncio.sleep(0.05)
+    log.info("cache warm: %s", {k: len(v) for k, v in s.cache.objects.items()})
+
+
+async def run_loop(s: LoopState) -> None:
+    while True:
+        try:
+            await warm_up(s)
+            break
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("warm-up failed; trying again")
+            await asyncio.sleep(s.settings.schedule_period)
+    while True:
+        started = time.monotonic()
+        try:
+            await run_one_cycle(s)
+            s.last_error = None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            text = f"{type(exc).__name__}: {exc}"
+            if text != s.last_error:  # the same failure every second is logged once
+                log.exception("scheduling cycle failed; the next one runs as usual")
+            s.last_error = text
+        elapsed = time.monotonic() - started
+        CYCLE_SECONDS.observe(elapsed)
+        await asyncio.sleep(max(0.0, s.settings.schedule_period - elapsed))
+
+
+async def run_one_cycle(s: LoopState) -> Outcome:
+    assert s.kube is not None
+    writer = Writer(s.kube)
+    now = time.time()
+    view = s.cache.view(now)
+    cleanup = bindrequest_writes(view, s.cache)
+    if cleanup:
+        await writer.apply(cleanup)
+        view = s.cache.view(now)
+    config = Config(placement=s.settings.placement)
+    try:
+        built = await asyncio.to_thread(view.build, now, config)
+    except InputError as exc:
+        # The cluster's objects as a whole cannot be scheduled (e.g. a queue cycle).
+        raise RuntimeError(f"cannot build a snapshot: {exc}") from None
+    decisions = await asyncio.to_thread(run_cycle, built.snapshot)
+    writes = plan(view, built, decisions, now, s.recorder, s.cache)
+    outcome = await writer.apply(writes)
+    s.cycles += 1
+    s.last_outcome = outcome
+    binds = sum(1 for w in writes if w.what.startswith("bind ")) if writes else 0
+    if binds:
+        PODS_SCHEDULED.inc(binds - sum(1 for f in outcome.failures if f.startswith("bind ")))
+    if decisions.binds or decisions.evictions or outcome.failed:
+        log.info(
+            "cycle %d: %d binds, %d pipelined, %d evictions; %d writes, %d failed",
+            s.cycles,
+            len(decisions.binds),
+            len(decisions.pipelined),
+            len(decisions.evictions),
+            len(writes),
+            outcome.failed,
+        )
+    return outcome

@@ -1,0 +1,220 @@
+"""The operator's scheduling loop against the emulated cluster, through the kubernetes client."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import (
+    Operator,
+    bindrequests,
+    create_pod,
+    create_podgroup,
+    create_queues,
+    events_of,
+    pod,
+    podgroup,
+    queue,
+    wait_for,
+)
+from kubernetes import client as k8s
+
+from kai_py.emulator.dev_cluster import ThreadedDevCluster
+
+NS = "team-a"
+
+
+def _queues(custom: k8s.CustomObjectsApi) -> None:
+    create_queues(custom, queue("root"), queue("team-a", parent="root"))
+
+
+def test_pods_that_fit_get_bindrequests_on_the_chosen_node(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    create_podgroup(custom, podgroup("train", NS, "team-a", min_member=2))
+    for i in range(2):
+        create_pod(core, pod(f"train-{i}", NS, "train", gpus=3))
+    found = wait_for(
+        lambda: (lambda b: b if len(b) == 2 else None)(bindrequests(custom, NS)),
+        timeout=15,
+        what=f"two BindRequests\n{operator.log}",
+    )
+    nodes = {name: br["spec"]["selectedNode"] for name, br in found.items()}
+    # 3 GPUs each on 4-GPU nodes: one pod per node.
+    assert sorted(nodes.values()) == ["gpu-0", "gpu-1"]
+    br = found["train-0"]
+    assert br["spec"]["podName"] == "train-0"
+    assert br["spec"]["receivedResourceType"] == "Regular"
+    assert br["spec"]["receivedGPU"] == {"count": 3, "portion": "1"}
+    pod_uid = core.read_namespaced_pod("train-0", NS).metadata.uid
+    assert br["metadata"]["ownerReferences"][0]["uid"] == pod_uid
+    assert br["metadata"]["ownerReferences"][0]["kind"] == "Pod"
+
+    def scheduled_event() -> list[Any]:
+        return [e for e in events_of(core, NS, "train-0") if e.reason == "Scheduled"]
+
+    events = wait_for(scheduled_event, what="a Scheduled event")
+    assert events[0].source.component == "kai-scheduler"
+    assert events[0].involved_object.uid == pod_uid
+
+    def allocated() -> dict[str, Any] | None:
+        q = custom.get_cluster_custom_object("scheduling.run.ai", "v2", "queues", "team-a")
+        status: dict[str, Any] = q.get("status") or {}
+        got = status.get("allocated") or {}
+        return status if str(got.get("nvidia.com/gpu")) == "6" else None
+
+    status = wait_for(allocated, what="queue status allocated 6 GPUs")
+    assert status["allocated"]["cpu"] in (2000, "2000")
+    assert status["requested"]["nvidia.com/gpu"] in (6, "6")
+    # The parent queue adds up its children.
+    parent = custom.get_cluster_custom_object("scheduling.run.ai", "v2", "queues", "root")
+    assert str(parent["status"]["allocated"]["nvidia.com/gpu"]) == "6"
+
+
+def test_a_gang_that_does_not_fit_gets_no_bindrequests_and_an_unschedulable_event(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    # Four pods of 3 GPUs on two 4-GPU nodes: only two fit, the gang needs all four.
+    create_podgroup(custom, podgroup("big", NS, "team-a", min_member=4))
+    for i in range(4):
+        create_pod(core, pod(f"big-{i}", NS, "big", gpus=3))
+
+    def unschedulable() -> list[Any]:
+        return [
+            e
+            for e in events_of(core, NS, "big")
+            if e.reason == "Unschedulable" and e.involved_object.kind == "PodGroup"
+        ]
+
+    events = wait_for(unschedulable, timeout=15, what=f"an Unschedulable event\n{operator.log}")
+    assert events[0].type == "Warning"
+    assert "Resources were found for 2 pods while 4 are required" in events[0].message
+    assert bindrequests(custom, NS) == {}
+    # The pods say so too (markUnschedulable defaults to true), as kubectl describe shows.
+    pod_events = wait_for(
+        lambda: [e for e in events_of(core, NS, "big-0") if e.reason == "Unschedulable"],
+        what="the pod's Unschedulable event",
+    )
+    assert pod_events[0].type == "Warning"
+
+    def condition() -> Any:
+        status = core.read_namespaced_pod("big-0", NS).status
+        return next(
+            (
+                c
+                for c in status.conditions or []
+                if c.type == "PodScheduled" and c.status == "False"
+            ),
+            None,
+        )
+
+    cond = wait_for(condition, what="PodScheduled=False")
+    assert cond.reason == "Unschedulable"
+    assert "Resources were found for 2 pods" in cond.message
+    # The PodGroup's status explains it.
+    pg = wait_for(
+        lambda: (
+            lambda body: body if (body.get("status") or {}).get("schedulingConditions") else None
+        )(
+            custom.get_namespaced_custom_object(
+                "scheduling.run.ai", "v2alpha2", NS, "podgroups", "big"
+            )
+        ),
+        what="schedulingConditions",
+    )
+    cond_pg = pg["status"]["schedulingConditions"][0]
+    assert cond_pg["type"] == "UnschedulableOnNodePool"
+    assert cond_pg["reasons"][0]["message"].startswith("Resources were found for 2 pods")
+    assert str(pg["status"]["resourcesStatus"]["requested"]["nvidia.com/gpu"]) == "12"
+    # Repeats of the same event bump its count instead of making new Events.
+    first = events[0]
+    later = wait_for(
+        lambda: [e for e in unschedulable() if (e.count or 0) > 1], timeout=15, what="count > 1"
+    )
+    assert len(unschedulable()) == 1
+    assert later[0].metadata.name == first.metadata.name
+
+
+def test_a_failed_bindrequest_is_deleted_and_the_pod_decided_again(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    create_podgroup(custom, podgroup("solo", NS, "team-a"))
+    create_pod(core, pod("solo-0", NS, "solo", gpus=1))
+    first = wait_for(
+        lambda: bindrequests(custom, NS).get("solo-0"), timeout=15, what="a BindRequest"
+    )
+    custom.patch_namespaced_custom_object_status(
+        "scheduling.run.ai",
+        "v1alpha2",
+        NS,
+        "bindrequests",
+        "solo-0",
+        {"status": {"phase": "Failed", "reason": "test", "failedAttempts": 3}},
+    )
+    old_uid = first["metadata"]["uid"]
+
+    def old_one_gone() -> bool:
+        br = bindrequests(custom, NS).get("solo-0")
+        return br is None or br["metadata"]["uid"] != old_uid
+
+    wait_for(old_one_gone, timeout=15, what=f"the failed BindRequest deleted\n{operator.log}")
+    if core.read_namespaced_pod("solo-0", NS).spec.node_name:
+        return  # a binder had bound the pod before it "failed": nothing to decide again
+    again = wait_for(
+        lambda: bindrequests(custom, NS).get("solo-0"), timeout=15, what="a new BindRequest"
+    )
+    assert again["metadata"]["uid"] != old_uid
+    assert (again.get("status") or {}).get("phase") != "Failed"
+    assert again["spec"]["selectedNode"] == first["spec"]["selectedNode"]
+
+
+def test_a_missing_queue_is_a_warning_and_the_rest_schedules(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    create_podgroup(custom, podgroup("lost", NS, "no-such-queue"))
+    create_pod(core, pod("lost-0", NS, "lost", gpus=1))
+    create_podgroup(custom, podgroup("fine", NS, "team-a"))
+    create_pod(core, pod("fine-0", NS, "fine", gpus=1))
+    wait_for(lambda: bindrequests(custom, NS).get("fine-0"), timeout=15, what="fine-0 bound")
+    warnings = wait_for(
+        lambda: [e for e in events_of(core, NS, "lost") if e.type == "Warning"],
+        what=f"a Warning on the PodGroup\n{operator.log}",
+    )
+    assert "no-such-queue" in warnings[0].message
+    assert "lost-0" not in bindrequests(custom, NS)
+
+
+def test_the_loop_survives_api_errors(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    fault = cluster.cluster.faults.add(verb="create", resource="bindrequests", code=500, times=2)
+    create_podgroup(custom, podgroup("flaky", NS, "team-a"))
+    create_pod(core, pod("flaky-0", NS, "flaky", gpus=1))
+    br = wait_for(
+        lambda: bindrequests(custom, NS).get("flaky-0"),
+        timeout=15,
+        what=f"a BindRequest\n{operator.log}",
+    )
+    assert fault.fired == 2
+    assert br["spec"]["selectedNode"].startswith("gpu-")
+    assert "failed (the next cycle retries)" in operator.log
+    assert operator.process.poll() is None

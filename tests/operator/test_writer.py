@@ -1,0 +1,415 @@
+"""The writer's pure parts: manifests and patches from decisions, and the write plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kai_py.api.bindrequest import BindRequest
+from kai_py.cluster.cache import BINDREQUESTS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
+from kai_py.cluster.writer import (
+    EventRecorder,
+    JobResources,
+    bindrequest_manifest,
+    bindrequest_writes,
+    event_manifest,
+    nominated_patch,
+    plan,
+    podgroup_status_patch,
+    queue_status_patch,
+    stale_annotation_patch,
+    unschedulable_patch,
+)
+from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.model import Node, Task
+from kai_py.scheduler.reasons import Reason
+from kai_py.scheduler.resources import Res
+from kai_py.scheduler.session import Event, QueueFigures
+
+NOW = 1_800_000_000.0
+
+
+def test_a_whole_gpu_bind_is_a_regular_bindrequest_owned_by_the_pod() -> None:
+    task = Task("uid-1", "ns", "p1", "job", Res(1000, 1e9, 2), node_name="n1")
+    body = bindrequest_manifest(task, "uid-1", None)
+    assert body["apiVersion"] == "scheduling.run.ai/v1alpha2"
+    assert body["kind"] == "BindRequest"
+    assert body["metadata"]["name"] == "p1"
+    assert body["metadata"]["namespace"] == "ns"
+    assert body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p1", "uid": "uid-1"}
+    ]
+    assert body["spec"] == {
+        "podName": "p1",
+        "selectedNode": "n1",
+        "receivedResourceType": "Regular",
+        "receivedGPU": {"count": 2, "portion": "1"},
+        "backoffLimit": 3,
+    }
+    BindRequest.from_manifest(body)  # valid by the model the CRD is made from
+
+
+def test_a_shared_gpu_bind_is_a_fraction_with_its_gpu_groups() -> None:
+    task = Task(
+        "uid-2",
+        "ns",
+        "p2",
+        "job",
+        Res(100, 0, 0),
+        gpu_fraction=0.5,
+        node_name="n1",
+        gpu_groups=("g-0",),
+    )
+    node = Node("n1", Res(8000, 64e9, 8))
+    spec = bindrequest_manifest(task, "uid-2", node, backoff_limit=5)["spec"]
+    assert spec["receivedResourceType"] == "Fraction"
+    assert spec["receivedGPU"] == {"count": 1, "portion": "0.5"}
+    assert spec["selectedGPUGroups"] == ["g-0"]
+    assert spec["backoffLimit"] == 5
+
+
+def test_a_gpu_memory_bind_gets_the_portion_of_the_node_card() -> None:
+    task = Task(
+        "u", "ns", "p", "job", Res(), gpu_memory_mib=20480, node_name="n1", gpu_groups=("0",)
+    )
+    node = Node("n1", Res(8000, 64e9, 8), gpu_memory_mib=81920)
+    spec = bindrequest_manifest(task, "u", node)["spec"]
+    assert spec["receivedGPU"] == {"count": 1, "portion": "0.25"}
+
+
+def test_an_event_is_core_v1_with_the_message_cut() -> None:
+    event = Event("Pod", "ns", "p1", "Warning", "Unschedulable", "x" * 2000)
+    body = event_manifest(event, name="p1.abc", uid="u1", count=3, first=NOW, last=NOW + 5)
+    assert body["involvedObject"] == {
+        "kind": "Pod",
+        "name": "p1",
+        "namespace": "ns",
+        "apiVersion": "v1",
+        "uid": "u1",
+    }
+    assert len(body["message"]) == 1024
+    assert body["source"] == {"component": "kai-scheduler"}
+    assert body["count"] == 3
+    assert body["firstTimestamp"] == "2027-01-15T08:00:00Z"
+    assert body["lastTimestamp"] == "2027-01-15T08:00:05Z"
+    queue_event = event_manifest(
+        Event("Queue", "", "q", "Warning", "QueueLimitTrap", "m"),
+        name="q.1",
+        uid=None,
+        count=1,
+        first=NOW,
+        last=NOW,
+    )
+    assert queue_event["metadata"]["namespace"] == "default"
+    assert "namespace" not in queue_event["involvedObject"]
+    assert queue_event["involvedObject"]["apiVersion"] == "scheduling.run.ai/v2"
+
+
+def test_repeated_events_bump_one_event_count() -> None:
+    recorder = EventRecorder(refresh=10)
+    event = Event("PodGroup", "ns", "g", "Warning", "Unschedulable", "no room")
+    uids = {("PodGroup", "ns", "g"): "uid-g"}
+    [create] = recorder.writes([event], uids, NOW)
+    assert create.method == "POST" and create.path == "/api/v1/namespaces/ns/events"
+    assert create.body is not None and create.body["involvedObject"]["uid"] == "uid-g"
+    name = create.body["metadata"]["name"]
+    assert recorder.writes([event], uids, NOW + 1) == []  # counted, written later
+    [bump] = recorder.writes([event], uids, NOW + 11)
+    assert bump.method == "PATCH"
+    assert bump.path == f"/api/v1/namespaces/ns/events/{name}"
+    assert bump.body == {"count": 3, "lastTimestamp": "2027-01-15T08:00:11Z"}
+    # Another message is another event.
+    other = Event("PodGroup", "ns", "g", "Warning", "Unschedulable", "other")
+    [new] = recorder.writes([other], uids, NOW + 12)
+    assert new.method == "POST"
+    # A failed write forgets the record, so the next repeat creates the event again.
+    assert new.failed is not None
+    new.failed(Exception())  # type: ignore[arg-type]
+    [again] = recorder.writes([other], uids, NOW + 13)
+    assert again.method == "POST"
+
+
+def _pod(conditions: list[dict[str, Any]] | None = None, **status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "p"}, "status": {"conditions": conditions or [], **status}}
+
+
+def test_unschedulable_condition_only_when_it_changes() -> None:
+    patch = unschedulable_patch(_pod(), "no room", NOW)
+    assert patch == {
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "no room",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": "2027-01-15T08:00:00Z",
+                }
+            ]
+        }
+    }
+    same = patch["status"]["conditions"]
+    assert unschedulable_patch(_pod(same), "no room", NOW + 5) is None
+    changed = unschedulable_patch(_pod(same), "other", NOW + 5)
+    assert changed is not None
+    # Still False: the transition time stays.
+    assert changed["status"]["conditions"][0]["lastTransitionTime"] == "2027-01-15T08:00:00Z"
+
+
+def test_nominated_node_only_when_it_changes() -> None:
+    assert nominated_patch(_pod(), "n1") == {"status": {"nominatedNodeName": "n1"}}
+    assert nominated_patch(_pod(nominatedNodeName="n1"), "n1") is None
+
+
+def test_queue_status_in_kai_units_only_when_changed() -> None:
+    figures = QueueFigures(
+        deserved=Res(),
+        fair_share=Res(),
+        allocated=Res(1500, 2e9, 1.5),
+        allocated_non_preemptible=Res(),
+        requested=Res(3000, 4e9, 3),
+    )
+    patch = queue_status_patch({"metadata": {"name": "q"}}, figures)
+    assert patch == {
+        "status": {
+            "allocated": {"nvidia.com/gpu": "1.5", "cpu": 1500, "memory": 2000},
+            "allocatedNonPreemptible": {"nvidia.com/gpu": 0, "cpu": 0, "memory": 0},
+            "requested": {"nvidia.com/gpu": 3, "cpu": 3000, "memory": 4000},
+        }
+    }
+    # As the API server returns it (strings for all): no change, no write.
+    stored = {k: {r: str(v) for r, v in m.items()} for k, m in patch["status"].items()}
+    assert queue_status_patch({"status": stored}, figures) is None
+
+
+def test_podgroup_status_reasons_and_resources() -> None:
+    reasons = [
+        Reason(
+            "OverLimit",
+            "queue q would exceed its GPU limit",
+            {
+                "resource": "gpu",
+                "queueDetails": {
+                    "name": "q",
+                    "deserved": {"gpu": 1.0, "cpu": 0.0, "memory": 0.0},
+                    "allocated": {"gpu": 2.0, "cpu": 1000.0, "memory": 1e9},
+                    "limit": {"gpu": 2.0, "cpu": float("inf"), "memory": float("inf")},
+                },
+            },
+        )
+    ]
+    resources = JobResources(Res(), Res(), Res(1000, 1e9, 1))
+    patch = podgroup_status_patch({"metadata": {"name": "g"}}, reasons, resources, NOW)
+    assert patch is not None
+    [cond] = patch["status"]["schedulingConditions"]
+    assert cond["type"] == "UnschedulableOnNodePool"
+    assert cond["nodePool"] == "default"
+    assert cond["reasons"][0]["reason"] == "OverLimit"
+    details = cond["reasons"][0]["details"]["queueDetails"]
+    assert details["queueResourceLimits"] == {"nvidia.com/gpu": 2, "cpu": -1, "memory": -1}
+    assert details["queueAllocatedResources"] == {"nvidia.com/gpu": 2, "cpu": 1000, "memory": 1000}
+    assert patch["status"]["resourcesStatus"]["requested"] == {
+        "nvidia.com/gpu": 1,
+        "cpu": 1000,
+        "memory": 1000,
+    }
+    written = {"status": patch["status"]}
+    assert podgroup_status_patch(written, reasons, resources, NOW + 5) is None
+    # Scheduled at last: the conditions are cleared.
+    cleared = podgroup_status_patch(written, [], resources, NOW + 6)
+    assert cleared == {"status": {"schedulingConditions": []}}
+    # The transition id counts changes.
+    other = [Reason("NotReady", "2 of 4 pods exist")]
+    changed = podgroup_status_patch(written, other, resources, NOW + 7)
+    assert changed is not None
+    assert changed["status"]["schedulingConditions"][0]["transitionID"] == "1"
+
+
+def test_stale_since_annotation_is_set_and_removed_only_when_it_changes() -> None:
+    pg: dict[str, Any] = {"metadata": {"name": "g", "annotations": {}}}
+    assert stale_annotation_patch(pg, None) is None
+    patch = stale_annotation_patch(pg, NOW)
+    assert patch == {
+        "metadata": {"annotations": {"kai.scheduler/stale-since": "2027-01-15T08:00:00Z"}}
+    }
+    pg["metadata"]["annotations"] = patch["metadata"]["annotations"]
+    assert stale_annotation_patch(pg, NOW + 0.4) is None
+    assert stale_annotation_patch(pg, None) == {
+        "metadata": {"annotations": {"kai.scheduler/stale-since": None}}
+    }
+
+
+# -------------------------------------------------- cache + plan, without a cluster
+def _cache() -> ClusterCache:
+    cache = ClusterCache()
+    cache.observe(
+        NODES,
+        None,
+        {
+            "metadata": {"name": "n1", "uid": "n1"},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4"}},
+        },
+    )
+    cache.observe(
+        QUEUES,
+        None,
+        {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {"name": "q", "uid": "uq"},
+            "spec": {"resources": {"gpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1}}},
+        },
+    )
+    cache.observe(
+        PODGROUPS,
+        None,
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": "g",
+                "namespace": "ns",
+                "uid": "ug",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+            },
+            "spec": {"minMember": 1, "queue": "q"},
+        },
+    )
+    return cache
+
+
+def _pod_body(name: str, uid: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": uid,
+            "resourceVersion": "5",
+            "annotations": {"pod-group-name": "g"},
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [
+                {"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ],
+            **spec,
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_plan_from_the_cache_binds_and_a_live_bindrequest_counts_as_placed() -> None:
+    cache = _cache()
+    cache.observe(PODS, "ADDED", _pod_body("p1", "u1"))
+    view = cache.view(NOW)
+    built = view.build(NOW)
+    decisions = run_cycle(built.snapshot)
+    writes = plan(view, built, decisions, NOW, EventRecorder(), cache)
+    [bind] = [w for w in writes if w.what.startswith("bind ")]
+    assert bind.path == "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests"
+    assert bind.body is not None and bind.body["spec"]["selectedNode"] == "n1"
+    assert any(w.what == "Queue q status" for w in writes)
+    assert any(w.what == "PodGroup ns/g status" for w in writes)
+    # The answer goes into the cache: the next cycle sees the pod as placed.
+    assert bind.done is not None
+    bind.done({**bind.body, "metadata": {**bind.body["metadata"], "uid": "ubr"}})
+    again = cache.view(NOW)
+    built = again.build(NOW)
+    assert run_cycle(built.snapshot).binds == []
+    [task] = built.snapshot.jobs[0].tasks
+    assert task.node_name == "n1"
+
+
+def test_failed_or_orphaned_bindrequests_are_deleted_and_hold_their_pod_back() -> None:
+    cache = _cache()
+    cache.observe(PODS, "ADDED", _pod_body("p1", "u1"))
+    cache.observe(PODS, "ADDED", _pod_body("p2", "u2"))
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "p1", "uid": "u1"}
+    cache.observe(
+        BINDREQUESTS,
+        "ADDED",
+        {
+            "metadata": {"name": "p1", "namespace": "ns", "uid": "b1", "ownerReferences": [owner]},
+            "spec": {"podName": "p1", "selectedNode": "n1"},
+            "status": {"phase": "Failed"},
+        },
+    )
+    cache.observe(
+        BINDREQUESTS,
+        "ADDED",
+        {
+            "metadata": {
+                "name": "p2",
+                "namespace": "ns",
+                "uid": "b2",
+                "ownerReferences": [{**owner, "name": "p2", "uid": "an-older-p2"}],
+            },
+            "spec": {"podName": "p2", "selectedNode": "n1"},
+        },
+    )
+    view = cache.view(NOW)
+    assert sorted(view.failed_bindrequests) == [("ns", "p1"), ("ns", "p2")]
+    assert view.pods == {}  # neither is decided while its old request is there
+    deletes = bindrequest_writes(view, cache)
+    assert [w.method for w in deletes] == ["DELETE", "DELETE"]
+    for w in deletes:
+        assert w.done is not None
+        w.done({})
+    assert sorted(cache.view(NOW).pods) == ["u1", "u2"]
+
+
+def test_the_cache_keeps_projections_and_ignores_older_versions() -> None:
+    cache = ClusterCache()
+    body = _pod_body("p1", "u1")
+    body["spec"]["volumes"] = [{"name": "big"}]
+    cache.observe(PODS, "ADDED", body)
+    stored = cache.get(PODS, "ns", "p1")
+    assert stored is not None and "volumes" not in stored["spec"]
+    older = _pod_body("p1", "u1", nodeName="n1")
+    older["metadata"]["resourceVersion"] = "4"
+    assert cache.observe(PODS, "MODIFIED", older) is False
+    # Another scheduler's pod is kept only while bound, as a small projection.
+    other = _pod_body("x", "ux", schedulerName="default-scheduler")
+    cache.observe(PODS, "ADDED", other)
+    assert ("ns", "x") not in cache.foreign_pods
+    bound = _pod_body("x", "ux", schedulerName="default-scheduler", nodeName="n1")
+    bound["metadata"]["resourceVersion"] = "6"
+    cache.observe(PODS, "MODIFIED", bound)
+    assert set(cache.foreign_pods[("ns", "x")]["metadata"]) == {
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+    }
+    cache.observe(PODS, "DELETED", bound)
+    assert cache.foreign_pods == {}
+
+
+def test_a_pod_waits_for_its_group_and_the_pod_grouper() -> None:
+    cache = ClusterCache()
+    ungrouped = _pod_body("p1", "u1")
+    ungrouped["metadata"]["annotations"] = {}
+    cache.observe(PODS, "ADDED", ungrouped)
+    young = _pod_body("p2", "u2")
+    young["metadata"]["creationTimestamp"] = "2027-01-15T07:59:58Z"  # 2 s before NOW
+    cache.observe(PODS, "ADDED", young)
+    view = cache.view(NOW)
+    assert view.pods == {} and view.held_back == 2
+    # Past the grace period the missing group is reported (a Warning from the builder).
+    later = cache.view(NOW + 60)
+    assert list(later.pods) == ["u2"]
+    built = later.build(NOW + 60)
+    assert any(e.reason == "PodGroupNotFound" for e in built.events)
+
+
+def test_warm_once_the_watch_has_delivered_the_listing() -> None:
+    cache = ClusterCache()
+    assert not cache.warm
+    cache.observe(PODS, None, _pod_body("p1", "u1"))
+    for kind in ("nodes", "queues", "podgroups", "priorityclasses", "bindrequests"):
+        cache.expect(kind, [])
+    cache.expect(PODS, ["u1", "u2"])
+    assert not cache.warm and cache.waiting_for()[PODS] == 1
+    cache.observe(PODS, None, _pod_body("p2", "u2"))
+    assert cache.warm
