@@ -6,7 +6,7 @@ and name when the input has no uids) and handed to the pure pod-grouper.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,25 +26,46 @@ class Grouped:
     failed: bool = False
 
 
-def owner_chain(pod: Mapping[str, Any], owners: Owners) -> list[Mapping[str, Any]]:
-    """The pod's owners, nearest first, as far up as the input has them."""
+OwnerFetch = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
+
+#: Far deeper than any real workload; stops a pathological chain.
+MAX_OWNER_DEPTH = 16
+
+
+def controller_reference(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The controller ownerReference of ``obj``, else its first one."""
+    refs = meta(obj).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+
+
+def walk_owner_chain(pod: Mapping[str, Any], fetch: OwnerFetch) -> list[Mapping[str, Any]]:
+    """The pod's owners, nearest first, as far up as ``fetch(namespace, ref)`` finds them."""
     chain: list[Mapping[str, Any]] = []
     ns = str(meta(pod).get("namespace") or "default")
     current = pod
     seen: set[int] = set()
-    while True:
-        refs = meta(current).get("ownerReferences") or []
-        ref = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    while len(chain) < MAX_OWNER_DEPTH:
+        ref = controller_reference(current)
         if ref is None:
             return chain
-        found = owners.get((ns, str(ref.get("uid") or ""))) or owners.get(
-            (ns, f"{ref.get('kind')}/{ref.get('name')}")
-        )
+        found = fetch(ns, ref)
         if found is None or id(found) in seen:
             return chain
         seen.add(id(found))
         chain.append(found)
         current = found
+    return chain
+
+
+def owner_chain(pod: Mapping[str, Any], owners: Owners) -> list[Mapping[str, Any]]:
+    """The pod's owners, nearest first, as far up as the input has them."""
+
+    def fetch(ns: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return owners.get((ns, str(ref.get("uid") or ""))) or owners.get(
+            (ns, f"{ref.get('kind')}/{ref.get('name')}")
+        )
+
+    return walk_owner_chain(pod, fetch)
 
 
 def group_for_pod(pod: Mapping[str, Any], owners: Owners) -> Grouped:

@@ -1,0 +1,557 @@
+"""The binder's API work: carry out one BindRequest, roll back on error, clean up.
+
+``Binder.reconcile(bindrequest, retry)`` makes one attempt and writes the
+outcome into the BindRequest's status:
+
+- ``Regular``: bind the pod to ``selectedNode`` (Binding subresource);
+- ``Fraction``: for each selected GPU group make sure its reservation pod
+  exists on the node, wait for the card UUID it reports, write the pod's GPU
+  ConfigMap(s), label the pod ``runai-gpu-group``, then bind.
+
+An attempt that fails is rolled back (group label, ConfigMaps it created, a
+reservation pod nobody else uses) and counted in ``status.failedAttempts``;
+while that stays below ``backoffLimit`` the phase stays ``Pending`` and the
+outcome says when to try again (``base * 2**failedAttempts`` s), after that
+the phase is ``Failed`` (the scheduler then deletes the request and decides
+again). Events ``Bound`` / ``BindingError`` go to the pod.
+
+The calls are synchronous (Kopf runs the handlers in worker threads); a lock
+per (node, GPU group) keeps creating, using and deleting one reservation pod
+in order within the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kai_py.api import keys
+from kai_py.cluster import reservation as rsv
+from kai_py.cluster.convert import parse_time
+from kai_py.cluster.eventpost import involved, post_event
+from kai_py.cluster.kube import Kube, KubeError, path_of
+
+Json = dict[str, Any]
+log = logging.getLogger(__name__)
+
+COMPONENT: Final = "kai-py-binder"
+BINDREQUESTS: Final = "bindrequests"
+_PENDING_PHASES: Final = (None, "", "Pending")
+
+
+@dataclass(slots=True)
+class BinderConfig:
+    """How the binder works; ``from_env`` reads ``KAI_PY_BINDER_*`` overrides."""
+
+    reservation_image: str = rsv.DEFAULT_RESERVATION_IMAGE
+    reservation_namespace: str = keys.RESERVATION_NAMESPACE
+    reservation_service_account: str | None = None
+    reservation_timeout: float = 40.0  # seconds to wait for the card's UUID
+    poll_interval: float = 0.2
+    retry_base_delay: float = 1.0  # retry after base * 2**failedAttempts seconds
+    default_backoff_limit: int = rsv.DEFAULT_BACKOFF_LIMIT
+    sweep_period: float = 30.0  # seconds between clean-up passes over reservation pods
+    sweep_min_age: float = 10.0  # a reservation pod younger than this is left to its binder
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> BinderConfig:
+        env = os.environ if env is None else env
+        config = cls()
+        if env.get("KAI_PY_RESERVATION_IMAGE"):
+            config.reservation_image = env["KAI_PY_RESERVATION_IMAGE"]
+        if env.get("KAI_PY_RESERVATION_SERVICE_ACCOUNT"):
+            config.reservation_service_account = env["KAI_PY_RESERVATION_SERVICE_ACCOUNT"]
+        for var, attr in (
+            ("KAI_PY_BINDER_RESERVATION_TIMEOUT", "reservation_timeout"),
+            ("KAI_PY_BINDER_RETRY_BASE_DELAY", "retry_base_delay"),
+            ("KAI_PY_BINDER_SWEEP_PERIOD", "sweep_period"),
+        ):
+            if env.get(var):
+                try:
+                    setattr(config, attr, float(env[var]))
+                except ValueError:
+                    raise ValueError(f"{var}: must be a number, got {env[var]!r}") from None
+        return config
+
+
+class BindError(Exception):
+    """An attempt failed; ``final`` when retrying cannot help (the pod is gone)."""
+
+    def __init__(self, reason: str, *, final: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.final = final
+
+
+@dataclass(slots=True)
+class Outcome:
+    phase: str  # Succeeded, Pending (will retry) or Failed
+    reason: str
+    failed_attempts: int
+    retry_in: float | None = None
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What one attempt changed, so that a failure can undo exactly that."""
+
+    node: str = ""
+    groups: list[str] = field(default_factory=list)
+    uuids: list[str] = field(default_factory=list)
+    configmaps_created: list[tuple[str, str]] = field(default_factory=list)
+    labelled: Json | None = None  # the pod as it was before labelling
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    namespace: str
+    name: str
+    uid: str
+    pod_name: str
+    node: str
+    kind: str
+    groups: tuple[str, ...]
+    portion: float
+    backoff_limit: int | None
+    failed_attempts: int
+
+    @classmethod
+    def of(cls, br: Mapping[str, Any]) -> _Request:
+        m = br.get("metadata") or {}
+        spec = br.get("spec") or {}
+        status = br.get("status") or {}
+        gpu = spec.get("receivedGPU") or {}
+        try:
+            portion = float(gpu.get("portion") or 0)
+        except (TypeError, ValueError):
+            portion = 0.0
+        limit = spec.get("backoffLimit")
+        return cls(
+            namespace=str(m.get("namespace") or "default"),
+            name=str(m.get("name") or ""),
+            uid=str(m.get("uid") or ""),
+            pod_name=str(spec.get("podName") or ""),
+            node=str(spec.get("selectedNode") or ""),
+            kind=str(spec.get("receivedResourceType") or "Regular"),
+            groups=tuple(str(g) for g in spec.get("selectedGPUGroups") or []),
+            portion=portion,
+            backoff_limit=int(limit) if isinstance(limit, int) else None,
+            failed_attempts=int(status.get("failedAttempts") or 0),
+        )
+
+
+def is_pending(br: Mapping[str, Any]) -> bool:
+    return (br.get("status") or {}).get("phase") in _PENDING_PHASES
+
+
+class Binder:
+    def __init__(
+        self,
+        kube: Kube,
+        config: BinderConfig | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.kube = kube
+        self.config = config or BinderConfig()
+        self._sleep = sleep
+        self._clock = clock
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._namespace_ready = False
+
+    # ---- one BindRequest -------------------------------------------------------------
+
+    def reconcile(self, br: Mapping[str, Any], retry: int = 0) -> Outcome:
+        """One attempt at the request; writes its status and the pod's event."""
+        req = _Request.of(br)
+        # Kopf's retry count stands in if our own status write was lost.
+        attempts_before = max(req.failed_attempts, retry)
+        attempt = _Attempt(node=req.node, groups=list(req.groups))
+        pod: Json | None = None
+        try:
+            pod, message = self._attempt(req, attempt)
+        except Exception as exc:
+            error = exc if isinstance(exc, BindError) else BindError(_describe(exc))
+            self._rollback(req, attempt)
+            return self._failed(req, pod, attempt, error, attempts_before + 1)
+        self._write_status(req, {"phase": "Succeeded", "reason": None})
+        post_event(self.kube, _pod_ref(req, pod), "Normal", "Bound", message, COMPONENT)
+        return Outcome("Succeeded", message, attempts_before)
+
+    def _failed(
+        self, req: _Request, pod: Json | None, attempt: _Attempt, error: BindError, attempts: int
+    ) -> Outcome:
+        limit = req.backoff_limit
+        if limit is None:
+            limit = self.config.default_backoff_limit
+        retry = not error.final and rsv.should_retry(attempts, limit)
+        delay = rsv.retry_delay(attempts, self.config.retry_base_delay) if retry else None
+        where = f"pod {req.namespace}/{req.pod_name} to node {req.node}"
+        if req.kind == "Fraction":
+            where += f" with {rsv.gpus_text(req.groups, attempt.uuids, req.portion)}"
+        message = f"Failed to bind {where}: {error.reason}"
+        if delay is not None:
+            message += f" (attempt {attempts} of {limit}; retrying in {delay:g}s)"
+        else:
+            message += f" (attempt {attempts}; giving up)"
+        phase = "Pending" if delay is not None else "Failed"
+        self._write_status(
+            req, {"phase": phase, "reason": error.reason, "failedAttempts": attempts}
+        )
+        post_event(self.kube, _pod_ref(req, pod), "Warning", "BindingError", message, COMPONENT)
+        log.info("%s", message)
+        return Outcome(phase, error.reason, attempts, delay)
+
+    def _attempt(self, req: _Request, attempt: _Attempt) -> tuple[Json, str]:
+        if not req.pod_name or not req.node:
+            raise BindError("spec.podName and spec.selectedNode are required", final=True)
+        pod = self._get_pod(req)
+        bound = (pod.get("spec") or {}).get("nodeName")
+        if bound:
+            if bound == req.node:
+                return (
+                    pod,
+                    f"Pod {req.namespace}/{req.pod_name} is already bound to node {req.node}",
+                )
+            raise BindError(f'pod is already bound to node "{bound}"', final=True)
+        self._check_node(req.node)
+        if req.kind == "Fraction":
+            if not req.groups:
+                raise BindError("a Fraction request must name its GPU groups", final=True)
+            for group in req.groups:
+                attempt.uuids.append(self._reserve(req, group))
+            self._write_configmaps(req, pod, attempt)
+            self._label(req, pod, attempt)
+        self._bind(req, pod)
+        message = f"Pod {req.namespace}/{req.pod_name} bound to node {req.node}"
+        if req.kind == "Fraction":
+            message += f" on {rsv.gpus_text(req.groups, attempt.uuids, req.portion)}"
+        return pod, message
+
+    def _get_pod(self, req: _Request) -> Json:
+        try:
+            pod = self.kube.get(path_of("", "v1", "pods", req.namespace, req.pod_name))
+        except KubeError as exc:
+            if exc.code == 404:
+                raise BindError(
+                    f"pod {req.namespace}/{req.pod_name} not found", final=True
+                ) from None
+            raise
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            raise BindError("the pod is being deleted", final=True)
+        return pod
+
+    def _check_node(self, node: str) -> None:
+        try:
+            self.kube.get(path_of("", "v1", "nodes", None, node))
+        except KubeError as exc:
+            if exc.code == 404:
+                raise BindError(f'node "{node}" not found') from None
+            raise
+
+    def _bind(self, req: _Request, pod: Mapping[str, Any]) -> None:
+        uid = (pod.get("metadata") or {}).get("uid")
+        body = rsv.binding_body(req.pod_name, req.namespace, req.node, str(uid) if uid else None)
+        try:
+            self.kube.create(
+                path_of("", "v1", "pods", req.namespace, req.pod_name, "binding"), body
+            )
+        except KubeError as exc:
+            if exc.code != 409:
+                raise
+            # "already assigned": bound, by us before a restart or by someone else.
+            now = self._get_pod(req)
+            bound = (now.get("spec") or {}).get("nodeName")
+            if bound != req.node:
+                raise BindError(f"binding refused: {exc.message}", final=bool(bound)) from None
+
+    # ---- GPU sharing -----------------------------------------------------------------
+
+    @contextmanager
+    def _group_lock(self, node: str, group: str) -> Iterator[None]:
+        with self._locks_guard:
+            lock = self._locks.setdefault((node, group), threading.Lock())
+        with lock:
+            yield
+
+    def _ensure_namespace(self) -> None:
+        if self._namespace_ready:
+            return
+        ns = self.config.reservation_namespace
+        try:
+            self.kube.create(
+                path_of("", "v1", "namespaces"),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            )
+        except KubeError as exc:
+            if exc.code != 409:
+                raise
+        self._namespace_ready = True
+
+    def _reserve(self, req: _Request, group: str) -> str:
+        """The UUID of the card held for ``group`` on the node; creates its pod if needed."""
+        ns = self.config.reservation_namespace
+        name = rsv.reservation_pod_name(req.node, group)
+        path = path_of("", "v1", "pods", ns, name)
+        with self._group_lock(req.node, group):
+            self._ensure_namespace()
+            try:
+                current = self.kube.get(path)
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+                manifest = rsv.reservation_pod_manifest(
+                    req.node,
+                    group,
+                    image=self.config.reservation_image,
+                    namespace=ns,
+                    service_account=self.config.reservation_service_account,
+                )
+                try:
+                    current = self.kube.create(path_of("", "v1", "pods", ns), manifest)
+                    log.info("created reservation pod %s/%s for group %s", ns, name, group)
+                except KubeError as exc2:
+                    if exc2.code != 409:
+                        raise
+                    current = self.kube.get(path)
+        if (current.get("spec") or {}).get("nodeName") != req.node:
+            raise BindError(f"reservation pod {ns}/{name} is not on node {req.node}")
+        deadline = self._clock() + self.config.reservation_timeout
+        while True:
+            uuid = rsv.reserved_uuid(current)
+            if uuid:
+                return uuid
+            failure = rsv.reservation_failure(current)
+            if failure:
+                raise BindError(f"reservation pod {ns}/{name} for GPU group {group}: {failure}")
+            if self._clock() >= deadline:
+                raise BindError(
+                    f"reservation pod {ns}/{name} did not report its GPU within "
+                    f"{self.config.reservation_timeout:g}s"
+                )
+            self._sleep(self.config.poll_interval)
+            try:
+                current = self.kube.get(path)
+            except KubeError as exc:
+                if exc.code == 404:
+                    raise BindError(f"reservation pod {ns}/{name} disappeared") from None
+                raise
+
+    def _write_configmaps(self, req: _Request, pod: Mapping[str, Any], attempt: _Attempt) -> None:
+        data = rsv.configmap_data(attempt.uuids, req.portion)
+        for name in rsv.gpu_configmap_names(pod):
+            manifest = rsv.gpu_configmap_manifest(
+                pod, name, attempt.uuids, req.portion, req.groups[0]
+            )
+            try:
+                self.kube.create(path_of("", "v1", "configmaps", req.namespace), manifest)
+                attempt.configmaps_created.append((req.namespace, name))
+            except KubeError as exc:
+                if exc.code != 409:
+                    raise
+                self.kube.patch(
+                    path_of("", "v1", "configmaps", req.namespace, name), {"data": data}
+                )
+
+    def _label(self, req: _Request, pod: Json, attempt: _Attempt) -> None:
+        self.kube.patch(
+            path_of("", "v1", "pods", req.namespace, req.pod_name),
+            rsv.group_label_patch(list(req.groups)),
+        )
+        attempt.labelled = pod
+
+    def _rollback(self, req: _Request, attempt: _Attempt) -> None:
+        """Undo what the failed attempt did; every step is tried, failures only logged."""
+        if attempt.labelled is not None:
+            self._quietly(
+                self.kube.patch,
+                path_of("", "v1", "pods", req.namespace, req.pod_name),
+                rsv.group_label_rollback(attempt.labelled),
+            )
+        for ns, name in attempt.configmaps_created:
+            self._quietly(self.kube.delete, path_of("", "v1", "configmaps", ns, name))
+        if req.kind == "Fraction" and req.node:
+            for group in req.groups:
+                self._quietly(self.release_if_unused, req.node, group, req.uid)
+
+    def _quietly(self, step: Callable[..., object], *args: Any) -> None:
+        try:
+            step(*args)
+        except KubeError as exc:
+            if exc.code != 404:
+                log.warning("binder rollback step failed: %s", exc)
+
+    def _write_status(self, req: _Request, status: Json) -> None:
+        try:
+            self.kube.patch(
+                path_of(
+                    keys.GROUP,
+                    keys.BINDREQUEST_VERSION,
+                    BINDREQUESTS,
+                    req.namespace,
+                    req.name,
+                    "status",
+                ),
+                {"status": status},
+            )
+        except KubeError as exc:
+            if exc.code != 404:  # a deleted request needs no status
+                raise
+
+    # ---- clean-up --------------------------------------------------------------------
+
+    def group_in_use(self, node: str, group: str, ignore_request: str | None = None) -> bool:
+        """Does a shared pod on ``node``, or a pending BindRequest, use ``group``'s card?"""
+        pods = self.kube.request(
+            "GET",
+            path_of("", "v1", "pods"),
+            query=[
+                ("labelSelector", keys.GPU_GROUP_LABEL),
+                ("fieldSelector", f"spec.nodeName={node}"),
+            ],
+        )
+        for pod in pods.get("items") or []:
+            if (pod.get("metadata") or {}).get("namespace") == self.config.reservation_namespace:
+                continue
+            if rsv.holds_card(pod) and rsv.uses_group(pod, group):
+                return True
+        requests = self.kube.get(path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS))
+        for br in requests.get("items") or []:
+            m = br.get("metadata") or {}
+            spec = br.get("spec") or {}
+            if ignore_request and m.get("uid") == ignore_request:
+                continue
+            if m.get("deletionTimestamp") or not is_pending(br):
+                continue
+            if spec.get("selectedNode") == node and group in (spec.get("selectedGPUGroups") or []):
+                return True
+        return False
+
+    def release_if_unused(self, node: str, group: str, ignore_request: str | None = None) -> bool:
+        """Delete the group's reservation pod when nothing uses its card. True if deleted."""
+        ns = self.config.reservation_namespace
+        name = rsv.reservation_pod_name(node, group)
+        with self._group_lock(node, group):
+            if self.group_in_use(node, group, ignore_request):
+                return False
+            try:
+                self.kube.delete(path_of("", "v1", "pods", ns, name))
+            except KubeError as exc:
+                if exc.code == 404:
+                    return False
+                raise
+        log.info(
+            "deleted reservation pod %s/%s: no shared pod left on GPU group %s", ns, name, group
+        )
+        return True
+
+    def pod_gone(self, pod: Mapping[str, Any]) -> list[str]:
+        """A shared pod ended or was deleted: release the groups it leaves unused."""
+        m = pod.get("metadata") or {}
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or m.get("namespace") == self.config.reservation_namespace:
+            return []
+        released = []
+        for group in rsv.shared_pod_groups(pod):
+            if self.release_if_unused(str(node), group):
+                released.append(rsv.reservation_pod_name(str(node), group))
+        return released
+
+    def reservation_gone(self, reservation: Mapping[str, Any]) -> list[str]:
+        """A reservation pod went: running shared pods on its card lost it; delete them."""
+        node = (reservation.get("spec") or {}).get("nodeName")
+        group = rsv.reservation_group(reservation)
+        if not node or not group:
+            return []
+        ns = self.config.reservation_namespace
+        gone_uid = (reservation.get("metadata") or {}).get("uid")
+        try:
+            now = self.kube.get(
+                path_of("", "v1", "pods", ns, rsv.reservation_pod_name(node, group))
+            )
+            if (now.get("metadata") or {}).get("uid") != gone_uid:
+                return []  # made again since: its card is the one the shared pods use
+        except KubeError as exc:
+            if exc.code != 404:
+                raise
+        pods = self.kube.request(
+            "GET",
+            path_of("", "v1", "pods"),
+            query=[
+                ("labelSelector", keys.GPU_GROUP_LABEL),
+                ("fieldSelector", f"spec.nodeName={node}"),
+            ],
+        )
+        deleted = []
+        for pod in pods.get("items") or []:
+            m = pod.get("metadata") or {}
+            if m.get("namespace") == self.config.reservation_namespace or m.get(
+                "deletionTimestamp"
+            ):
+                continue
+            if (pod.get("status") or {}).get("phase") != "Running" or not rsv.uses_group(
+                pod, group
+            ):
+                continue
+            ns, name = str(m.get("namespace")), str(m.get("name"))
+            post_event(
+                self.kube,
+                involved(pod),
+                "Warning",
+                "BindingError",
+                f"Reservation pod of GPU group {group} on node {node} is gone; deleting pod {ns}/{name}",
+                COMPONENT,
+            )
+            try:
+                self.kube.delete(path_of("", "v1", "pods", ns, name))
+                deleted.append(f"{ns}/{name}")
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+        return deleted
+
+    def sweep(self, now: float | None = None) -> list[str]:
+        """Delete every reservation pod whose card no shared pod uses any more."""
+        ns = self.config.reservation_namespace
+        try:
+            pods = self.kube.request(
+                "GET",
+                path_of("", "v1", "pods", ns),
+                query=[("labelSelector", f"{rsv.MANAGED_BY_LABEL}={rsv.MANAGED_BY}")],
+            )
+        except KubeError as exc:
+            if exc.code == 404:
+                return []
+            raise
+        now = time.time() if now is None else now
+        released = []
+        for pod in pods.get("items") or []:
+            m = pod.get("metadata") or {}
+            created = parse_time(m.get("creationTimestamp"))
+            if created is not None and now - created < self.config.sweep_min_age:
+                continue
+            node = (pod.get("spec") or {}).get("nodeName")
+            group = rsv.reservation_group(pod)
+            if node and group and self.release_if_unused(str(node), group):
+                released.append(str(m.get("name")))
+        return released
+
+
+def _pod_ref(req: _Request, pod: Mapping[str, Any] | None) -> Json:
+    if pod:
+        return involved(pod)
+    return {"apiVersion": "v1", "kind": "Pod", "name": req.pod_name, "namespace": req.namespace}
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, KubeError):
+        return f"API error {exc.code} {exc.reason}: {exc.message}" if exc.code else exc.message
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,292 @@
+"""The binder's Kopf handlers against the emulated cluster, BindRequests written by hand.
+
+One cluster and one operator (KopfRunner, in this process, on a registry of
+its own holding only the binder's handlers) serve the whole module; each
+test uses pods of its own names.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import kopf
+import pytest
+from kopf.testing import KopfRunner
+
+from kai_py.api import keys
+from kai_py.cluster import reservation as rsv
+from kai_py.cluster.binding import BinderConfig
+from kai_py.controllers import binder
+from kai_py.emulator.cluster_spec import parse_cluster
+from kai_py.emulator.dev_cluster import ThreadedDevCluster
+from kai_py.emulator.nodes.devices import gpu_uuid
+
+T = TypeVar("T")
+NS = "team-b"
+RNS = keys.RESERVATION_NAMESPACE
+CLUSTER = {
+    "nodes": [{"name": "gpu", "count": 2, "gpus": 2, "cpu": "16", "memory": "64Gi"}],
+    "namespaces": [NS],
+}
+
+
+def wait_for(check: Callable[[], T | None], timeout: float = 10.0, what: str = "") -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or check}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedDevCluster]:
+    path = tmp_path_factory.mktemp("binder") / "kubeconfig"
+    spec = parse_cluster(CLUSTER, "test")
+    with ThreadedDevCluster(spec, kubeconfig_path=path, bookmark_interval=1.0) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: ThreadedDevCluster) -> Iterator[KopfRunner]:
+    registry = kopf.OperatorRegistry()
+    kopf.on.login(registry=registry)(kopf.login_via_client)
+    binder.register(registry)
+    settings = kopf.OperatorSettings()
+    settings.posting.level = logging.WARNING
+    settings.scanning.disabled = True
+    saved = binder.current_config()
+    binder.configure(
+        BinderConfig(
+            retry_base_delay=0.05, reservation_timeout=10, poll_interval=0.05, sweep_period=3600
+        )
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("KUBECONFIG", cluster.kubeconfig_path)
+        from kubernetes.config import kube_config
+
+        mp.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", cluster.kubeconfig_path)
+        for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+            mp.delenv(var, raising=False)
+        with KopfRunner(
+            ["run", "--standalone", "-A"], registry=registry, settings=settings, timeout=30
+        ) as runner:
+            yield runner
+    binder.configure(saved)
+    assert runner.exception is None, runner.output
+    assert "Traceback" not in runner.output, runner.output
+    if __import__("os").environ.get("KAI_PY_OPERATOR_LOG"):
+        print(runner.output)
+
+
+def call(cluster: ThreadedDevCluster, coro: Any) -> Any:
+    return cluster.call(coro)
+
+
+def get(
+    cluster: ThreadedDevCluster, plural: str, ns: str | None, name: str
+) -> dict[str, Any] | None:
+    from kai_py.emulator.errors import ApiError
+
+    try:
+        return dict(cluster.call(cluster.store.get(plural, ns, name)))
+    except ApiError as exc:
+        if exc.code == 404:
+            return None
+        raise
+
+
+def make_pod(
+    name: str, *, fraction: str | None = None, env_ref: str | None = None
+) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": "busybox",
+        "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+    }
+    annotations: dict[str, str] = {"pod-group-name": f"pg-{name}"}
+    if fraction:
+        annotations[keys.GPU_FRACTION_ANNOTATION] = fraction
+        container["env"] = [
+            {
+                "name": "NVIDIA_VISIBLE_DEVICES",
+                "valueFrom": {
+                    "configMapKeyRef": {
+                        "name": env_ref or rsv.default_configmap_name(name),
+                        "key": "NVIDIA_VISIBLE_DEVICES",
+                    }
+                },
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [container]},
+    }
+
+
+def make_bindrequest(
+    cluster: ThreadedDevCluster,
+    pod_name: str,
+    node: str,
+    *,
+    groups: list[str] | None = None,
+    portion: str = "0.5",
+    backoff_limit: int = 2,
+) -> dict[str, Any]:
+    pod = get(cluster, "pods", NS, pod_name)
+    assert pod is not None
+    spec: dict[str, Any] = {
+        "podName": pod_name,
+        "selectedNode": node,
+        "receivedResourceType": "Fraction" if groups else "Regular",
+        "receivedGPU": {"count": 1, "portion": portion if groups else "1"},
+        "backoffLimit": backoff_limit,
+    }
+    if groups:
+        spec["selectedGPUGroups"] = groups
+    return {
+        "apiVersion": "scheduling.run.ai/v1alpha2",
+        "kind": "BindRequest",
+        "metadata": {
+            "name": pod_name,
+            "namespace": NS,
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod["metadata"]["uid"]}
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def create(cluster: ThreadedDevCluster, plural: str, body: dict[str, Any]) -> None:
+    cluster.call(cluster.store.create(plural, body))
+
+
+def phase_of(cluster: ThreadedDevCluster, name: str) -> str | None:
+    br = get(cluster, "bindrequests", NS, name)
+    return ((br or {}).get("status") or {}).get("phase")
+
+
+def events(cluster: ThreadedDevCluster, name: str, reason: str) -> list[dict[str, Any]]:
+    items, _ = cluster.call(
+        cluster.store.list("events", NS, field_selector=f"involvedObject.name={name}")
+    )
+    return [e for e in items if e.get("reason") == reason]
+
+
+def running(cluster: ThreadedDevCluster, name: str) -> dict[str, Any] | None:
+    pod = get(cluster, "pods", NS, name)
+    return pod if pod and (pod.get("status") or {}).get("phase") == "Running" else None
+
+
+def test_regular_request_binds_the_pod_and_succeeds(
+    cluster: ThreadedDevCluster, operator: KopfRunner
+) -> None:
+    create(cluster, "pods", make_pod("plain"))
+    create(cluster, "bindrequests", make_bindrequest(cluster, "plain", "gpu-1"))
+    wait_for(lambda: phase_of(cluster, "plain") == "Succeeded", what="BindRequest Succeeded")
+    pod = wait_for(lambda: running(cluster, "plain"), what="pod Running")
+    assert pod["spec"]["nodeName"] == "gpu-1"
+    bound = wait_for(lambda: events(cluster, "plain", "Bound"), what="Bound event")
+    assert bound[0]["type"] == "Normal"
+    assert "gpu-1" in bound[0]["message"]
+    assert bound[0]["source"]["component"] == "kai-py-binder"
+    # Kopf wrote nothing on the pod.
+    meta = pod["metadata"]
+    assert not meta.get("finalizers")
+    assert not [k for k in meta.get("annotations") or {} if "kopf" in k]
+
+
+def test_a_pod_bound_already_to_that_node_counts_as_done(
+    cluster: ThreadedDevCluster, operator: KopfRunner
+) -> None:
+    create(cluster, "pods", make_pod("prebound"))
+    cluster.call(cluster.store.bind_pod(NS, "prebound", "gpu-0"))
+    create(cluster, "bindrequests", make_bindrequest(cluster, "prebound", "gpu-0"))
+    wait_for(lambda: phase_of(cluster, "prebound") == "Succeeded", what="Succeeded")
+
+
+def test_fractions_share_one_reservation_pod_which_goes_with_the_last_of_them(
+    cluster: ThreadedDevCluster, operator: KopfRunner
+) -> None:
+    create(cluster, "pods", make_pod("half-a", fraction="0.5"))
+    create(cluster, "pods", make_pod("half-b", fraction="0.5", env_ref="custom-gpu-env"))
+    create(cluster, "bindrequests", make_bindrequest(cluster, "half-a", "gpu-0", groups=["g1"]))
+    wait_for(lambda: phase_of(cluster, "half-a") == "Succeeded", what="half-a Succeeded")
+    create(cluster, "bindrequests", make_bindrequest(cluster, "half-b", "gpu-0", groups=["g1"]))
+    wait_for(lambda: phase_of(cluster, "half-b") == "Succeeded", what="half-b Succeeded")
+
+    name = rsv.reservation_pod_name("gpu-0", "g1")
+    assert name == "gpu-reservation-gpu-0-g1"
+    reservations, _ = cluster.call(cluster.store.list("pods", RNS))
+    assert [p["metadata"]["name"] for p in reservations] == [name]  # one pod for both
+    holder = reservations[0]
+    assert holder["spec"]["nodeName"] == "gpu-0"
+    assert holder["metadata"]["labels"][keys.GPU_GROUP_LABEL] == "g1"
+    assert holder["spec"]["containers"][0]["resources"]["limits"][keys.GPU_RESOURCE] == "1"
+    uuid = holder["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION]
+    assert uuid.startswith("GPU-") and uuid in {gpu_uuid("gpu-0", i) for i in range(2)}
+
+    for pod_name, cm_name in (("half-a", "half-a-gpu"), ("half-b", "custom-gpu-env")):
+        cm = get(cluster, "configmaps", NS, cm_name)
+        assert cm is not None, cm_name
+        assert cm["data"] == {"NVIDIA_VISIBLE_DEVICES": uuid, "GPU_PORTION": "0.5"}
+        pod = wait_for(lambda p=pod_name: running(cluster, p), what=f"{pod_name} Running")
+        assert pod["spec"]["nodeName"] == "gpu-0"
+        assert pod["metadata"]["labels"][keys.GPU_GROUP_LABEL] == "g1"
+        # What the emulated kubelet gave the containers as NVIDIA_VISIBLE_DEVICES.
+        assert pod["metadata"]["annotations"]["kai-py.dev/visible-devices"] == uuid
+        bound = events(cluster, pod_name, "Bound")
+        assert bound and "gpu-0" in bound[0]["message"] and uuid in bound[0]["message"]
+    # The shared pods hold no card of their own: only the reservation pod does.
+    assert cluster.cluster.kubelet("gpu-0").plugin.in_use() == 1
+
+    cluster.call(cluster.store.delete("pods", NS, "half-a"))
+    wait_for(lambda: get(cluster, "pods", NS, "half-a") is None, what="half-a gone")
+    time.sleep(0.5)
+    assert get(cluster, "pods", RNS, name) is not None  # half-b still uses the card
+    cluster.call(cluster.store.delete("pods", NS, "half-b"))
+    wait_for(lambda: get(cluster, "pods", RNS, name) is None, what="reservation pod deleted")
+
+
+def test_a_missing_node_fails_after_the_retries_and_rolls_back(
+    cluster: ThreadedDevCluster, operator: KopfRunner
+) -> None:
+    create(cluster, "pods", make_pod("lost", fraction="0.5"))
+    create(
+        cluster,
+        "bindrequests",
+        make_bindrequest(cluster, "lost", "no-such-node", groups=["g9"], backoff_limit=2),
+    )
+    wait_for(lambda: phase_of(cluster, "lost") == "Failed", timeout=15, what="Failed")
+    br = get(cluster, "bindrequests", NS, "lost")
+    assert br is not None
+    assert br["status"]["failedAttempts"] == 2
+    assert br["status"]["reason"] == 'node "no-such-node" not found'
+    errors = events(cluster, "lost", "BindingError")
+    assert len(errors) == 2
+    assert all(e["type"] == "Warning" and "no-such-node" in e["message"] for e in errors)
+    pod = get(cluster, "pods", NS, "lost")
+    assert pod is not None and not pod["spec"].get("nodeName")
+    assert keys.GPU_GROUP_LABEL not in (pod["metadata"].get("labels") or {})
+    assert get(cluster, "configmaps", NS, "lost-gpu") is None
+    assert get(cluster, "pods", RNS, rsv.reservation_pod_name("no-such-node", "g9")) is None
+
+
+def test_shared_pods_go_when_their_reservation_pod_is_deleted(
+    cluster: ThreadedDevCluster, operator: KopfRunner
+) -> None:
+    create(cluster, "pods", make_pod("orphan", fraction="0.5"))
+    create(cluster, "bindrequests", make_bindrequest(cluster, "orphan", "gpu-1", groups=["g7"]))
+    wait_for(lambda: running(cluster, "orphan"), what="orphan Running")
+    cluster.call(cluster.store.delete("pods", RNS, rsv.reservation_pod_name("gpu-1", "g7")))
+    wait_for(lambda: get(cluster, "pods", NS, "orphan") is None, what="the shared pod deleted")
+    gone = events(cluster, "orphan", "BindingError")
+    assert gone and "gone" in gone[0]["message"]

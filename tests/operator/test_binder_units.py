@@ -1,0 +1,328 @@
+"""The binder's pure rules (kai_py.cluster.reservation) and its decisions over a fake API."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kai_py.api import keys
+from kai_py.cluster import reservation as rsv
+from kai_py.cluster.binding import Binder, BinderConfig
+from kai_py.cluster.kube import KubeError
+
+Json = dict[str, Any]
+
+
+# ---------------------------------------------------------------- names and manifests
+def test_reservation_pod_names_are_deterministic_and_dns_safe() -> None:
+    assert rsv.reservation_pod_name("gpu-node-0", "g1") == "gpu-reservation-gpu-node-0-g1"
+    odd = rsv.reservation_pod_name("Node_A", "Group/1")
+    assert odd.startswith("gpu-reservation-node-a-group-1-")
+    assert odd == rsv.reservation_pod_name("Node_A", "Group/1")
+    # Two groups that sanitise alike still get two pods.
+    assert rsv.reservation_pod_name("n", "G") != rsv.reservation_pod_name("n", "g")
+    long = rsv.reservation_pod_name("n" * 200, "g" * 200)
+    assert len(long) <= 253 and long.replace("-", "").replace(".", "").isalnum()
+
+
+def test_label_values_stay_valid() -> None:
+    assert rsv.label_value("g1") == "g1"
+    assert len(rsv.label_value("x" * 100)) <= 63
+    assert rsv.label_value("a,b") != "a,b" and "," not in rsv.label_value("a,b")
+
+
+def test_reservation_pod_manifest() -> None:
+    pod = rsv.reservation_pod_manifest("gpu-0", "g1", image="img:1")
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["namespace"] == keys.RESERVATION_NAMESPACE
+    assert meta["name"] == "gpu-reservation-gpu-0-g1"
+    assert meta["labels"][keys.GPU_GROUP_LABEL] == "g1"
+    assert spec["nodeName"] == "gpu-0"
+    (container,) = spec["containers"]
+    assert container["image"] == "img:1"
+    assert container["resources"]["requests"][keys.GPU_RESOURCE] == "1"
+    assert container["resources"]["limits"][keys.GPU_RESOURCE] == "1"
+    assert spec["tolerations"] == [{"operator": "Exists"}]
+    assert rsv.reservation_group(pod) == "g1"
+
+
+def shared_pod(name: str = "p", env: list[Json] | None = None) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": "u-1"},
+        "spec": {"containers": [{"name": "c", "image": "x", "env": env or []}]},
+    }
+
+
+def test_configmap_names_follow_the_pods_references() -> None:
+    assert rsv.gpu_configmap_names(shared_pod()) == ["p-gpu"]
+    ref = {
+        "name": "NVIDIA_VISIBLE_DEVICES",
+        "valueFrom": {"configMapKeyRef": {"name": "mine", "key": "NVIDIA_VISIBLE_DEVICES"}},
+    }
+    other = {"name": "X", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "X"}}}
+    assert rsv.gpu_configmap_names(shared_pod(env=[ref, other])) == ["mine"]
+
+
+def test_configmap_content_and_owner() -> None:
+    cm = rsv.gpu_configmap_manifest(shared_pod(), "p-gpu", ["GPU-1"], 0.25, "g1")
+    assert cm["data"] == {"NVIDIA_VISIBLE_DEVICES": "GPU-1", "GPU_PORTION": "0.25"}
+    assert cm["metadata"]["namespace"] == "ns"
+    assert cm["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u-1"}
+    ]
+    assert rsv.configmap_data(["GPU-1", "GPU-2"], 0.5)[rsv.VISIBLE_DEVICES_KEY] == "GPU-1,GPU-2"
+
+
+def test_group_label_patch_and_rollback() -> None:
+    assert rsv.group_label_patch(["g1"]) == {"metadata": {"labels": {keys.GPU_GROUP_LABEL: "g1"}}}
+    two = rsv.group_label_patch(["g1", "g2"])
+    assert two["metadata"]["annotations"] == {rsv.GPU_GROUPS_ANNOTATION: "g1,g2"}
+    undo = rsv.group_label_rollback(shared_pod())
+    assert undo["metadata"]["labels"] == {keys.GPU_GROUP_LABEL: None}
+    labelled = shared_pod()
+    labelled["metadata"]["labels"] = {keys.GPU_GROUP_LABEL: "g1"}
+    labelled["metadata"]["annotations"] = {rsv.GPU_GROUPS_ANNOTATION: "g1,g2"}
+    assert rsv.shared_pod_groups(labelled) == ["g1", "g2"]
+    assert rsv.uses_group(labelled, "g2") and not rsv.uses_group(labelled, "g3")
+
+
+@pytest.mark.parametrize(
+    ("attempts", "base", "delay"), [(1, 1.0, 2.0), (2, 1.0, 4.0), (3, 0.5, 4.0), (0, 1.0, 1.0)]
+)
+def test_retry_delay_doubles(attempts: int, base: float, delay: float) -> None:
+    assert rsv.retry_delay(attempts, base) == delay
+
+
+def test_retry_while_under_the_backoff_limit() -> None:
+    assert rsv.should_retry(1, 2) and not rsv.should_retry(2, 2)
+    assert not rsv.should_retry(1, 0)
+    assert rsv.should_retry(2, None) and not rsv.should_retry(rsv.DEFAULT_BACKOFF_LIMIT, None)
+
+
+def test_config_from_env() -> None:
+    config = BinderConfig.from_env(
+        {"KAI_PY_RESERVATION_IMAGE": "r:2", "KAI_PY_BINDER_RETRY_BASE_DELAY": "0.1"}
+    )
+    assert (config.reservation_image, config.retry_base_delay) == ("r:2", 0.1)
+    with pytest.raises(ValueError, match="KAI_PY_BINDER_RESERVATION_TIMEOUT"):
+        BinderConfig.from_env({"KAI_PY_BINDER_RESERVATION_TIMEOUT": "soon"})
+
+
+# ---------------------------------------------------------------- the Binder over a fake API
+class FakeKube:
+    """Just enough of the API for the binder: objects by path, bindings, status."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, Json] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.on_reservation: Any = None  # called with a reservation pod when created
+
+    def add(self, path: str, obj: Json) -> None:
+        self.objects[path] = obj
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "",
+        query: Any = None,
+    ) -> Json:
+        self.calls.append((method, path))
+        if method == "GET":
+            if path in self.objects:
+                return copy.deepcopy(self.objects[path])
+            plural = path.rstrip("/").split("/")[-1]
+            items = [o for p, o in self.objects.items() if p.split("/")[-2] == plural]
+            if items or plural in ("pods", "bindrequests"):
+                return {"items": copy.deepcopy(items)}
+            raise KubeError(404, "NotFound", f"{path} not found")
+        if method == "POST":
+            assert isinstance(body, dict)
+            if path.endswith("/binding"):
+                pod = self.objects[path.removesuffix("/binding")]
+                if pod["spec"].get("nodeName"):
+                    raise KubeError(409, "Conflict", "pod is already assigned to node")
+                pod["spec"]["nodeName"] = body["target"]["name"]
+                return {"kind": "Status", "status": "Success"}
+            meta = body.get("metadata") or {}
+            name = meta.get("name") or f"{meta.get('generateName')}{len(self.objects)}"
+            key = f"{path}/{name}"
+            if key in self.objects:
+                raise KubeError(409, "AlreadyExists", "exists")
+            self.objects[key] = copy.deepcopy(body)
+            if "/kai-resource-reservation/pods/" in key and self.on_reservation:
+                self.on_reservation(self.objects[key])
+            return copy.deepcopy(body)
+        if method == "PATCH":
+            target = path.removesuffix("/status")
+            if target not in self.objects:
+                raise KubeError(404, "NotFound", "gone")
+            _merge(self.objects[target], body)
+            return copy.deepcopy(self.objects[target])
+        if method == "DELETE":
+            if path not in self.objects:
+                raise KubeError(404, "NotFound", "gone")
+            del self.objects[path]
+            return {}
+        raise AssertionError(method)
+
+    def get(self, path: str) -> Json:
+        return self.request("GET", path)
+
+    def create(self, path: str, body: Json) -> Json:
+        return self.request("POST", path, body)
+
+    def patch(self, path: str, body: Json, content_type: str = "") -> Json:
+        return self.request("PATCH", path, body)
+
+    def delete(self, path: str, body: Json | None = None) -> Json:
+        return self.request("DELETE", path)
+
+
+def _merge(target: Json, patch: Any) -> None:
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)
+
+
+POD = "/api/v1/namespaces/ns/pods/p"
+BR = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/p"
+RES = "/api/v1/namespaces/kai-resource-reservation/pods/gpu-reservation-n1-g1"
+
+
+def setup(
+    kind: str = "Fraction", limit: int = 3, node_exists: bool = True
+) -> tuple[FakeKube, Json]:
+    kube = FakeKube()
+    kube.add(POD, shared_pod())
+    if node_exists:
+        kube.add("/api/v1/nodes/n1", {"metadata": {"name": "n1"}})
+    br: Json = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "br-1"},
+        "spec": {
+            "podName": "p",
+            "selectedNode": "n1",
+            "receivedResourceType": kind,
+            "receivedGPU": {"count": 1, "portion": "0.5"},
+            "backoffLimit": limit,
+        },
+    }
+    if kind == "Fraction":
+        br["spec"]["selectedGPUGroups"] = ["g1"]
+    kube.add(BR, br)
+    return kube, br
+
+
+def binder(kube: FakeKube, **config: Any) -> Binder:
+    ticks = iter(range(10_000))
+    return Binder(
+        kube,  # type: ignore[arg-type]
+        BinderConfig(**config),
+        sleep=lambda _s: None,
+        clock=lambda: float(next(ticks)),
+    )
+
+
+def events(kube: FakeKube, reason: str) -> list[Json]:
+    return [o for p, o in kube.objects.items() if "/events/" in p and o["reason"] == reason]
+
+
+def test_fraction_bind_over_the_fake_api() -> None:
+    kube, br = setup()
+
+    def report(pod: Json) -> None:
+        pod["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION] = "GPU-abc"
+
+    kube.on_reservation = report
+    outcome = binder(kube).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Succeeded", None)
+    pod = kube.objects[POD]
+    assert pod["spec"]["nodeName"] == "n1"
+    assert pod["metadata"]["labels"][keys.GPU_GROUP_LABEL] == "g1"
+    assert kube.objects["/api/v1/namespaces/ns/configmaps/p-gpu"]["data"] == {
+        "NVIDIA_VISIBLE_DEVICES": "GPU-abc",
+        "GPU_PORTION": "0.5",
+    }
+    assert kube.objects[BR]["status"]["phase"] == "Succeeded"
+    assert "/api/v1/namespaces/kai-resource-reservation" in kube.objects  # namespace made
+    (bound,) = events(kube, "Bound")
+    assert "n1" in bound["message"] and "GPU-abc" in bound["message"]
+
+
+def test_a_failed_reservation_pod_is_rolled_back_and_retried_later() -> None:
+    kube, br = setup(limit=3)
+
+    def reject(pod: Json) -> None:
+        pod["status"] = {"phase": "Failed", "reason": "OutOfnvidia.com/gpu", "message": "no card"}
+
+    kube.on_reservation = reject
+    outcome = binder(kube, retry_base_delay=1.0).reconcile(br)
+    assert (outcome.phase, outcome.failed_attempts, outcome.retry_in) == ("Pending", 1, 2.0)
+    assert "OutOfnvidia.com/gpu" in outcome.reason
+    assert RES not in kube.objects  # nobody else used it: deleted
+    assert "/api/v1/namespaces/ns/configmaps/p-gpu" not in kube.objects
+    assert not kube.objects[POD]["spec"].get("nodeName")
+    status = kube.objects[BR]["status"]
+    assert (status["phase"], status["failedAttempts"]) == ("Pending", 1)
+    (error,) = events(kube, "BindingError")
+    assert error["type"] == "Warning" and "retrying in 2s" in error["message"]
+
+
+def test_the_wait_for_the_uuid_times_out_and_the_last_attempt_fails() -> None:
+    kube, br = setup(limit=2)
+    br["status"] = {"phase": "Pending", "failedAttempts": 1}
+    outcome = binder(kube, reservation_timeout=5).reconcile(br)
+    assert (outcome.phase, outcome.failed_attempts, outcome.retry_in) == ("Failed", 2, None)
+    assert "did not report its GPU within 5s" in outcome.reason
+    assert kube.objects[BR]["status"]["phase"] == "Failed"
+
+
+def test_a_reservation_pod_another_request_waits_for_is_kept() -> None:
+    kube, br = setup(limit=1)
+    other: Json = copy.deepcopy(br)
+    other["metadata"] = {"name": "q", "namespace": "ns", "uid": "br-2"}
+    kube.add("/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/q", other)
+    kube.add(RES, rsv.reservation_pod_manifest("n1", "g1"))  # no UUID yet
+    outcome = binder(kube, reservation_timeout=2).reconcile(br)
+    assert outcome.phase == "Failed"
+    assert RES in kube.objects
+
+
+def test_a_pod_bound_elsewhere_fails_at_once() -> None:
+    kube, br = setup(kind="Regular", limit=5)
+    kube.objects[POD]["spec"]["nodeName"] = "n2"
+    outcome = binder(kube).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert outcome.reason == 'pod is already bound to node "n2"'
+
+
+def test_kopfs_retry_count_stands_in_for_a_lost_status() -> None:
+    kube, br = setup(kind="Regular", limit=3, node_exists=False)
+    outcome = binder(kube).reconcile(br, retry=2)
+    assert (outcome.phase, outcome.failed_attempts) == ("Failed", 3)
+
+
+def test_clean_up_keeps_a_card_a_shared_pod_still_uses() -> None:
+    kube, _ = setup()
+    kube.add(RES, rsv.reservation_pod_manifest("n1", "g1"))
+    kube.objects[BR]["status"] = {"phase": "Succeeded"}
+    user = shared_pod("u")
+    user["metadata"]["labels"] = {keys.GPU_GROUP_LABEL: "g1"}
+    user["spec"]["nodeName"] = "n1"
+    user["status"] = {"phase": "Running"}
+    kube.add("/api/v1/namespaces/ns/pods/u", user)
+    b = binder(kube)
+    assert b.release_if_unused("n1", "g1") is False
+    user["status"]["phase"] = "Succeeded"
+    assert b.pod_gone(user) == ["gpu-reservation-n1-g1"]
+    assert RES not in kube.objects

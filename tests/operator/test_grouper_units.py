@@ -1,0 +1,201 @@
+"""The pod-grouper controller's API work (kai_py.cluster.podgrouping) over a fake API."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kai_py.api import keys
+from kai_py.cluster.grouping import owner_chain, walk_owner_chain
+from kai_py.cluster.kube import KubeError
+from kai_py.cluster.podgrouping import OwnerResolver, PodGrouperService
+
+Json = dict[str, Any]
+
+DISCOVERY = {
+    "/apis/batch/v1": {"resources": [{"name": "jobs", "kind": "Job", "namespaced": True}]},
+    "/apis/apps/v1": {
+        "resources": [
+            {"name": "replicasets", "kind": "ReplicaSet", "namespaced": True},
+            {"name": "replicasets/scale", "kind": "Scale", "namespaced": True},
+        ]
+    },
+}
+
+
+class FakeKube:
+    def __init__(self, objects: dict[str, Json]) -> None:
+        self.objects = {**copy.deepcopy(DISCOVERY), **objects}
+        self.calls: list[tuple[str, str, Any]] = []
+
+    def request(self, method: str, path: str, body: Any = None, **_: Any) -> Json:
+        self.calls.append((method, path, body))
+        if method == "GET":
+            if path not in self.objects:
+                raise KubeError(404, "NotFound", path)
+            return copy.deepcopy(self.objects[path])
+        if method == "POST":
+            key = f"{path}/{body['metadata'].get('name') or 'event'}{len(self.calls)}"
+            if "/events" not in path:
+                key = f"{path}/{body['metadata']['name']}"
+            if key in self.objects:
+                raise KubeError(409, "AlreadyExists", key)
+            self.objects[key] = copy.deepcopy(body)
+            return copy.deepcopy(body)
+        if method == "PATCH":
+            ann = body["metadata"]["annotations"]
+            self.objects[path]["metadata"].setdefault("annotations", {}).update(ann)
+            return copy.deepcopy(self.objects[path])
+        raise AssertionError(method)
+
+    def get(self, path: str) -> Json:
+        return self.request("GET", path)
+
+    def create(self, path: str, body: Json) -> Json:
+        return self.request("POST", path, body)
+
+    def patch(self, path: str, body: Json, content_type: str = "") -> Json:
+        return self.request("PATCH", path, body)
+
+    def writes(self, method: str, part: str = "") -> list[tuple[str, str, Any]]:
+        return [c for c in self.calls if c[0] == method and part in c[1]]
+
+
+def job(min_member: str = "3") -> Json:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": "ns",
+            "uid": "job-uid",
+            "annotations": {keys.BATCH_MIN_MEMBER_ANNOTATION: min_member},
+        },
+    }
+
+
+def job_pod(name: str = "train-0", annotations: dict[str, str] | None = None) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"{name}-uid",
+            "annotations": annotations or {},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": "train",
+                    "uid": "job-uid",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"schedulerName": "kai-scheduler", "containers": []},
+    }
+
+
+JOB_PATH = "/apis/batch/v1/namespaces/ns/jobs/train"
+
+
+def service(kube: FakeKube, now: list[float] | None = None) -> PodGrouperService:
+    clock = now or [0.0]
+    return PodGrouperService(
+        kube,  # type: ignore[arg-type]
+        owners=OwnerResolver(kube, ttl=10, clock=lambda: clock[0]),  # type: ignore[arg-type]
+    )
+
+
+def test_owner_chain_walk_is_shared_with_simulate() -> None:
+    owners = {("ns", "job-uid"): job()}
+    assert owner_chain(job_pod(), owners) == [job()]
+    assert walk_owner_chain(job_pod(), lambda ns, ref: None) == []
+
+
+def test_owners_are_fetched_by_discovery_and_cached_briefly() -> None:
+    kube = FakeKube({JOB_PATH: job()})
+    now = [0.0]
+    resolver = OwnerResolver(kube, ttl=10, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert resolver.chain(job_pod())[0]["metadata"]["uid"] == "job-uid"
+    assert resolver.resource("apps/v1", "ReplicaSet") == ("replicasets", True)
+    resolver.chain(job_pod())
+    assert len(kube.writes("GET", "/jobs/")) == 1  # cached
+    now[0] = 11
+    resolver.chain(job_pod())
+    assert len(kube.writes("GET", "/jobs/")) == 2  # expired
+    kube.objects[JOB_PATH]["metadata"]["uid"] = "another-job"
+    now[0] = 30
+    assert resolver.chain(job_pod()) == []  # same name, another object
+
+
+def test_a_job_pod_gets_its_group_and_annotation_once() -> None:
+    kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
+    grouper = service(kube)
+    outcome = grouper.handle(job_pod())
+    assert outcome.group == "pg-train-job-uid" and outcome.created and outcome.annotated
+    (create,) = kube.writes("POST", "/podgroups")
+    assert create[2]["spec"]["minMember"] == 3
+    assert create[2]["metadata"]["ownerReferences"][0]["uid"] == "job-uid"
+    (patch,) = kube.writes("PATCH")
+    assert patch[2] == {
+        "metadata": {"annotations": {keys.POD_GROUP_ANNOTATION: "pg-train-job-uid"}}
+    }
+    # The pod's next event (now annotated) costs nothing.
+    annotated = job_pod(annotations={keys.POD_GROUP_ANNOTATION: "pg-train-job-uid"})
+    assert not grouper.needs_work(annotated)
+    calls = len(kube.calls)
+    assert grouper.handle(annotated).skipped == "already grouped"
+    assert len(kube.calls) == calls
+
+
+def test_an_existing_group_and_a_right_annotation_mean_no_writes() -> None:
+    kube = FakeKube(
+        {
+            JOB_PATH: job(),
+            "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-train-job-uid": {},
+        }
+    )
+    outcome = service(kube).handle(
+        job_pod(annotations={keys.POD_GROUP_ANNOTATION: "pg-train-job-uid"})
+    )
+    assert not outcome.created and not outcome.annotated
+    assert not kube.writes("PATCH")
+
+
+def test_a_bad_annotation_warns_once_on_the_job_and_groups_nothing() -> None:
+    kube = FakeKube({JOB_PATH: job("abc")})
+    grouper = service(kube)
+    for name in ("train-0", "train-1", "train-0"):
+        outcome = grouper.handle(job_pod(name))
+        assert outcome.skipped == "grouping failed"
+    (event,) = kube.writes("POST", "/events")
+    body = event[2]
+    assert (body["reason"], body["type"]) == ("PodGrouperWarning", "Warning")
+    assert body["involvedObject"]["kind"] == "Job" and body["involvedObject"]["name"] == "train"
+    assert '"abc"' in body["message"]
+    assert not kube.writes("POST", "/podgroups") and not kube.writes("PATCH")
+
+
+def test_other_schedulers_and_deleted_pods_are_not_touched() -> None:
+    kube = FakeKube({})
+    grouper = service(kube)
+    other = job_pod()
+    other["spec"]["schedulerName"] = "default-scheduler"
+    going = job_pod()
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert grouper.handle(other).skipped == "not ours"
+    assert grouper.handle(going).skipped == "not ours"
+    assert kube.calls == []
+
+
+def test_a_deleted_group_is_made_again_on_the_next_event() -> None:
+    kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
+    grouper = service(kube)
+    grouper.handle(job_pod())
+    annotated = job_pod(annotations={keys.POD_GROUP_ANNOTATION: "pg-train-job-uid"})
+    grouper.group_deleted("ns", "pg-train-job-uid")
+    del kube.objects["/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-train-job-uid"]
+    assert grouper.needs_work(annotated)
+    assert grouper.handle(annotated).created
