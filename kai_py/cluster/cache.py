@@ -33,10 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kai_py.api import keys
+from kai_py.api.common import ManifestError
+from kai_py.api.queue import Queue as QueueModel
 from kai_py.cluster.builder import Built, build
 from kai_py.cluster.convert import meta, parse_time
 from kai_py.cluster.inputs import Document
 from kai_py.scheduler.model import Config
+from kai_py.scheduler.session import Event
 
 Json = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
@@ -189,6 +192,8 @@ class View:
     nodes: dict[str, Json]  # by name
     held_back: int = 0
     failed_bindrequests: list[Key] = field(default_factory=list)
+    #: Problems found before the builder (queues left out), as Warning events.
+    events: list[Event] = field(default_factory=list)
 
     def build(self, now: float, config: Config | None = None) -> Built:
         return build(self.documents, now, config)
@@ -305,7 +310,11 @@ class ClusterCache:
         docs: list[Document] = []
         by_uid: dict[str, Json] = {}
         podgroups: dict[str, Json] = {}
-        for kind in (NODES, QUEUES, PRIORITY_CLASSES):
+        queues, events = usable_queues(self.objects[QUEUES])
+        api_version, kind_name = _KIND_NAMES[QUEUES]
+        for name, body in queues.items():
+            docs.append(Document(f"Queue {name}", _with_type(body, api_version, kind_name)))
+        for kind in (NODES, PRIORITY_CLASSES):
             api_version, kind_name = _KIND_NAMES[kind]
             for key, body in self.objects[kind].items():
                 docs.append(
@@ -353,7 +362,56 @@ class ClusterCache:
             nodes={k[1]: v for k, v in self.objects[NODES].items()},
             held_back=held_back,
             failed_bindrequests=failed,
+            events=events,
         )
+
+
+def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Event]]:
+    """The queues a snapshot can be built from, and a Warning for each one left out.
+
+    ``kai-py simulate`` refuses a bad Queue or queue tree as a whole; in a
+    cluster one bad Queue must not stop scheduling, so it is left out here
+    (its workloads then meet ``QueueDoesNotExist``) with an event that says why.
+    """
+    events: list[Event] = []
+    good: dict[str, Json] = {}
+    parents: dict[str, str | None] = {}
+    for (_, name), body in objects.items():
+        try:
+            model = QueueModel.from_manifest(_with_type(body, *_KIND_NAMES[QUEUES]))
+        except ManifestError as exc:
+            message = f"Queue {name} is not used: {'; '.join(str(exc).splitlines())}"
+            events.append(Event("Queue", "", name, "Warning", "InvalidQueue", message))
+            continue
+        good[name] = body
+        parents[name] = model.spec.parent_queue or None
+    changed = True
+    while changed:  # a queue under a left-out or missing parent is left out too
+        changed = False
+        for name in list(good):
+            parent = parents[name]
+            if parent is not None and parent not in good:
+                del good[name]
+                message = (
+                    f"Queue {name} is not used: spec.parentQueue: queue {parent!r} "
+                    "does not exist or is not used"
+                )
+                events.append(Event("Queue", "", name, "Warning", "InvalidQueue", message))
+                changed = True
+    for name in list(good):
+        seen: list[str] = []
+        current: str | None = name
+        while current is not None and current in good and current not in seen:
+            seen.append(current)
+            current = parents[current]
+        if current is not None and current in seen:
+            loop = " -> ".join([*seen[seen.index(current) :], current])
+            for member in seen[seen.index(current) :]:
+                if member in good:
+                    del good[member]
+                    message = f"Queue {member} is not used: spec.parentQueue: parents form a cycle: {loop}"
+                    events.append(Event("Queue", "", member, "Warning", "InvalidQueue", message))
+    return good, events
 
 
 def _with_type(body: Json, api_version: str, kind: str) -> Json:

@@ -554,7 +554,7 @@ def plan(
                         ok_codes=(404,),
                     )
                 )
-    writes.extend(recorder.writes([*built.events, *decisions.events], uids, now))
+    writes.extend(recorder.writes([*view.events, *built.events, *decisions.events], uids, now))
     jobs = {j.uid: j for j in built.snapshot.jobs}
     for uid, pg in view.podgroups.items():
         job = jobs.get(uid)

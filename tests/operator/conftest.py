@@ -160,12 +160,18 @@ def queue(
     }
 
 
-def podgroup(name: str, namespace: str, queue_name: str, min_member: int = 1) -> dict[str, Any]:
+def podgroup(
+    name: str, namespace: str, queue_name: str, min_member: int = 1, priority_class: str = "train"
+) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.run.ai/v2alpha2",
         "kind": "PodGroup",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"minMember": min_member, "queue": queue_name, "priorityClassName": "train"},
+        "spec": {
+            "minMember": min_member,
+            "queue": queue_name,
+            "priorityClassName": priority_class,
+        },
     }
 
 

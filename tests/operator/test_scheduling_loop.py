@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
+import pytest
 from conftest import (
     Operator,
     bindrequests,
@@ -186,6 +188,8 @@ def test_a_missing_queue_is_a_warning_and_the_rest_schedules(
     custom: k8s.CustomObjectsApi,
 ) -> None:
     _queues(custom)
+    # A Queue under a parent that does not exist is left out, with a Warning of its own.
+    create_queues(custom, queue("orphan", parent="nowhere"))
     create_podgroup(custom, podgroup("lost", NS, "no-such-queue"))
     create_pod(core, pod("lost-0", NS, "lost", gpus=1))
     create_podgroup(custom, podgroup("fine", NS, "team-a"))
@@ -197,6 +201,13 @@ def test_a_missing_queue_is_a_warning_and_the_rest_schedules(
     )
     assert "no-such-queue" in warnings[0].message
     assert "lost-0" not in bindrequests(custom, NS)
+    orphan = wait_for(
+        lambda: [e for e in events_of(core, "default", "orphan") if e.reason == "InvalidQueue"],
+        what="an InvalidQueue event",
+    )
+    assert orphan[0].type == "Warning"
+    assert orphan[0].involved_object.kind == "Queue"
+    assert "'nowhere' does not exist" in orphan[0].message
 
 
 def test_the_loop_survives_api_errors(
@@ -218,3 +229,64 @@ def test_the_loop_survives_api_errors(
     assert br["spec"]["selectedNode"].startswith("gpu-")
     assert "failed (the next cycle retries)" in operator.log
     assert operator.process.poll() is None
+
+
+def test_a_higher_priority_job_preempts_through_the_eviction_api(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    create_podgroup(custom, podgroup("low", NS, "team-a", min_member=1))
+    for i in range(2):
+        create_pod(core, pod(f"low-{i}", NS, "low", gpus=4))
+    wait_for(lambda: len(bindrequests(custom, NS)) == 2, timeout=15, what="low bound")
+    create_podgroup(custom, podgroup("high", NS, "team-a", priority_class="inference"))
+    create_pod(core, pod("high-0", NS, "high", gpus=4))
+
+    def evicted() -> list[Any]:
+        return [e for e in events_of(core, NS, "low") if e.reason == "Evict"]
+
+    events = wait_for(evicted, timeout=15, what=f"an Evict event\n{operator.log}")
+    assert "was preempted by higher priority workload team-a/high" in events[0].message
+    remaining = {p.metadata.name for p in core.list_namespaced_pod(NS).items}
+    gone = {"low-0", "low-1"} - remaining
+    assert len(gone) == 1 or any(
+        p.metadata.deletion_timestamp for p in core.list_namespaced_pod(NS).items
+    )
+    br = wait_for(lambda: bindrequests(custom, NS).get("high-0"), timeout=15, what="high-0 bound")
+    assert br["spec"]["selectedNode"] in ("gpu-0", "gpu-1")
+    assert len([e for e in evicted()]) == 1  # one victim was enough
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("kai_py.controllers.binder") is None,
+    reason="the binder is not part of this kai-py",
+)
+def test_with_the_binder_pods_end_up_bound_and_running(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    create_podgroup(custom, podgroup("run", NS, "team-a", min_member=2))
+    for i in range(2):
+        create_pod(core, pod(f"run-{i}", NS, "run", gpus=2))
+    found = wait_for(
+        lambda: (lambda b: b if len(b) == 2 else None)(bindrequests(custom, NS)),
+        timeout=15,
+        what="two BindRequests",
+    )
+    for name, br in found.items():
+        running = wait_for(
+            lambda name=name: (lambda p: p if p.status.phase == "Running" else None)(
+                core.read_namespaced_pod(name, NS)
+            ),
+            timeout=15,
+            what=f"{name} Running\n{operator.log}",
+        )
+        assert running.spec.node_name == br["spec"]["selectedNode"]
+    # Both on one node (binpack).
+    assert len({br["spec"]["selectedNode"] for br in found.values()}) == 1

@@ -413,3 +413,33 @@ def test_warm_once_the_watch_has_delivered_the_listing() -> None:
     assert not cache.warm and cache.waiting_for()[PODS] == 1
     cache.observe(PODS, None, _pod_body("p2", "u2"))
     assert cache.warm
+
+
+def test_a_bad_queue_is_left_out_with_a_warning_and_the_rest_is_used() -> None:
+    def q(name: str, parent: str | None = None, **spec: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {"metadata": {"name": name, "uid": f"u-{name}"}, "spec": dict(spec)}
+        if parent:
+            body["spec"]["parentQueue"] = parent
+        return body
+
+    cache = ClusterCache()
+    for body in [
+        q("root"),
+        q("team", "root"),
+        q("orphan", "gone"),
+        q("under-orphan", "orphan"),
+        q("a", "b"),
+        q("b", "a"),
+        q("broken", "root", priority="high"),
+    ]:
+        cache.observe(QUEUES, None, body)
+    view = cache.view(NOW)
+    used = sorted(d.body["metadata"]["name"] for d in view.documents if d.body["kind"] == "Queue")
+    assert used == ["root", "team"]
+    why = {e.name: e.message for e in view.events}
+    assert set(why) == {"orphan", "under-orphan", "a", "b", "broken"}
+    assert "queue 'gone' does not exist" in why["orphan"]
+    assert "cycle" in why["a"] and "cycle" in why["b"]
+    assert "priority" in why["broken"]
+    assert all(e.type == "Warning" and e.reason == "InvalidQueue" for e in view.events)
+    view.build(NOW)  # no InputError: the snapshot is built from the rest
