@@ -120,6 +120,7 @@ class _Request:
     portion: float
     backoff_limit: int | None
     failed_attempts: int
+    pod_uid: str | None  # from the ownerReference to the pod, when there is one
 
     @classmethod
     def of(cls, br: Mapping[str, Any]) -> _Request:
@@ -132,6 +133,10 @@ class _Request:
         except (TypeError, ValueError):
             portion = 0.0
         limit = spec.get("backoffLimit")
+        owner = next(
+            (r for r in m.get("ownerReferences") or [] if r.get("kind") == "Pod" and r.get("uid")),
+            None,
+        )
         return cls(
             namespace=str(m.get("namespace") or "default"),
             name=str(m.get("name") or ""),
@@ -143,6 +148,7 @@ class _Request:
             portion=portion,
             backoff_limit=int(limit) if isinstance(limit, int) else None,
             failed_attempts=int(status.get("failedAttempts") or 0),
+            pod_uid=str(owner["uid"]) if owner else None,
         )
 
 
@@ -214,6 +220,9 @@ class Binder:
         if not req.pod_name or not req.node:
             raise BindError("spec.podName and spec.selectedNode are required", final=True)
         pod = self._get_pod(req)
+        uid = (pod.get("metadata") or {}).get("uid")
+        if req.pod_uid and uid and uid != req.pod_uid:
+            raise BindError("the BindRequest is for an earlier pod of that name", final=True)
         bound = (pod.get("spec") or {}).get("nodeName")
         if bound:
             if bound == req.node:

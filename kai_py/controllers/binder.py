@@ -50,7 +50,17 @@ def _binder(memo: Any) -> Binder:
     return binder
 
 
-async def start(memo: Any, **_: Any) -> None:
+#: Sync handlers share Kopf's thread pool and a Fraction bind may wait there up to
+#: ``reservation_timeout`` for its card: keep enough workers that waiting binds
+#: do not hold up the other handlers.
+MIN_WORKERS: Final = 32
+
+
+async def start(memo: Any, settings: Any = None, **_: Any) -> None:
+    if settings is not None:
+        workers = settings.execution.max_workers
+        if workers is None or workers < MIN_WORKERS:
+            settings.execution.max_workers = MIN_WORKERS
     binder = Binder(Kube(load_api_client()), _config)
     memo[_MEMO_KEY] = binder
     memo[_SWEEPER_KEY] = asyncio.create_task(_sweep_forever(binder))

@@ -22,6 +22,7 @@ from kai_py.cluster.binding import BinderConfig
 from kai_py.controllers import binder
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
+from kai_py.emulator.errors import ApiError
 from kai_py.emulator.nodes.devices import gpu_uuid
 
 T = TypeVar("T")
@@ -84,15 +85,9 @@ def operator(cluster: ThreadedDevCluster) -> Iterator[KopfRunner]:
         print(runner.output)
 
 
-def call(cluster: ThreadedDevCluster, coro: Any) -> Any:
-    return cluster.call(coro)
-
-
 def get(
     cluster: ThreadedDevCluster, plural: str, ns: str | None, name: str
 ) -> dict[str, Any] | None:
-    from kai_py.emulator.errors import ApiError
-
     try:
         return dict(cluster.call(cluster.store.get(plural, ns, name)))
     except ApiError as exc:

@@ -326,3 +326,14 @@ def test_clean_up_keeps_a_card_a_shared_pod_still_uses() -> None:
     user["status"]["phase"] = "Succeeded"
     assert b.pod_gone(user) == ["gpu-reservation-n1-g1"]
     assert RES not in kube.objects
+
+
+def test_a_request_for_an_earlier_pod_of_the_same_name_fails() -> None:
+    kube, br = setup(kind="Regular")
+    br["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "old-uid"}
+    ]
+    outcome = binder(kube).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert "earlier pod" in outcome.reason
+    assert not kube.objects[POD]["spec"].get("nodeName")
