@@ -21,12 +21,12 @@ from kai_py.controllers.settings import OperatorSettings, configure
 
 log = logging.getLogger("kai_py.operator")
 
-#: The handler modules of the operator: the scheduling loop, the binder, the pod-grouper.
-CONTROLLERS = (
-    "kai_py.controllers.scheduling",
-    "kai_py.controllers.binder",
-    "kai_py.controllers.grouper",
-)
+#: The handler module of each part of the operator (``--controllers`` names).
+CONTROLLERS = {
+    "scheduler": "kai_py.controllers.scheduling",
+    "binder": "kai_py.controllers.binder",
+    "podgrouper": "kai_py.controllers.grouper",
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,7 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(settings)
     logging.basicConfig(level=logging.INFO if not settings.verbose else logging.DEBUG)
     # Importing registers the handlers with Kopf's default registry.
-    for module in CONTROLLERS:
+    for part in settings.controllers:
+        module = CONTROLLERS[part]
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Final
 
 from kai_py.api import keys
+
+#: The parts of the operator, by the names ``--controllers`` takes.
+CONTROLLER_NAMES: Final = ("scheduler", "binder", "podgrouper")
+
+
+def _controllers(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in CONTROLLER_NAMES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {', '.join(CONTROLLER_NAMES)}, got {text!r}"
+        )
+    return names
 
 
 @dataclass(slots=True)
@@ -17,6 +31,7 @@ class OperatorSettings:
     verbose: bool = False
     event_refresh: float = 10.0  # seconds between count updates of a repeated Event
     metrics_port: int | None = None
+    controllers: tuple[str, ...] = field(default=CONTROLLER_NAMES)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +66,13 @@ class OperatorSettings:
             default=None,
             help="serve Prometheus metrics (kai_cycle_duration_seconds, ...) on this port",
         )
+        parser.add_argument(
+            "--controllers",
+            type=_controllers,
+            default=CONTROLLER_NAMES,
+            help="which parts to run, comma-separated (default: scheduler,binder,podgrouper); "
+            "e.g. one process per part, as KAI deploys them",
+        )
         parser.add_argument("--verbose", action="store_true")
 
     @classmethod
@@ -65,6 +87,7 @@ class OperatorSettings:
             verbose=args.verbose,
             event_refresh=max(0.0, args.event_refresh),
             metrics_port=args.metrics_port,
+            controllers=tuple(args.controllers),
         )
 
 

@@ -106,7 +106,7 @@ def test_dev_prints_export_line_serves_kubectl_and_stops_on_sigterm(
     assert time.monotonic() - started < 5
 
 
-def test_dev_without_operator_flag_starts_the_operator_which_schedules(tmp_path: Path) -> None:
+def test_dev_without_operator_flag_starts_the_operator_which_runs_a_pod(tmp_path: Path) -> None:
     from kubernetes import client as k8s
     from kubernetes import config as k8s_config
 
@@ -125,22 +125,12 @@ def test_dev_without_operator_flag_starts_the_operator_which_schedules(tmp_path:
         assert any(line.startswith("export KUBECONFIG=") for line in lines)
         api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
         core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
-        custom.create_namespaced_custom_object(
-            "scheduling.run.ai",
-            "v2alpha2",
-            "default",
-            "podgroups",
-            {
-                "apiVersion": "scheduling.run.ai/v2alpha2",
-                "kind": "PodGroup",
-                "metadata": {"name": "hello"},
-                "spec": {"minMember": 1, "queue": "default-queue"},
-            },
-        )
+        # A bare pod, as a user would apply it: the pod-grouper gives it a PodGroup,
+        # the scheduler a BindRequest, the binder a node; the kubelet runs it.
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "hello-0", "annotations": {"pod-group-name": "hello"}},
+            "metadata": {"name": "hello"},
             "spec": {
                 "schedulerName": "kai-scheduler",
                 "containers": [
@@ -153,17 +143,22 @@ def test_dev_without_operator_flag_starts_the_operator_which_schedules(tmp_path:
             },
         }
         core.create_namespaced_pod("default", pod)  # type: ignore[arg-type]
-        deadline = time.monotonic() + 20
-        selected = None
-        while time.monotonic() < deadline and selected is None:
-            listing = custom.list_namespaced_custom_object(
-                "scheduling.run.ai", "v1alpha2", "default", "bindrequests"
-            )
-            for item in listing["items"]:
-                if item["spec"]["podName"] == "hello-0":
-                    selected = item["spec"]["selectedNode"]
+        deadline = time.monotonic() + 30
+        running = None
+        while time.monotonic() < deadline and running is None:
+            current = core.read_namespaced_pod("hello", "default")
+            if current.status.phase == "Running":
+                running = current
             time.sleep(0.1)
-        assert selected is not None and selected.startswith("gpu-node-")
+        assert running is not None, "the pod did not get to Running"
+        assert running.spec.node_name.startswith("gpu-node-")
+        [br] = custom.list_namespaced_custom_object(
+            "scheduling.run.ai", "v1alpha2", "default", "bindrequests"
+        )["items"]
+        assert br["spec"]["podName"] == "hello"
+        assert br["spec"]["selectedNode"] == running.spec.node_name
+        annotations = running.metadata.annotations or {}
+        assert annotations.get("pod-group-name"), "the pod-grouper did not group the pod"
         api.close()
         process.send_signal(signal.SIGINT)
         assert process.wait(15) == 0

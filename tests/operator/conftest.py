@@ -109,8 +109,16 @@ def stop_operator(operator: Operator) -> None:
 
 
 @pytest.fixture
-def operator(cluster: ThreadedDevCluster, tmp_path: Path) -> Iterator[Operator]:
-    running = start_operator(cluster.kubeconfig_path, tmp_path / "operator.log")
+def operator_args() -> list[str]:
+    """Extra command-line arguments of the operator (override in a test module)."""
+    return []
+
+
+@pytest.fixture
+def operator(
+    cluster: ThreadedDevCluster, tmp_path: Path, operator_args: list[str]
+) -> Iterator[Operator]:
+    running = start_operator(cluster.kubeconfig_path, tmp_path / "operator.log", *operator_args)
     try:
         yield running
     finally:
