@@ -6,7 +6,8 @@ import importlib.util
 from typing import Any
 
 import pytest
-from conftest import (
+from kubernetes import client as k8s
+from operator_helpers import (
     Operator,
     bindrequests,
     create_pod,
@@ -18,7 +19,6 @@ from conftest import (
     queue,
     wait_for,
 )
-from kubernetes import client as k8s
 
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 
