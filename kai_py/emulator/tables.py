@@ -395,8 +395,9 @@ def _default_row(obj: JSON, now: float) -> list[Any]:
 
 # ---- JSONPath (the subset printer columns use) --------------------------------------------
 
+# A field may hold "/" and escaped dots, as in `.status.allocated.nvidia\.com/gpu`.
 _TOKEN = re.compile(
-    r"\.([A-Za-z0-9_\-$]+)|\[(\d+|\*)\]|\[\?\(@\.([A-Za-z0-9_.\-]+)\s*==\s*"
+    r"\.((?:[A-Za-z0-9_\-$/]|\\\.)+)|\[(\d+|\*)\]|\[\?\(@\.([A-Za-z0-9_.\-]+)\s*==\s*"
     r"['\"]?([^'\")]*)['\"]?\)\]|\['([^']+)'\]"
 )
 
@@ -419,7 +420,7 @@ def jsonpath(obj: Any, path: str) -> list[Any]:
         nxt: list[Any] = []
         for c in current:
             if field is not None or quoted is not None:
-                key = field if field is not None else quoted
+                key = field.replace("\\.", ".") if field is not None else quoted
                 if isinstance(c, dict) and key in c:
                     nxt.append(c[key])
             elif index is not None:
