@@ -278,6 +278,32 @@ class ClusterCache:
         if self.objects[kind].pop((namespace, name), None) is not None:
             self.generation += 1
 
+    def resync(self, kind: str, listing: Mapping[str, Any]) -> int:
+        """Drop cached objects a fresh LIST no longer has; returns how many.
+
+        A watch that is restarted from a new listing (after a 410) reports no
+        deletions for what vanished in between; this catches those. Only
+        objects not newer than the listing are dropped, so one created after
+        the LIST was taken stays.
+        """
+        listed = {str(meta(item).get("uid")) for item in listing.get("items") or []}
+        try:
+            at = int(str(meta(listing).get("resourceVersion")))
+        except (TypeError, ValueError):
+            return 0  # without a version to compare with, nothing is safe to drop
+        stores = [self.objects[kind]] + ([self.foreign_pods] if kind == PODS else [])
+        dropped = 0
+        for store in stores:
+            for key, body in list(store.items()):
+                rv = _rv(body)
+                uid = str(meta(body).get("uid") or "")
+                if uid and uid not in listed and rv is not None and rv <= at:
+                    del store[key]
+                    dropped += 1
+        if dropped:
+            self.generation += 1
+        return dropped
+
     # ---------------------------------------------------------------- warm-up
     def expect(self, kind: str, uids: Iterable[str]) -> None:
         """The uids a first LIST returned: the kind is warm once the watch has shown them all."""

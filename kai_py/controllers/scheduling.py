@@ -57,6 +57,8 @@ PODS_SCHEDULED: Final = Counter(
 )
 #: Give up waiting for the watches to deliver a first listing after this long.
 WARM_TIMEOUT_SECONDS: Final = 60.0
+#: How often the cache is checked against fresh LISTs for deletions a watch missed.
+RESYNC_SECONDS: Final = 300.0
 
 _LIST_PATHS: Final = {
     NODES: path_of("", "v1", "nodes"),
@@ -237,8 +239,12 @@ async def run_loop(s: LoopState) -> None:
         except Exception:
             log.exception("warm-up failed; trying again")
             await asyncio.sleep(s.settings.schedule_period)
+    next_resync = time.monotonic() + RESYNC_SECONDS
     while True:
         started = time.monotonic()
+        if started >= next_resync:
+            next_resync = started + RESYNC_SECONDS
+            await resync(s)
         try:
             await run_one_cycle(s)
             s.last_error = None
@@ -252,6 +258,20 @@ async def run_loop(s: LoopState) -> None:
         elapsed = time.monotonic() - started
         CYCLE_SECONDS.observe(elapsed)
         await asyncio.sleep(max(0.0, s.settings.schedule_period - elapsed))
+
+
+async def resync(s: LoopState) -> None:
+    """Drop what fresh LISTs no longer have (deletions a restarted watch did not report)."""
+    assert s.kube is not None
+    for kind in KINDS:
+        try:
+            listing = await asyncio.to_thread(s.kube.get, _LIST_PATHS[kind])
+        except KubeError as exc:
+            log.debug("resync: cannot list %s: %s", kind, exc)
+            continue
+        dropped = s.cache.resync(kind, listing)
+        if dropped:
+            log.info("resync: %d %s gone without a watch event", dropped, kind)
 
 
 async def run_one_cycle(s: LoopState) -> Outcome:

@@ -291,3 +291,33 @@ def test_with_the_binder_pods_end_up_bound_and_running(
         assert running.spec.node_name == br["spec"]["selectedNode"]
     # Both on one node (binpack).
     assert len({br["spec"]["selectedNode"] for br in found.values()}) == 1
+
+
+def test_after_the_watches_drop_nothing_is_lost(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    for name in ("a", "c"):
+        create_podgroup(custom, podgroup(name, NS, "team-a"))
+        create_pod(core, pod(f"{name}-0", NS, name, gpus=4))
+    first = wait_for(
+        lambda: (lambda b: b if len(b) == 2 else None)(bindrequests(custom, NS)),
+        timeout=15,
+        what="a-0 and c-0 placed",
+    )
+    assert cluster.cluster.drop_watches() > 0
+    # The cluster is full; a-0 goes while the watches restart, then b-0 asks for its place.
+    core.delete_namespaced_pod("a-0", NS, grace_period_seconds=0)
+    wait_for(
+        lambda: "a-0" not in {p.metadata.name for p in core.list_namespaced_pod(NS).items},
+        what="a-0 gone",
+    )
+    create_podgroup(custom, podgroup("b", NS, "team-a"))
+    create_pod(core, pod("b-0", NS, "b", gpus=4))
+    br = wait_for(
+        lambda: bindrequests(custom, NS).get("b-0"), timeout=15, what=f"b-0 placed\n{operator.log}"
+    )
+    assert br["spec"]["selectedNode"] == first["a-0"]["spec"]["selectedNode"]

@@ -443,3 +443,17 @@ def test_a_bad_queue_is_left_out_with_a_warning_and_the_rest_is_used() -> None:
     assert "priority" in why["broken"]
     assert all(e.type == "Warning" and e.reason == "InvalidQueue" for e in view.events)
     view.build(NOW)  # no InputError: the snapshot is built from the rest
+
+
+def test_resync_drops_what_a_fresh_listing_no_longer_has() -> None:
+    cache = ClusterCache()
+    cache.observe(PODS, None, _pod_body("kept", "u1"))  # resourceVersion 5
+    cache.observe(PODS, None, _pod_body("vanished", "u2"))
+    newer = _pod_body("newer", "u3")
+    newer["metadata"]["resourceVersion"] = "9"
+    cache.observe(PODS, None, newer)  # made after the listing below was taken
+    listing = {"metadata": {"resourceVersion": "7"}, "items": [{"metadata": {"uid": "u1"}}]}
+    assert cache.resync(PODS, listing) == 1
+    assert sorted(k[1] for k in cache.objects[PODS]) == ["kept", "newer"]
+    # Without a listing version nothing is dropped.
+    assert cache.resync(PODS, {"metadata": {}, "items": []}) == 0
