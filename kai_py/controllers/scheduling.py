@@ -95,6 +95,8 @@ def state() -> LoopState:
 
 
 # ---------------------------------------------------------------- handlers
+# The handlers are async on purpose: Kopf runs sync handlers in a thread pool, and the
+# cache is read by the loop on the event loop without locks.
 _HANDLERS: Final = (
     "pod_event",
     "node_event",
@@ -126,32 +128,32 @@ def _observe(kind: str, event_type: str | None, body: kopf.Body) -> None:
 
 
 @kopf.on.event("", "v1", "pods")
-def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     _observe(PODS, type, body)
 
 
 @kopf.on.event("", "v1", "nodes")
-def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     _observe(NODES, type, body)
 
 
 @kopf.on.event(keys.GROUP, keys.QUEUE_VERSION, "queues")
-def queue_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def queue_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     _observe(QUEUES, type, body)
 
 
 @kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, "podgroups")
-def podgroup_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def podgroup_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     _observe(PODGROUPS, type, body)
 
 
 @kopf.on.event("scheduling.k8s.io", "v1", "priorityclasses")
-def priorityclass_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def priorityclass_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     _observe(PRIORITY_CLASSES, type, body)
 
 
 @kopf.on.event(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests")
-def bindrequest_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+async def bindrequest_event(type: str | None, body: kopf.Body, **_: Any) -> None:
     _observe(BINDREQUESTS, type, body)
 
 
