@@ -209,9 +209,10 @@ class Binder:
         else:
             message += f" (attempt {attempts}; giving up)"
         phase = "Pending" if delay is not None else "Failed"
-        self._write_status(
+        if not self._write_status(
             req, {"phase": phase, "reason": error.reason, "failedAttempts": attempts}
-        )
+        ):
+            delay = None  # decided (or deleted) by someone else meanwhile: stop here
         post_event(self.kube, _pod_ref(req, pod), "Warning", "BindingError", message, COMPONENT)
         log.info("%s", message)
         return Outcome(phase, error.reason, attempts, delay)
@@ -398,22 +399,37 @@ class Binder:
             if exc.code != 404:
                 log.warning("binder rollback step failed: %s", exc)
 
-    def _write_status(self, req: _Request, status: Json) -> None:
-        try:
-            self.kube.patch(
-                path_of(
-                    keys.GROUP,
-                    keys.BINDREQUEST_VERSION,
-                    BINDREQUESTS,
-                    req.namespace,
-                    req.name,
-                    "status",
-                ),
-                {"status": status},
-            )
-        except KubeError as exc:
-            if exc.code != 404:  # a deleted request needs no status
-                raise
+    def _write_status(self, req: _Request, status: Json) -> bool:
+        """Write the outcome, but only over a phase that is still Pending (or unset).
+
+        The write names the resourceVersion it read, so a phase someone else set
+        meanwhile (e.g. Failed by hand, or the request deleted) is never
+        overwritten. False when the status was left as it is.
+        """
+        path = path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS, req.namespace, req.name)
+        for _ in range(5):
+            try:
+                current = self.kube.get(path)
+                if not is_pending(current):
+                    log.info(
+                        "BindRequest %s/%s is %s already: its status is left as it is",
+                        req.namespace,
+                        req.name,
+                        (current.get("status") or {}).get("phase"),
+                    )
+                    return False
+                version = (current.get("metadata") or {}).get("resourceVersion")
+                body: Json = {"status": status}
+                if version:
+                    body["metadata"] = {"resourceVersion": version}
+                self.kube.patch(f"{path}/status", body)
+                return True
+            except KubeError as exc:
+                if exc.code == 404:  # a deleted request needs no status
+                    return False
+                if exc.code != 409:
+                    raise
+        raise KubeError(409, "Conflict", f"BindRequest {req.namespace}/{req.name} kept changing")
 
     # ---- clean-up --------------------------------------------------------------------
 

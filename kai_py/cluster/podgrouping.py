@@ -183,6 +183,7 @@ class PodGrouperService:
         self._groups = _Lru(8192)  # (namespace, name) of PodGroups known to exist
         self._done = _Lru(65536)  # pod uid -> the group name written on it
         self._warned = _Lru(8192)  # (object, message) already posted
+        self._pending = _Lru(4096)  # pod uid -> (namespace, name): to try again later
         self._lock = threading.Lock()
 
     @property
@@ -226,7 +227,42 @@ class PodGrouperService:
             done = self._done.get(uid)
         if done is not None and annotation == done[1]:
             return GroupingOutcome(group=str(annotation), skipped="already grouped")
+        with self._lock:
+            self._pending.put(uid, (ns, str(m.get("name"))))
+        outcome = self._group(pod, ns, uid, annotation)
+        if outcome.skipped != "grouping failed":
+            with self._lock:
+                self._pending.drop(uid)
+        return outcome
 
+    def retry_pending(self) -> list[GroupingOutcome]:
+        """Group again the pods whose grouping failed (a bad Job annotation since fixed,
+        an owner not readable then, an API error): pod events alone may not come."""
+        with self._lock:
+            pending = list(self._pending.data.items())
+        outcomes = []
+        for uid, (ns, name) in pending:
+            try:
+                pod = self.kube.get(path_of("", "v1", "pods", ns, name))
+            except KubeError as exc:
+                if exc.code == 404:
+                    with self._lock:
+                        self._pending.drop(uid)
+                continue
+            if str(meta(pod).get("uid") or "") != uid or not self.wants(pod):
+                with self._lock:
+                    self._pending.drop(uid)
+                continue
+            try:
+                outcomes.append(self.handle(pod))
+            except KubeError as exc:
+                log.warning("pod-grouper: %s/%s: %s", ns, name, exc)
+        return outcomes
+
+    def _group(
+        self, pod: Mapping[str, Any], ns: str, uid: str, annotation: str | None
+    ) -> GroupingOutcome:
+        m = meta(pod)
         result = group_pod(
             pod,
             self.owners.chain(pod),

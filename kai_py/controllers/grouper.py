@@ -5,7 +5,9 @@ Pods are watched with ``@kopf.on.event`` only, so Kopf writes nothing to
 them (no finalizers, no progress annotations); the only write to a pod is the
 ``pod-group-name`` annotation, and only when it is missing or different.
 PodGroup deletions are watched so that a deleted group is created again on
-its pods' next event.
+its pods' next event. Pods whose grouping failed (a bad annotation, an owner
+not readable yet, an API error) are tried again every 15 s, since a fixed
+Job does not make its pods change.
 
 Importing the module registers the handlers with Kopf's default registry;
 ``register(registry)`` puts them on another one (tests).
@@ -13,6 +15,8 @@ Importing the module registers the handlers with Kopf's default registry;
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any, Final
 
@@ -20,10 +24,11 @@ import kopf
 
 from kai_py.api import keys
 from kai_py.cluster.kube import Kube, KubeError, load_api_client
-from kai_py.cluster.podgrouping import PodGrouperService
+from kai_py.cluster.podgrouping import OwnerResolver, PodGrouperService
 from kai_py.controllers import settings
 
 _MEMO_KEY: Final = "kai_py_pod_grouper"
+_RETRY_KEY: Final = "kai_py_pod_grouper_retry"
 log = logging.getLogger(__name__)
 
 
@@ -34,10 +39,47 @@ def _service(memo: Any) -> PodGrouperService:
     return service
 
 
+_retry_period = 15.0
+_owner_ttl = 10.0
+
+
+def configure(retry_period: float = 15.0, owner_ttl: float = 10.0) -> None:
+    """Before the start: seconds between passes over the pods whose grouping failed,
+    and how long fetched owners are cached."""
+    global _retry_period, _owner_ttl
+    _retry_period, _owner_ttl = retry_period, owner_ttl
+
+
 async def start(memo: Any, **_: Any) -> None:
-    memo[_MEMO_KEY] = PodGrouperService(
-        Kube(load_api_client()), scheduler_name=lambda: settings.current().scheduler_name
+    kube = Kube(load_api_client())
+    service = PodGrouperService(
+        kube,
+        scheduler_name=lambda: settings.current().scheduler_name,
+        owners=OwnerResolver(kube, ttl=_owner_ttl),
     )
+    memo[_MEMO_KEY] = service
+    memo[_RETRY_KEY] = asyncio.create_task(_retry_forever(service, _retry_period))
+
+
+async def stop(memo: Any, **_: Any) -> None:
+    task = memo.get(_RETRY_KEY)
+    if isinstance(task, asyncio.Task):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _retry_forever(service: PodGrouperService, period: float) -> None:
+    while True:
+        await asyncio.sleep(period)
+        try:
+            outcomes = await asyncio.to_thread(service.retry_pending)
+        except Exception as exc:  # the next pass tries again
+            log.warning("pod-grouper retry pass failed: %s", exc)
+            continue
+        grouped = [o.group for o in outcomes if o.annotated]
+        if grouped:
+            log.info("pod-grouper: grouped on retry: %s", ", ".join(str(g) for g in grouped))
 
 
 def _ours(type: str | None, body: Any, memo: Any, **_: Any) -> bool:
@@ -81,6 +123,7 @@ def podgroup_event(
 
 def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.startup(registry=registry, id="pod-grouper-start")(start)
+    kopf.on.cleanup(registry=registry, id="pod-grouper-stop")(stop)
     kopf.on.event("", "v1", "pods", id="pod-grouper", when=_ours, registry=registry)(pod_event)
     kopf.on.event(
         keys.GROUP,

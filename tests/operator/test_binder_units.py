@@ -119,6 +119,7 @@ class FakeKube:
     def __init__(self) -> None:
         self.objects: dict[str, Json] = {}
         self.calls: list[tuple[str, str]] = []
+        self.bodies: list[tuple[str, str, Any]] = []
         self.on_reservation: Any = None  # called with a reservation pod when created
 
     def add(self, path: str, obj: Json) -> None:
@@ -134,6 +135,7 @@ class FakeKube:
         query: Any = None,
     ) -> Json:
         self.calls.append((method, path))
+        self.bodies.append((method, path, copy.deepcopy(body)))
         if method == "GET":
             if path in self.objects:
                 return copy.deepcopy(self.objects[path])
@@ -337,3 +339,28 @@ def test_a_request_for_an_earlier_pod_of_the_same_name_fails() -> None:
     assert (outcome.phase, outcome.retry_in) == ("Failed", None)
     assert "earlier pod" in outcome.reason
     assert not kube.objects[POD]["spec"].get("nodeName")
+
+
+def test_a_phase_set_by_someone_else_meanwhile_is_not_overwritten() -> None:
+    kube, br = setup(kind="Regular")
+    kube.objects[BR] = copy.deepcopy(br)
+    kube.objects[BR]["status"] = {"phase": "Failed", "reason": "by hand"}
+    outcome = binder(kube).reconcile(br)  # the handler saw it still Pending
+    assert outcome.phase == "Succeeded"
+    assert kube.objects[BR]["status"] == {"phase": "Failed", "reason": "by hand"}
+    # A failing attempt stops retrying too.
+    kube2, br2 = setup(kind="Regular", node_exists=False)
+    kube2.objects[BR] = copy.deepcopy(br2)
+    kube2.objects[BR]["status"] = {"phase": "Failed"}
+    assert binder(kube2).reconcile(br2).retry_in is None
+
+
+def test_status_writes_name_the_version_they_read() -> None:
+    kube, br = setup(kind="Regular")
+    br["metadata"]["resourceVersion"] = "42"
+    binder(kube).reconcile(br)
+    (patch,) = [b for m, p, b in kube.bodies if m == "PATCH" and p.endswith("/status")]
+    assert patch == {
+        "status": {"phase": "Succeeded", "reason": None},
+        "metadata": {"resourceVersion": "42"},
+    }

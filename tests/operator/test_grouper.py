@@ -57,6 +57,7 @@ def operator(cluster: ThreadedDevCluster) -> Iterator[KopfRunner]:
     registry = kopf.OperatorRegistry()
     kopf.on.login(registry=registry)(kopf.login_via_client)
     grouper.register(registry)
+    grouper.configure(retry_period=0.3, owner_ttl=0.5)
     settings = kopf.OperatorSettings()
     settings.posting.level = logging.WARNING
     settings.scanning.disabled = True
@@ -71,6 +72,7 @@ def operator(cluster: ThreadedDevCluster) -> Iterator[KopfRunner]:
             ["run", "--standalone", "-A"], registry=registry, settings=settings, timeout=30
         ) as runner:
             yield runner
+    grouper.configure(retry_period=15.0, owner_ttl=10.0)
     if os.environ.get("KAI_PY_OPERATOR_LOG"):
         print(runner.output)
     assert runner.exception is None, runner.output
@@ -231,3 +233,32 @@ def test_pods_of_other_schedulers_are_left_alone(
     other = get(cluster, "pods", NS, "other")
     assert other is not None
     assert keys.POD_GROUP_ANNOTATION not in (other["metadata"].get("annotations") or {})
+
+
+def test_fixing_the_jobs_annotation_groups_its_waiting_pods(
+    cluster: ThreadedDevCluster, operator: KopfRunner
+) -> None:
+    cluster.call(cluster.store.create("jobs", job("fixme", "-1", parallelism=1)))
+    wait_for(
+        lambda: [
+            e
+            for e in listed(cluster, "events", field_selector="involvedObject.name=fixme")
+            if e.get("reason") == "PodGrouperWarning"
+        ],
+        what="the warning",
+    )
+    patch = {"metadata": {"annotations": {keys.BATCH_MIN_MEMBER_ANNOTATION: "1"}}}
+    cluster.call(cluster.store.patch("jobs", NS, "fixme", patch))
+
+    def grouped() -> list[dict[str, Any]] | None:
+        pods = pods_of_job(cluster, "fixme")
+        ok = [
+            p for p in pods if keys.POD_GROUP_ANNOTATION in (p["metadata"].get("annotations") or {})
+        ]
+        return ok or None
+
+    # No pod event comes (the pod is unchanged): the retry pass picks it up once the
+    # owner cache (0.5 s here) lets the fixed Job be read again.
+    (pod,) = wait_for(grouped, what="the pod grouped after the fix")
+    uid = get(cluster, "jobs", NS, "fixme")["metadata"]["uid"]  # type: ignore[index]
+    assert pod["metadata"]["annotations"][keys.POD_GROUP_ANNOTATION] == f"pg-fixme-{uid}"

@@ -199,3 +199,25 @@ def test_a_deleted_group_is_made_again_on_the_next_event() -> None:
     del kube.objects["/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-train-job-uid"]
     assert grouper.needs_work(annotated)
     assert grouper.handle(annotated).created
+
+
+def test_pods_whose_grouping_failed_are_tried_again() -> None:
+    kube = FakeKube({JOB_PATH: job("abc"), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
+    now = [0.0]
+    grouper = service(kube, now)
+    assert grouper.handle(job_pod()).skipped == "grouping failed"
+    assert grouper.retry_pending()[0].skipped == "grouping failed"  # still broken
+    kube.objects[JOB_PATH]["metadata"]["annotations"][keys.BATCH_MIN_MEMBER_ANNOTATION] = "1"
+    now[0] = 20  # the cached Job expired
+    (outcome,) = grouper.retry_pending()
+    assert outcome.annotated and outcome.group == "pg-train-job-uid"
+    assert grouper.retry_pending() == []  # done: no longer pending
+
+
+def test_a_pending_pod_that_went_is_forgotten() -> None:
+    kube = FakeKube({JOB_PATH: job("abc")})
+    grouper = service(kube)
+    grouper.handle(job_pod())
+    assert grouper.retry_pending() == []  # the pod is not there (404)
+    kube.objects["/api/v1/namespaces/ns/pods/train-0"] = job_pod()
+    assert grouper.retry_pending() == []  # and it was forgotten
