@@ -539,9 +539,13 @@ def plan(
             )
         )
     uids = _uids(view)
+    pods_by_key = {
+        (str(meta(p).get("namespace") or "default"), str(meta(p).get("name"))): p
+        for p in view.pods.values()
+    }
     for event in decisions.events:
         if event.kind == "Pod" and event.reason == "Unschedulable":
-            pod = view_pod(view, event.namespace, event.name)
+            pod = pods_by_key.get((event.namespace, event.name))
             patch = unschedulable_patch(pod, event.message, now) if pod is not None else None
             if patch is not None:
                 writes.append(
@@ -605,14 +609,6 @@ def plan(
                 )
             )
     return writes
-
-
-def view_pod(view: View, namespace: str, name: str) -> Json | None:
-    for pod in view.pods.values():
-        m = meta(pod)
-        if m.get("name") == name and (m.get("namespace") or "default") == namespace:
-            return pod
-    return None
 
 
 def _uids(view: View) -> dict[tuple[str, str, str], str]:
