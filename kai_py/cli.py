@@ -51,6 +51,15 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("operator_args", nargs=argparse.REMAINDER)
 
+    reserve = sub.add_parser(
+        "reserve",
+        help="the program of a GPU reservation pod (reports its card's UUID)",
+        description="Run inside a reservation pod: write the card's UUID into the pod's "
+        "run.ai/reserve_for_gpu_index annotation, then hold the card until stopped.",
+    )
+    reserve.add_argument("--kubeconfig", default=None, help="default: in-cluster config")
+    reserve.add_argument("--no-wait", action="store_true", help="exit after reporting")
+
     crds = sub.add_parser(
         "crds", help="write the CustomResourceDefinitions generated from the models"
     )
@@ -83,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kai_py.controllers.operator import main as run_operator
 
         return run_operator(args.operator_args)
+    if args.command == "reserve":
+        from kai_py.cluster.reserve import run_reserve
+
+        return run_reserve(args.kubeconfig, wait=not args.no_wait)
     if args.command == "crds":
         from kai_py.api.crdgen import write_crds
 

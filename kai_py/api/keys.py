@@ -80,3 +80,6 @@ CRD_CATEGORY: Final = "kai"
 STALE_SINCE_ANNOTATION: Final = "kai.scheduler/stale-since"
 # KAI's own name for the same fact; read as well, so KAI-written groups carry over.
 KAI_STALE_TIMESTAMP_ANNOTATION: Final = "kai.scheduler/stale-podgroup-timestamp"
+# kai-py: every GPU group of a shared pod on several cards, comma-separated (the
+# runai-gpu-group label holds the first; a label value cannot hold commas).
+GPU_GROUPS_ANNOTATION: Final = "kai.scheduler/gpu-groups"

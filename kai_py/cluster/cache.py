@@ -112,6 +112,10 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
     """
     spec = body.get("spec") or {}
     status = body.get("status") or {}
+    if meta(body).get("namespace") == keys.RESERVATION_NAMESPACE:
+        # A reservation pod holds the card of a GPU group, which the shared pods on
+        # that group already count; counting it too would take the card twice.
+        return False, None
     ours = (spec.get("schedulerName") or "default-scheduler") == scheduler_name
     phase = status.get("phase")
     if not ours:

@@ -248,7 +248,10 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         # A running shared pod without its group label (placed by something else, or
         # the label lost) is counted on cards of its own: over-counting is safe,
         # sharing a card it may not be on is not.
-        label = str(labels.get(keys.GPU_GROUP_LABEL) or f"unlabelled-{name}")
+        # A pod on several cards lists all its groups in an annotation, since a label
+        # value cannot hold commas; the label holds the first.
+        listed = (m.get("annotations") or {}).get(keys.GPU_GROUPS_ANNOTATION)
+        label = str(listed or labels.get(keys.GPU_GROUP_LABEL) or f"unlabelled-{name}")
         groups = tuple(g for g in label.split(",") if g)[:devices]
         if len(groups) < devices:
             groups = groups + tuple(f"{groups[0]}-{i}" for i in range(len(groups), devices))

@@ -25,9 +25,7 @@ from kai_py.api import keys
 Json = dict[str, Any]
 
 RESERVATION_PREFIX: Final = "gpu-reservation"
-#: kai-py's own: every GPU group of a shared pod on several cards, comma-separated
-#: (the ``runai-gpu-group`` label holds the first; a label value cannot hold commas).
-GPU_GROUPS_ANNOTATION: Final = "kai.scheduler/gpu-groups"
+GPU_GROUPS_ANNOTATION: Final = keys.GPU_GROUPS_ANNOTATION
 #: On what the binder creates, so that clean-up never touches anything else.
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "kai-py-binder"

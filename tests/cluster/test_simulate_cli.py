@@ -300,3 +300,19 @@ def test_workloads_without_pods_get_their_controllers_pods(
     big = [k for k in pods if k.startswith("ml/big-")]
     assert len(big) == 4 and all(pods[k]["status"] == "Pending" for k in big)
     assert any("required for gang scheduling" in e["message"] for e in data["events"])  # type: ignore[union-attr]
+
+
+def test_a_running_pod_on_several_cards_lists_its_groups_in_an_annotation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    running = pod(
+        "multi",
+        gpus="0",
+        annotations="gpu-fraction: '0.5', gpu-fraction-num-devices: '2', kai.scheduler/gpu-groups: 'g1,g2'",
+    ).replace("spec:\n", "spec:\n  nodeName: gpu-1\n", 1)
+    path = write(tmp_path, NODE, QUEUES, running, pod("whole", gpus="1"))
+    data = run_json(capsys, str(path))
+    pods = data["pods"]
+    assert pods["ml/multi"]["gpus"]["groups"] == ["g1", "g2"]  # type: ignore[index]
+    # Both cards are half used, so a whole-GPU pod has no card left on the 2-GPU node.
+    assert pods["ml/whole"]["status"] == "Pending"  # type: ignore[index]

@@ -457,3 +457,18 @@ def test_resync_drops_what_a_fresh_listing_no_longer_has() -> None:
     assert sorted(k[1] for k in cache.objects[PODS]) == ["kept", "newer"]
     # Without a listing version nothing is dropped.
     assert cache.resync(PODS, {"metadata": {}, "items": []}) == 0
+
+
+def test_reservation_pods_are_not_counted_on_top_of_their_shared_pods() -> None:
+    # A reservation pod holds the card its GPU group's shared pods already count.
+    cache = _cache()
+    reservation = _pod_body("gpu-reservation-n1-0", "ur", nodeName="n1")
+    reservation["metadata"]["namespace"] = "kai-resource-reservation"
+    reservation["spec"]["schedulerName"] = "default-scheduler"
+    reservation["status"] = {"phase": "Running"}
+    cache.observe(PODS, "ADDED", reservation)
+    cache.observe(PODS, "ADDED", _pod_body("p1", "u1"))
+    built = cache.view(NOW).build(NOW)
+    [node] = built.snapshot.nodes
+    assert node.allocatable.gpu == 4  # not reduced by the reservation pod
+    assert [t.key for t in run_cycle(built.snapshot).binds] == ["ns/p1"]
