@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, TypeVar
 
 import kopf
 import pytest
 from kopf.testing import KopfRunner
+from operator_helpers import wait_for
 
 from kai_py.api import keys
 from kai_py.cluster import reservation as rsv
@@ -32,17 +33,6 @@ CLUSTER = {
     "nodes": [{"name": "gpu", "count": 2, "gpus": 2, "cpu": "16", "memory": "64Gi"}],
     "namespaces": [NS],
 }
-
-
-def wait_for(check: Callable[[], T | None], timeout: float = 10.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
