@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import kopf
 import pytest
@@ -26,7 +26,6 @@ from kai_py.emulator.dev_cluster import ThreadedDevCluster
 from kai_py.emulator.errors import ApiError
 from kai_py.emulator.nodes.devices import gpu_uuid
 
-T = TypeVar("T")
 NS = "team-b"
 RNS = keys.RESERVATION_NAMESPACE
 CLUSTER = {

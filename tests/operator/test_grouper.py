@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import kopf
 import pytest
@@ -24,7 +24,6 @@ from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 from kai_py.emulator.errors import ApiError
 
-T = TypeVar("T")
 NS = "team-g"
 CLUSTER = {
     "nodes": [{"name": "gpu", "count": 1, "gpus": 2, "cpu": "16", "memory": "64Gi"}],
