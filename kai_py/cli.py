@@ -76,7 +76,14 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _build_parser().parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["run"]:
+        # The operator parses its own options (argparse's REMAINDER would swallow
+        # `kai-py run --help` into an error).
+        from kai_py.controllers.operator import main as run_operator
+
+        return run_operator(args_list[1:])
+    args = _build_parser().parse_args(args_list)
     if args.command == "simulate":
         from kai_py.cluster.simulation import run_cli
 
@@ -88,10 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             now=args.now,
             recreate_evicted=args.recreate_evicted,
         )
-    if args.command == "run":
-        from kai_py.controllers.operator import main as run_operator
-
-        return run_operator(args.operator_args)
     if args.command == "reserve":
         from kai_py.cluster.reserve import run_reserve
 

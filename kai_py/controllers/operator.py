@@ -36,7 +36,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.schedule_period <= 0:
+        parser.error("--schedule-period: must be above 0")  # exits 2, as argparse does
     settings = OperatorSettings.from_args(args)
     configure(settings)
     logging.basicConfig(level=logging.INFO if not settings.verbose else logging.DEBUG)

@@ -23,29 +23,54 @@ class Kubectl:
     """The real kubectl binary pointed at the emulator, with its own cache folder."""
 
     def __init__(self, kubeconfig: str, cache: Path) -> None:
-        self.env = {**os.environ, "KUBECONFIG": kubeconfig, "KUBECACHEDIR": str(cache),
-                    "HOME": str(cache)}
+        self.env = {
+            **os.environ,
+            "KUBECONFIG": kubeconfig,
+            "KUBECACHEDIR": str(cache),
+            "HOME": str(cache),
+        }
 
-    def __call__(self, *args: str, input: str | None = None, check: bool = True,
-                 timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    def __call__(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 30
+    ) -> subprocess.CompletedProcess[str]:
         assert KUBECTL is not None
-        proc = subprocess.run([KUBECTL, *args], env=self.env, input=input, text=True,
-                              capture_output=True, timeout=timeout)
+        proc = subprocess.run(
+            [KUBECTL, *args],
+            env=self.env,
+            input=input,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+        )
         if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
-                                 f"{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
+                f"{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
         assert KUBECTL is not None
-        return subprocess.Popen([KUBECTL, *args], env=self.env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            [KUBECTL, *args],
+            env=self.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
 
-def pod_body(name: str, *, namespace: str = "default", labels: dict[str, str] | None = None,
-             node: str | None = None, **spec: Any) -> dict[str, Any]:
+def pod_body(
+    name: str,
+    *,
+    namespace: str = "default",
+    labels: dict[str, str] | None = None,
+    node: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
         "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}], **spec},
     }
@@ -61,46 +86,70 @@ QUEUE_CRD: dict[str, Any] = {
     "spec": {
         "group": "test.kai-py.dev",
         "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
-                  "shortNames": ["wd"], "categories": ["all"]},
-        "versions": [{
-            "name": "v1", "served": True, "storage": True,
-            "subresources": {"status": {}},
-            "additionalPrinterColumns": [
-                {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
-                {"name": "Color", "type": "string", "jsonPath": ".spec.color"},
-                {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-            ],
-            "schema": {"openAPIV3Schema": {
-                "type": "object",
-                "properties": {
-                    "spec": {
+        "names": {
+            "plural": "widgets",
+            "singular": "widget",
+            "kind": "Widget",
+            "shortNames": ["wd"],
+            "categories": ["all"],
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                    {"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                ],
+                "schema": {
+                    "openAPIV3Schema": {
                         "type": "object",
-                        "required": ["size"],
                         "properties": {
-                            "size": {"type": "integer", "minimum": 1, "maximum": 100},
-                            "color": {"type": "string", "enum": ["red", "green", "blue"],
-                                      "default": "red"},
-                            "label": {"type": "string", "pattern": "^[a-z]+$"},
-                            "tags": {"type": "array", "items": {"type": "string"},
-                                     "maxItems": 3},
-                            "extra": {"type": "object",
-                                      "x-kubernetes-preserve-unknown-fields": True},
+                            "spec": {
+                                "type": "object",
+                                "required": ["size"],
+                                "properties": {
+                                    "size": {"type": "integer", "minimum": 1, "maximum": 100},
+                                    "color": {
+                                        "type": "string",
+                                        "enum": ["red", "green", "blue"],
+                                        "default": "red",
+                                    },
+                                    "label": {"type": "string", "pattern": "^[a-z]+$"},
+                                    "tags": {
+                                        "type": "array",
+                                        "items": {"type": "string"},
+                                        "maxItems": 3,
+                                    },
+                                    "extra": {
+                                        "type": "object",
+                                        "x-kubernetes-preserve-unknown-fields": True,
+                                    },
+                                },
+                            },
+                            "status": {
+                                "type": "object",
+                                "properties": {
+                                    "phase": {"type": "string"},
+                                    "count": {"type": "integer"},
+                                },
+                            },
                         },
-                    },
-                    "status": {"type": "object", "properties": {
-                        "phase": {"type": "string"},
-                        "count": {"type": "integer"},
-                    }},
+                    }
                 },
-            }},
-        }],
+            }
+        ],
     },
 }
 
 
-def widget(name: str, size: Any = 3, namespace: str = "default",
-           **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "test.kai-py.dev/v1", "kind": "Widget",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"size": size, **spec}}
+def widget(name: str, size: Any = 3, namespace: str = "default", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "test.kai-py.dev/v1",
+        "kind": "Widget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"size": size, **spec},
+    }

@@ -26,11 +26,18 @@ async def _mutate(request: web.Request) -> web.Response:
     review = await request.json()
     REVIEWS.append(review)
     patch = [{"op": "add", "path": "/metadata/labels/mutated", "value": "yes"}]
-    return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                              "response": {"uid": review["request"]["uid"], "allowed": True,
-                                           "patchType": "JSONPatch",
-                                           "patch": base64.b64encode(
-                                               json.dumps(patch).encode()).decode()}})
+    return web.json_response(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": {
+                "uid": review["request"]["uid"],
+                "allowed": True,
+                "patchType": "JSONPatch",
+                "patch": base64.b64encode(json.dumps(patch).encode()).decode(),
+            },
+        }
+    )
 
 
 async def _validate(request: web.Request) -> web.Response:
@@ -40,10 +47,14 @@ async def _validate(request: web.Request) -> web.Response:
     allowed = "forbidden" not in (obj.get("data") or {})
     response: dict[str, Any] = {"uid": review["request"]["uid"], "allowed": allowed}
     if not allowed:
-        response["status"] = {"code": 403, "reason": "Forbidden",
-                              "message": "the key 'forbidden' is not allowed"}
-    return web.json_response({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                              "response": response})
+        response["status"] = {
+            "code": 403,
+            "reason": "Forbidden",
+            "message": "the key 'forbidden' is not allowed",
+        }
+    return web.json_response(
+        {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    )
 
 
 def _free_port() -> int:
@@ -58,10 +69,28 @@ def webhook(server: ThreadedServer, tmp_path: Path) -> Any:
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to make the webhook's self-signed certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(str(cert), str(key))
     port = _free_port()
@@ -81,33 +110,58 @@ def webhook(server: ThreadedServer, tmp_path: Path) -> Any:
 
 
 def _rules(resources: list[str], operations: list[str]) -> list[dict[str, Any]]:
-    return [{"apiGroups": [""], "apiVersions": ["v1"], "operations": operations,
-             "resources": resources, "scope": "*"}]
+    return [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "operations": operations,
+            "resources": resources,
+            "scope": "*",
+        }
+    ]
 
 
 def test_mutating_and_validating_webhooks(api: k8s.ApiClient, webhook: Any) -> None:
     url, ca = webhook
     adm = k8s.AdmissionregistrationV1Api(api)
     core = k8s.CoreV1Api(api)
-    adm.create_mutating_webhook_configuration({
-        "metadata": {"name": "label-pods"},
-        "webhooks": [{"name": "label.test.kai-py.dev", "admissionReviewVersions": ["v1"],
-                      "sideEffects": "None", "clientConfig": {"url": f"{url}/mutate",
-                                                              "caBundle": ca},
-                      "objectSelector": {"matchLabels": {"mutate": "please"}},
-                      "rules": _rules(["pods"], ["CREATE"])}]})
-    adm.create_validating_webhook_configuration({
-        "metadata": {"name": "check-configmaps"},
-        "webhooks": [{"name": "deny.test.kai-py.dev", "admissionReviewVersions": ["v1"],
-                      "sideEffects": "None", "clientConfig": {"url": f"{url}/validate",
-                                                              "caBundle": ca},
-                      "namespaceSelector": {"matchLabels": {
-                          "kubernetes.io/metadata.name": "default"}},
-                      "rules": _rules(["configmaps"], ["CREATE", "UPDATE"])}]})
+    adm.create_mutating_webhook_configuration(
+        {
+            "metadata": {"name": "label-pods"},
+            "webhooks": [
+                {
+                    "name": "label.test.kai-py.dev",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "clientConfig": {"url": f"{url}/mutate", "caBundle": ca},
+                    "objectSelector": {"matchLabels": {"mutate": "please"}},
+                    "rules": _rules(["pods"], ["CREATE"]),
+                }
+            ],
+        }
+    )
+    adm.create_validating_webhook_configuration(
+        {
+            "metadata": {"name": "check-configmaps"},
+            "webhooks": [
+                {
+                    "name": "deny.test.kai-py.dev",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "clientConfig": {"url": f"{url}/validate", "caBundle": ca},
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "default"}
+                    },
+                    "rules": _rules(["configmaps"], ["CREATE", "UPDATE"]),
+                }
+            ],
+        }
+    )
     mutated = core.create_namespaced_pod("default", pod_body("m", labels={"mutate": "please"}))
     assert mutated.metadata.labels == {"mutate": "please", "mutated": "yes"}
-    dry = core.create_namespaced_pod("default", pod_body("dry", labels={"mutate": "please"}),
-                                     dry_run="All")
+    dry = core.create_namespaced_pod(
+        "default", pod_body("dry", labels={"mutate": "please"}), dry_run="All"
+    )
     assert dry.metadata.labels["mutated"] == "yes"  # webhooks see dry runs (sideEffects None)
     assert REVIEWS[-1]["request"]["dryRun"] is True
     assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["m"]
@@ -119,37 +173,49 @@ def test_mutating_and_validating_webhooks(api: k8s.ApiClient, webhook: Any) -> N
     assert request["resource"] == {"group": "", "version": "v1", "resource": "pods"}
     assert request["kind"] == {"group": "", "version": "v1", "kind": "Pod"}
 
-    core.create_namespaced_config_map("default", {"metadata": {"name": "ok"},
-                                                  "data": {"a": "1"}})
+    core.create_namespaced_config_map("default", {"metadata": {"name": "ok"}, "data": {"a": "1"}})
     with pytest.raises(ApiException) as err:
-        core.create_namespaced_config_map("default", {"metadata": {"name": "no"},
-                                                      "data": {"forbidden": "1"}})
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"name": "no"}, "data": {"forbidden": "1"}}
+        )
     assert err.value.status == 403
     assert json.loads(err.value.body)["message"] == (
         'admission webhook "deny.test.kai-py.dev" denied the request: '
-        "the key 'forbidden' is not allowed")
+        "the key 'forbidden' is not allowed"
+    )
     with pytest.raises(ApiException):
         core.patch_namespaced_config_map("ok", "default", {"data": {"forbidden": "x"}})
     core.create_namespace({"metadata": {"name": "elsewhere"}})
-    core.create_namespaced_config_map("elsewhere", {"metadata": {"name": "free"},
-                                                    "data": {"forbidden": "1"}})
+    core.create_namespaced_config_map(
+        "elsewhere", {"metadata": {"name": "free"}, "data": {"forbidden": "1"}}
+    )
 
 
 def test_failure_policy(api: k8s.ApiClient, server: ThreadedServer) -> None:
     adm = k8s.AdmissionregistrationV1Api(api)
     core = k8s.CoreV1Api(api)
     dead = f"https://127.0.0.1:{_free_port()}/nothing-here"
-    for name, policy, resource in (("ignore", "Ignore", "configmaps"),
-                                   ("fail", "Fail", "serviceaccounts")):
-        adm.create_validating_webhook_configuration({
-            "metadata": {"name": name},
-            "webhooks": [{"name": f"{name}.test.kai-py.dev", "admissionReviewVersions": ["v1"],
-                          "sideEffects": "None", "failurePolicy": policy,
-                          "clientConfig": {"url": dead},
-                          "rules": _rules([resource], ["CREATE"])}]})
+    for name, policy, resource in (
+        ("ignore", "Ignore", "configmaps"),
+        ("fail", "Fail", "serviceaccounts"),
+    ):
+        adm.create_validating_webhook_configuration(
+            {
+                "metadata": {"name": name},
+                "webhooks": [
+                    {
+                        "name": f"{name}.test.kai-py.dev",
+                        "admissionReviewVersions": ["v1"],
+                        "sideEffects": "None",
+                        "failurePolicy": policy,
+                        "clientConfig": {"url": dead},
+                        "rules": _rules([resource], ["CREATE"]),
+                    }
+                ],
+            }
+        )
     core.create_namespaced_config_map("default", {"metadata": {"name": "passes"}})
     with pytest.raises(ApiException) as err:
         core.create_namespaced_service_account("default", {"metadata": {"name": "blocked"}})
     assert err.value.status == 500
-    assert 'failed calling webhook "fail.test.kai-py.dev"' in json.loads(err.value.body)[
-        "message"]
+    assert 'failed calling webhook "fail.test.kai-py.dev"' in json.loads(err.value.body)["message"]

@@ -20,11 +20,15 @@ from kubernetes.client.rest import ApiException
 from kai_py.emulator.threaded import ThreadedServer, run_in_thread
 
 
-def raw(server: ThreadedServer, method: str, path: str, body: bytes | None = None,
-        headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+def raw(
+    server: ThreadedServer,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], Any]:
     """A bare HTTP request: status, headers, and the JSON body (or text)."""
-    req = urllib.request.Request(server.url + path, data=body, method=method,
-                                 headers=headers or {})
+    req = urllib.request.Request(server.url + path, data=body, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             status, hdrs, data = resp.status, dict(resp.headers), resp.read()
@@ -61,8 +65,9 @@ def test_watch_from_a_resource_version(core: k8s.CoreV1Api) -> None:
     core.delete_namespaced_pod("old", "default")
     seen = []
     w = k8s_watch.Watch()
-    for event in w.stream(core.list_namespaced_pod, "default", resource_version=rv,
-                          timeout_seconds=5):
+    for event in w.stream(
+        core.list_namespaced_pod, "default", resource_version=rv, timeout_seconds=5
+    ):
         seen.append((event["type"], event["object"].metadata.name))
         if len(seen) == 3:
             w.stop()
@@ -72,8 +77,10 @@ def test_watch_from_a_resource_version(core: k8s.CoreV1Api) -> None:
 def test_watch_sends_bookmarks_when_asked(server: ThreadedServer) -> None:
     status, _, _ = raw(server, "GET", "/api/v1/namespaces")
     assert status == 200
-    url = (server.url + "/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion="
-           f"{server.store.resource_version}&timeoutSeconds=3")
+    url = (
+        server.url + "/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion="
+        f"{server.store.resource_version}&timeoutSeconds=3"
+    )
     with urllib.request.urlopen(url, timeout=10) as resp:
         assert resp.headers["Content-Type"] == "application/json"
         line = json.loads(resp.readline())
@@ -82,8 +89,9 @@ def test_watch_sends_bookmarks_when_asked(server: ThreadedServer) -> None:
 
 
 def test_stale_update_is_409_conflict(core: k8s.CoreV1Api) -> None:
-    cm = core.create_namespaced_config_map("default", {"metadata": {"name": "c"},
-                                                       "data": {"a": "1"}})
+    cm = core.create_namespaced_config_map(
+        "default", {"metadata": {"name": "c"}, "data": {"a": "1"}}
+    )
     cm.data = {"a": "2"}
     core.replace_namespaced_config_map("c", "default", cm)
     cm.data = {"a": "3"}
@@ -97,9 +105,14 @@ def test_stale_update_is_409_conflict(core: k8s.CoreV1Api) -> None:
 
 def test_label_and_field_selectors(core: k8s.CoreV1Api, server: ThreadedServer) -> None:
     for i, app in enumerate(["web", "web", "db"]):
-        core.create_namespaced_pod("default", pod_body(f"p{i}", labels={"app": app},
-                                                       schedulerName="kai-scheduler"
-                                                       if i else "default-scheduler"))
+        core.create_namespaced_pod(
+            "default",
+            pod_body(
+                f"p{i}",
+                labels={"app": app},
+                schedulerName="kai-scheduler" if i else "default-scheduler",
+            ),
+        )
     server.call(server.store.bind_pod("default", "p2", "node-1"))
 
     def names(**kw: Any) -> list[str]:
@@ -142,37 +155,59 @@ def test_expired_versions_answer_410(tmp_path: Path) -> None:
         for i in range(1, 12):
             core.create_namespaced_config_map("default", {"metadata": {"name": f"c{i}"}})
         with pytest.raises(ApiException) as err:
-            for _ in k8s_watch.Watch().stream(core.list_namespaced_config_map, "default",
-                                              resource_version=first.metadata.resource_version,
-                                              timeout_seconds=3):
+            for _ in k8s_watch.Watch().stream(
+                core.list_namespaced_config_map,
+                "default",
+                resource_version=first.metadata.resource_version,
+                timeout_seconds=3,
+            ):
                 pass
         assert err.value.status == 410
-        status, _, body = raw(srv, "GET", "/api/v1/namespaces/default/configmaps?watch=1&"
-                              f"resourceVersion={first.metadata.resource_version}")
+        status, _, body = raw(
+            srv,
+            "GET",
+            "/api/v1/namespaces/default/configmaps?watch=1&"
+            f"resourceVersion={first.metadata.resource_version}",
+        )
         assert status == 200
         event = body if isinstance(body, dict) else json.loads(body.splitlines()[0])
         assert event["type"] == "ERROR" and event["object"]["code"] == 410
         assert event["object"]["reason"] == "Expired"
         with pytest.raises(ApiException) as err:
-            core.list_namespaced_config_map("default", limit=1,
-                                            _continue=page.metadata._continue)
+            core.list_namespaced_config_map("default", limit=1, _continue=page.metadata._continue)
         assert err.value.status == 410
         api.close()
 
 
 def _owner_ref(obj: Any, kind: str = "ConfigMap") -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": kind, "name": obj.metadata.name,
-            "uid": obj.metadata.uid, "blockOwnerDeletion": True, "controller": True}
+    return {
+        "apiVersion": "v1",
+        "kind": kind,
+        "name": obj.metadata.name,
+        "uid": obj.metadata.uid,
+        "blockOwnerDeletion": True,
+        "controller": True,
+    }
 
 
 def test_garbage_collection_background_and_foreground(core: k8s.CoreV1Api) -> None:
     for policy in ("Background", "Foreground"):
-        owner = core.create_namespaced_config_map("default", {"metadata": {
-            "name": f"owner-{policy.lower()}"}})
-        core.create_namespaced_pod("default", {**pod_body(f"dep-{policy.lower()}"), "metadata": {
-            "name": f"dep-{policy.lower()}", "ownerReferences": [_owner_ref(owner)]}})
-        core.delete_namespaced_config_map(owner.metadata.name, "default",
-                                          body=k8s.V1DeleteOptions(propagation_policy=policy))
+        owner = core.create_namespaced_config_map(
+            "default", {"metadata": {"name": f"owner-{policy.lower()}"}}
+        )
+        core.create_namespaced_pod(
+            "default",
+            {
+                **pod_body(f"dep-{policy.lower()}"),
+                "metadata": {
+                    "name": f"dep-{policy.lower()}",
+                    "ownerReferences": [_owner_ref(owner)],
+                },
+            },
+        )
+        core.delete_namespaced_config_map(
+            owner.metadata.name, "default", body=k8s.V1DeleteOptions(propagation_policy=policy)
+        )
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             pods = [p.metadata.name for p in core.list_namespaced_pod("default").items]
@@ -186,16 +221,27 @@ def test_garbage_collection_background_and_foreground(core: k8s.CoreV1Api) -> No
 
 def test_foreground_owner_waits_for_dependents_with_finalizers(core: k8s.CoreV1Api) -> None:
     owner = core.create_namespaced_config_map("default", {"metadata": {"name": "owner"}})
-    core.create_namespaced_config_map("default", {"metadata": {
-        "name": "held", "finalizers": ["test.kai-py.dev/hold"],
-        "ownerReferences": [_owner_ref(owner)]}})
+    core.create_namespaced_config_map(
+        "default",
+        {
+            "metadata": {
+                "name": "held",
+                "finalizers": ["test.kai-py.dev/hold"],
+                "ownerReferences": [_owner_ref(owner)],
+            }
+        },
+    )
     core.delete_namespaced_config_map("owner", "default", propagation_policy="Foreground")
     time.sleep(0.2)
     waiting = core.read_namespaced_config_map("owner", "default")
     assert waiting.metadata.deletion_timestamp is not None
     assert "foregroundDeletion" in waiting.metadata.finalizers
-    core.patch_namespaced_config_map("held", "default", {"metadata": {"finalizers": None}},
-                                     _content_type="application/merge-patch+json")
+    core.patch_namespaced_config_map(
+        "held",
+        "default",
+        {"metadata": {"finalizers": None}},
+        _content_type="application/merge-patch+json",
+    )
     deadline = time.monotonic() + 5
     while core.list_namespaced_config_map("default").items and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -203,24 +249,40 @@ def test_foreground_owner_waits_for_dependents_with_finalizers(core: k8s.CoreV1A
 
 
 def test_finalizers_and_deletion_timestamp(core: k8s.CoreV1Api) -> None:
-    core.create_namespaced_config_map("default", {"metadata": {
-        "name": "c", "finalizers": ["kopf.zalando.org/KopfFinalizerMarker"]}})
+    core.create_namespaced_config_map(
+        "default",
+        {"metadata": {"name": "c", "finalizers": ["kopf.zalando.org/KopfFinalizerMarker"]}},
+    )
     rv = core.list_namespaced_config_map("default").metadata.resource_version
     core.delete_namespaced_config_map("c", "default")
     marked = core.read_namespaced_config_map("c", "default")
     assert marked.metadata.deletion_timestamp is not None
     with pytest.raises(ApiException) as err:
-        core.patch_namespaced_config_map("c", "default", [
-            {"op": "test", "path": "/metadata/finalizers/0", "value": "someone-else"},
-            {"op": "remove", "path": "/metadata/finalizers/0"}])
+        core.patch_namespaced_config_map(
+            "c",
+            "default",
+            [
+                {"op": "test", "path": "/metadata/finalizers/0", "value": "someone-else"},
+                {"op": "remove", "path": "/metadata/finalizers/0"},
+            ],
+        )
     assert err.value.status == 422
-    core.patch_namespaced_config_map("c", "default", [
-        {"op": "test", "path": "/metadata/finalizers/0",
-         "value": "kopf.zalando.org/KopfFinalizerMarker"},
-        {"op": "remove", "path": "/metadata/finalizers/0"}])
+    core.patch_namespaced_config_map(
+        "c",
+        "default",
+        [
+            {
+                "op": "test",
+                "path": "/metadata/finalizers/0",
+                "value": "kopf.zalando.org/KopfFinalizerMarker",
+            },
+            {"op": "remove", "path": "/metadata/finalizers/0"},
+        ],
+    )
     events = []
-    for event in k8s_watch.Watch().stream(core.list_namespaced_config_map, "default",
-                                          resource_version=rv, timeout_seconds=2):
+    for event in k8s_watch.Watch().stream(
+        core.list_namespaced_config_map, "default", resource_version=rv, timeout_seconds=2
+    ):
         events.append(event["type"])
         if event["type"] == "DELETED":
             break
@@ -231,70 +293,122 @@ def test_crd_then_custom_resources_status_and_422(api: k8s.ApiClient) -> None:
     ext = k8s.ApiextensionsV1Api(api)
     custom = k8s.CustomObjectsApi(api)
     ext.create_custom_resource_definition(QUEUE_CRD)
-    created = custom.create_namespaced_custom_object("test.kai-py.dev", "v1", "default",
-                                                     "widgets", widget("w1", unknown=1))
+    created = custom.create_namespaced_custom_object(
+        "test.kai-py.dev", "v1", "default", "widgets", widget("w1", unknown=1)
+    )
     assert created["spec"] == {"size": 3, "color": "red"}
     patched = custom.patch_namespaced_custom_object_status(
-        "test.kai-py.dev", "v1", "default", "widgets", "w1",
-        {"status": {"phase": "Ready"}, "spec": {"size": 50}})
+        "test.kai-py.dev",
+        "v1",
+        "default",
+        "widgets",
+        "w1",
+        {"status": {"phase": "Ready"}, "spec": {"size": 50}},
+    )
     assert patched["status"] == {"phase": "Ready"} and patched["spec"]["size"] == 3
     patched = custom.patch_namespaced_custom_object(
-        "test.kai-py.dev", "v1", "default", "widgets", "w1",
-        {"status": {"phase": "Nope"}, "spec": {"size": 7}})
+        "test.kai-py.dev",
+        "v1",
+        "default",
+        "widgets",
+        "w1",
+        {"status": {"phase": "Nope"}, "spec": {"size": 7}},
+    )
     assert patched["status"] == {"phase": "Ready"} and patched["spec"]["size"] == 7
     assert patched["metadata"]["generation"] == 2
     with pytest.raises(ApiException) as err:
-        custom.create_namespaced_custom_object("test.kai-py.dev", "v1", "default", "widgets",
-                                               widget("bad", size="huge"))
+        custom.create_namespaced_custom_object(
+            "test.kai-py.dev", "v1", "default", "widgets", widget("bad", size="huge")
+        )
     assert err.value.status == 422
     body = error_body(err.value)
     assert body["reason"] == "Invalid"
-    assert body["message"] == ('Widget.test.kai-py.dev "bad" is invalid: spec.size: Invalid '
-                               'value: "string": spec.size in body must be of type integer: '
-                               '"string"')
+    assert body["message"] == (
+        'Widget.test.kai-py.dev "bad" is invalid: spec.size: Invalid '
+        'value: "string": spec.size in body must be of type integer: '
+        '"string"'
+    )
     assert body["details"]["causes"][0]["field"] == "spec.size"
     listed = custom.list_namespaced_custom_object("test.kai-py.dev", "v1", "default", "widgets")
     assert [w["metadata"]["name"] for w in listed["items"]] == ["w1"]
 
 
 def test_patch_types(core: k8s.CoreV1Api, server: ThreadedServer) -> None:
-    core.create_namespaced_pod("default", {**pod_body("p"), "spec": {"containers": [
-        {"name": "a", "image": "img:1", "env": [{"name": "X", "value": "1"}]},
-        {"name": "b", "image": "img:1"}]}})
+    core.create_namespaced_pod(
+        "default",
+        {
+            **pod_body("p"),
+            "spec": {
+                "containers": [
+                    {"name": "a", "image": "img:1", "env": [{"name": "X", "value": "1"}]},
+                    {"name": "b", "image": "img:1"},
+                ]
+            },
+        },
+    )
     # A dict body goes as a strategic merge patch: containers merge by name.
-    out = core.patch_namespaced_pod("p", "default", {"spec": {"containers": [
-        {"name": "b", "image": "img:2"}]}})
+    out = core.patch_namespaced_pod(
+        "p", "default", {"spec": {"containers": [{"name": "b", "image": "img:2"}]}}
+    )
     assert [(c.name, c.image) for c in out.spec.containers] == [("a", "img:1"), ("b", "img:2")]
-    out = core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"k": "v"}}},
-                                    _content_type="application/merge-patch+json")
+    out = core.patch_namespaced_pod(
+        "p",
+        "default",
+        {"metadata": {"labels": {"k": "v"}}},
+        _content_type="application/merge-patch+json",
+    )
     assert out.metadata.labels == {"k": "v"}
-    out = core.patch_namespaced_pod("p", "default", [
-        {"op": "add", "path": "/metadata/annotations", "value": {"n": "1"}}])
+    out = core.patch_namespaced_pod(
+        "p", "default", [{"op": "add", "path": "/metadata/annotations", "value": {"n": "1"}}]
+    )
     assert out.metadata.annotations == {"n": "1"}
-    status, _, body = raw(server, "PATCH", "/api/v1/namespaces/default/configmaps/applied"
-                          "?fieldManager=test", json.dumps({
-                              "apiVersion": "v1", "kind": "ConfigMap",
-                              "metadata": {"name": "applied"}, "data": {"a": "1"}}).encode(),
-                          {"Content-Type": "application/apply-patch+yaml"})
+    status, _, body = raw(
+        server,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/applied?fieldManager=test",
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "applied"},
+                "data": {"a": "1"},
+            }
+        ).encode(),
+        {"Content-Type": "application/apply-patch+yaml"},
+    )
     assert status == 201 and body["data"] == {"a": "1"}
-    status, _, body = raw(server, "PATCH", "/api/v1/namespaces/default/configmaps/applied"
-                          "?fieldManager=other", b"data:\n  b: '2'\n",
-                          {"Content-Type": "application/apply-patch+yaml"})
+    status, _, body = raw(
+        server,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/applied?fieldManager=other",
+        b"data:\n  b: '2'\n",
+        {"Content-Type": "application/apply-patch+yaml"},
+    )
     assert status == 200 and body["data"] == {"a": "1", "b": "2"}
     # The first manager drops "a" from its configuration: the field goes.
-    status, _, body = raw(server, "PATCH", "/api/v1/namespaces/default/configmaps/applied"
-                          "?fieldManager=test", b"data:\n  c: '3'\n",
-                          {"Content-Type": "application/apply-patch+yaml"})
+    status, _, body = raw(
+        server,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/applied?fieldManager=test",
+        b"data:\n  c: '3'\n",
+        {"Content-Type": "application/apply-patch+yaml"},
+    )
     assert status == 200 and body["data"] == {"b": "2", "c": "3"}
-    status, _, body = raw(server, "PATCH", "/apis/test.kai-py.dev/v1/namespaces/default/x/y",
-                          b"{}", {"Content-Type": "application/merge-patch+json"})
+    status, _, body = raw(
+        server,
+        "PATCH",
+        "/apis/test.kai-py.dev/v1/namespaces/default/x/y",
+        b"{}",
+        {"Content-Type": "application/merge-patch+json"},
+    )
     assert status == 404
 
 
 def test_status_subresource_of_pods(core: k8s.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod_body("p"))
-    out = core.patch_namespaced_pod_status("p", "default", {"status": {"phase": "Running"},
-                                                            "metadata": {"labels": {"x": "y"}}})
+    out = core.patch_namespaced_pod_status(
+        "p", "default", {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}}
+    )
     assert out.status.phase == "Running" and not out.metadata.labels
     out = core.patch_namespaced_pod("p", "default", {"status": {"phase": "Failed"}})
     assert out.status.phase == "Running"
@@ -302,12 +416,19 @@ def test_status_subresource_of_pods(core: k8s.CoreV1Api) -> None:
 
 def test_binding_and_eviction(core: k8s.CoreV1Api, server: ThreadedServer) -> None:
     core.create_namespaced_pod("default", pod_body("p"))
-    binding = k8s.V1Binding(metadata=k8s.V1ObjectMeta(name="p"),
-                            target=k8s.V1ObjectReference(kind="Node", name="node-1"))
+    binding = k8s.V1Binding(
+        metadata=k8s.V1ObjectMeta(name="p"),
+        target=k8s.V1ObjectReference(kind="Node", name="node-1"),
+    )
     resp = core.create_namespaced_pod_binding("p", "default", binding, _preload_content=False)
     assert resp.status == 201
-    assert json.loads(resp.data) == {"kind": "Status", "apiVersion": "v1", "metadata": {},
-                                     "status": "Success", "code": 201}
+    assert json.loads(resp.data) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "code": 201,
+    }
     pod = core.read_namespaced_pod("p", "default")
     assert pod.spec.node_name == "node-1"
     assert [c.type for c in pod.status.conditions] == ["PodScheduled"]
@@ -316,8 +437,10 @@ def test_binding_and_eviction(core: k8s.CoreV1Api, server: ThreadedServer) -> No
     assert err.value.status == 409
     assert 'pod p is already assigned to node "node-1"' in error_body(err.value)["message"]
     core.create_namespaced_pod("default", pod_body("legacy"))
-    legacy = k8s.V1Binding(metadata=k8s.V1ObjectMeta(name="legacy"),
-                           target=k8s.V1ObjectReference(kind="Node", name="node-2"))
+    legacy = k8s.V1Binding(
+        metadata=k8s.V1ObjectMeta(name="legacy"),
+        target=k8s.V1ObjectReference(kind="Node", name="node-2"),
+    )
     resp = core.create_namespaced_binding("default", legacy, _preload_content=False)
     assert resp.status == 201
     assert core.read_namespaced_pod("legacy", "default").spec.node_name == "node-2"
@@ -337,46 +460,92 @@ def test_bad_input_gets_status_errors(server: ThreadedServer) -> None:
         ("GET", "/api/v1/namespaces/default/nosuchthings", None, 404, "NotFound"),
         ("GET", "/apis/nosuch.group/v1/things", None, 404, "NotFound"),
         ("GET", "/api/v1/namespaces/default/pods/missing", None, 404, "NotFound"),
-        ("POST", "/api/v1/namespaces/default/pods",
-         json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
-                     "metadata": {"name": "x"}}).encode(), 400, "BadRequest"),
-        ("POST", "/api/v1/namespaces/default/pods",
-         json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"},
-                     "spec": {"containers": []}}).encode(), 422, "Invalid"),
-        ("POST", "/api/v1/namespaces/other/configmaps",
-         json.dumps({"metadata": {"name": "x", "namespace": "default"}}).encode(),
-         400, "BadRequest"),
+        (
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            json.dumps(
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+            ).encode(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/default/pods",
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "x"},
+                    "spec": {"containers": []},
+                }
+            ).encode(),
+            422,
+            "Invalid",
+        ),
+        (
+            "POST",
+            "/api/v1/namespaces/other/configmaps",
+            json.dumps({"metadata": {"name": "x", "namespace": "default"}}).encode(),
+            400,
+            "BadRequest",
+        ),
         ("PUT", "/api/v1/namespaces/default/pods", b"{}", 405, "MethodNotAllowed"),
-        ("POST", "/api/v1/pods", json.dumps({"metadata": {"name": "x", "namespace": "default"},
-                                             "spec": {}}).encode(), 405, "MethodNotAllowed"),
+        (
+            "POST",
+            "/api/v1/pods",
+            json.dumps({"metadata": {"name": "x", "namespace": "default"}, "spec": {}}).encode(),
+            405,
+            "MethodNotAllowed",
+        ),
         ("GET", "/api/v1/pods/x", None, 404, "NotFound"),
         ("PATCH", "/api/v1/namespaces/default/configmaps/x", b"{}", 404, "NotFound"),
     ]
     for method, path, body, code, reason in cases:
-        content_type = "application/merge-patch+json" if method == "PATCH" else \
-            "application/json"
-        status, headers, answer = raw(server, method, path, body,
-                                      {"Content-Type": content_type})
+        content_type = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        status, headers, answer = raw(server, method, path, body, {"Content-Type": content_type})
         assert status == code, (method, path, answer)
         assert headers["Content-Type"].startswith("application/json")
         assert answer["kind"] == "Status" and answer["code"] == code
         assert answer["reason"] == reason, answer
-    status, _, answer = raw(server, "PATCH", "/api/v1/namespaces/default/configmaps/x", b"{}",
-                            {"Content-Type": "text/plain"})
+    status, _, answer = raw(
+        server,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/x",
+        b"{}",
+        {"Content-Type": "text/plain"},
+    )
     assert status == 415
 
 
 def test_discovery_lists_resources_and_subresources(server: ThreadedServer) -> None:
     _, _, core_list = raw(server, "GET", "/api/v1")
     names = {r["name"]: r for r in core_list["resources"]}
-    assert {"pods", "pods/status", "pods/binding", "pods/eviction", "nodes", "nodes/status",
-            "namespaces", "configmaps", "events", "serviceaccounts"} <= set(names)
+    assert {
+        "pods",
+        "pods/status",
+        "pods/binding",
+        "pods/eviction",
+        "nodes",
+        "nodes/status",
+        "namespaces",
+        "configmaps",
+        "events",
+        "serviceaccounts",
+    } <= set(names)
     assert names["pods"]["shortNames"] == ["po"] and "watch" in names["pods"]["verbs"]
     assert names["pods/eviction"]["group"] == "policy"
     _, _, groups = raw(server, "GET", "/apis")
     served = {g["name"] for g in groups["groups"]}
-    assert {"apps", "batch", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io",
-            "apiextensions.k8s.io", "admissionregistration.k8s.io"} <= served
+    assert {
+        "apps",
+        "batch",
+        "scheduling.k8s.io",
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "apiextensions.k8s.io",
+        "admissionregistration.k8s.io",
+    } <= served
     server.call(server.store.create("customresourcedefinitions", QUEUE_CRD))
     _, _, crd_list = raw(server, "GET", "/apis/test.kai-py.dev/v1")
     entries = {r["name"]: r for r in crd_list["resources"]}
@@ -401,15 +570,16 @@ def test_table_output_for_pods_and_custom_columns(server: ThreadedServer) -> Non
     row = table["rows"][0]["cells"]
     assert row[:4] == ["p", "0/1", "Pending", 0] and row[6] == "node-9"
     assert table["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
-    _, _, table = raw(server, "GET", "/apis/test.kai-py.dev/v1/namespaces/default/widgets",
-                      None, accept)
-    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Size", "Color",
-                                                                "Phase"]
+    _, _, table = raw(
+        server, "GET", "/apis/test.kai-py.dev/v1/namespaces/default/widgets", None, accept
+    )
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Size", "Color", "Phase"]
     assert table["rows"][0]["cells"] == ["w", 4, "blue", None]
 
 
-def test_faults_latency_dropped_watches_and_restart(core: k8s.CoreV1Api,
-                                                     server: ThreadedServer) -> None:
+def test_faults_latency_dropped_watches_and_restart(
+    core: k8s.CoreV1Api, server: ThreadedServer
+) -> None:
     srv = server.server
     fault = srv.faults.add(verb="create", resource="pods", code=500, times=1)
     with pytest.raises(ApiException) as err:
@@ -430,9 +600,13 @@ def test_faults_latency_dropped_watches_and_restart(core: k8s.CoreV1Api,
     ended = threading.Event()
 
     def watch() -> None:
-        for _ in k8s_watch.Watch().stream(core.list_namespaced_pod, "default",
-                                          resource_version="1", timeout_seconds=20,
-                                          _request_timeout=30):
+        for _ in k8s_watch.Watch().stream(
+            core.list_namespaced_pod,
+            "default",
+            resource_version="1",
+            timeout_seconds=20,
+            _request_timeout=30,
+        ):
             pass
         ended.set()
 
@@ -455,8 +629,9 @@ def test_faults_latency_dropped_watches_and_restart(core: k8s.CoreV1Api,
 
 def test_deletecollection_and_dry_run(core: k8s.CoreV1Api) -> None:
     for i in range(3):
-        core.create_namespaced_config_map("default", {"metadata": {
-            "name": f"c{i}", "labels": {"group": "a" if i < 2 else "b"}}})
+        core.create_namespaced_config_map(
+            "default", {"metadata": {"name": f"c{i}", "labels": {"group": "a" if i < 2 else "b"}}}
+        )
     core.create_namespaced_config_map("default", {"metadata": {"name": "dry"}}, dry_run="All")
     assert len(core.list_namespaced_config_map("default").items) == 3
     core.delete_collection_namespaced_config_map("default", label_selector="group=a")

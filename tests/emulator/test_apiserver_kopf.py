@@ -33,9 +33,9 @@ OPERATOR = textwrap.dedent("""\
 """)
 
 
-def test_kopf_operator_sees_creations_and_patches_status(server: ThreadedServer,
-                                                          tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kopf_operator_sees_creations_and_patches_status(
+    server: ThreadedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     operator = tmp_path / "operator.py"
     operator.write_text(OPERATOR)
     server.call(server.store.create("customresourcedefinitions", QUEUE_CRD))
@@ -43,12 +43,14 @@ def test_kopf_operator_sees_creations_and_patches_status(server: ThreadedServer,
     # The kubernetes client reads $KUBECONFIG once, at import (long done by now); Kopf
     # logs in through it, so point its default at the emulator too.
     from kubernetes.config import kube_config
+
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", server.kubeconfig_path)
     for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         monkeypatch.delenv(var, raising=False)
     store = server.store
-    with KopfRunner(["run", "--standalone", "-A", "--verbose", str(operator)],
-                    timeout=60) as runner:
+    with KopfRunner(
+        ["run", "--standalone", "-A", "--verbose", str(operator)], timeout=60
+    ) as runner:
         server.call(store.create("widgets", widget("w1", size=5)))
         deadline = time.monotonic() + 20
         status: dict[str, object] = {}
@@ -58,7 +60,8 @@ def test_kopf_operator_sees_creations_and_patches_status(server: ThreadedServer,
                 break
             time.sleep(0.1)
         finalizers = server.call(store.get("widgets", "default", "w1"))["metadata"].get(
-            "finalizers", [])
+            "finalizers", []
+        )
         server.call(store.delete("widgets", "default", "w1"))
         gone = False
         while time.monotonic() < deadline and not gone:
@@ -72,8 +75,10 @@ def test_kopf_operator_sees_creations_and_patches_status(server: ThreadedServer,
     # Kopf's finalizer kept the object until its deletion handler had run.
     assert finalizers == ["kopf.zalando.org/KopfFinalizerMarker"]
     assert gone and "widget w1 cleaned up" in runner.output
-    events, _ = server.call(store.list("events", "default",
-                                       field_selector="involvedObject.name=w1"))
+    events, _ = server.call(
+        store.list("events", "default", field_selector="involvedObject.name=w1")
+    )
     assert [(e["reason"], e["message"], e["involvedObject"]["kind"]) for e in events] == [
-        ("Seen", "widget w1 seen", "Widget")]
+        ("Seen", "widget w1 seen", "Widget")
+    ]
     assert os.environ["KUBECONFIG"] == server.kubeconfig_path

@@ -37,15 +37,34 @@ OPERATOR = textwrap.dedent("""\
 """)
 
 
-def test_kopf_webhooks_validate_and_mutate(server: ThreadedServer, tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kopf_webhooks_validate_and_mutate(
+    server: ThreadedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if shutil.which("openssl") is None:
         pytest.skip("openssl is needed to make the webhook's self-signed certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -54,10 +73,12 @@ def test_kopf_webhooks_validate_and_mutate(server: ThreadedServer, tmp_path: Pat
     server.call(server.store.create("customresourcedefinitions", QUEUE_CRD))
     monkeypatch.setenv("KUBECONFIG", server.kubeconfig_path)
     from kubernetes.config import kube_config
+
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", server.kubeconfig_path)
     store = server.store
-    with KopfRunner(["run", "--standalone", "-A", "--verbose", str(operator)],
-                    timeout=60) as runner:
+    with KopfRunner(
+        ["run", "--standalone", "-A", "--verbose", str(operator)], timeout=60
+    ) as runner:
         deadline = time.monotonic() + 20
         configs: list[dict[str, object]] = []
         while time.monotonic() < deadline and not configs:

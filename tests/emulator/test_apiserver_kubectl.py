@@ -90,8 +90,11 @@ def test_apply_get_describe_delete_pod(kubectl: Kubectl) -> None:
     assert table[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
     assert table[1].split()[:4] == ["web", "0/1", "Pending", "0"]
     described = kubectl("describe", "pod", "web").stdout
-    fields = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
-              for line in described.splitlines() if ":" in line}
+    fields = {
+        line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip()
+        for line in described.splitlines()
+        if ":" in line
+    }
     assert fields["Name"] == "web" and fields["QoS Class"] == "Burstable"
     assert fields["Image"] == "nginx:1.27" and fields["Status"] == "Pending"
     assert kubectl("delete", "pod", "web").stdout.strip() == 'pod "web" deleted'
@@ -103,8 +106,9 @@ def test_apply_get_describe_delete_pod(kubectl: Kubectl) -> None:
 def test_server_side_apply(kubectl: Kubectl) -> None:
     out = kubectl("apply", "--server-side", "-f", "-", input=POD)
     assert out.stdout.strip() == "pod/web serverside-applied"
-    out = kubectl("apply", "--server-side", "-f", "-",
-                  input=POD.replace("{app: web}", "{app: web, x: z}"))
+    out = kubectl(
+        "apply", "--server-side", "-f", "-", input=POD.replace("{app: web}", "{app: web, x: z}")
+    )
     assert out.stdout.strip() == "pod/web serverside-applied"
     labels = json.loads(kubectl("get", "pod", "web", "-o", "json").stdout)["metadata"]["labels"]
     assert labels == {"app": "web", "x": "z"}
@@ -112,12 +116,17 @@ def test_server_side_apply(kubectl: Kubectl) -> None:
 
 def test_crd_then_its_resources_and_invalid_one(kubectl: Kubectl) -> None:
     out = kubectl("apply", "-f", "-", input=CRD)
-    assert out.stdout.strip() == ("customresourcedefinition.apiextensions.k8s.io/"
-                                  "gadgets.e2e.kai-py.dev created")
-    assert kubectl("apply", "-f", "-", input=GADGET).stdout.strip() == \
-        "gadget.e2e.kai-py.dev/g1 created"
-    assert kubectl("apply", "-f", "-", input=GADGET).stdout.strip() == \
-        "gadget.e2e.kai-py.dev/g1 unchanged"
+    assert out.stdout.strip() == (
+        "customresourcedefinition.apiextensions.k8s.io/gadgets.e2e.kai-py.dev created"
+    )
+    assert (
+        kubectl("apply", "-f", "-", input=GADGET).stdout.strip()
+        == "gadget.e2e.kai-py.dev/g1 created"
+    )
+    assert (
+        kubectl("apply", "-f", "-", input=GADGET).stdout.strip()
+        == "gadget.e2e.kai-py.dev/g1 unchanged"
+    )
     table = kubectl("get", "gd").stdout.splitlines()
     assert table[0].split() == ["NAME", "PRIORITY", "OWNER"]
     assert table[1].split() == ["g1", "50", "team-a"]
@@ -125,18 +134,25 @@ def test_crd_then_its_resources_and_invalid_one(kubectl: Kubectl) -> None:
     assert bad.returncode == 1
     assert bad.stderr.strip() == (
         'The Gadget.e2e.kai-py.dev "g2" is invalid: spec.priority: Invalid value: "string": spec.priority in '
-        'body must be of type integer: "string"')
-    unknown = kubectl("apply", "-f", "-", input=GADGET.replace("owner: team-a",
-                                                               "owner: team-a, color: red"),
-                      check=False)
+        'body must be of type integer: "string"'
+    )
+    unknown = kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=GADGET.replace("owner: team-a", "owner: team-a, color: red"),
+        check=False,
+    )
     assert unknown.returncode == 1 and 'unknown field "spec.color"' in unknown.stderr
     ssa = kubectl("apply", "--server-side", "-f", "-", input=GADGET.replace("team-a", "team-c"))
     assert ssa.stdout.strip() == "gadget.e2e.kai-py.dev/g1 serverside-applied"
     got = json.loads(kubectl("get", "gadget", "g1", "-o", "json").stdout)
     assert got["spec"] == {"owner": "team-c", "priority": 50}
     assert "Owner:     team-c" in kubectl("describe", "gadget", "g1").stdout
-    assert kubectl("delete", "-f", "-", input=GADGET).stdout.strip() == \
-        'gadget.e2e.kai-py.dev "g1" deleted'
+    assert (
+        kubectl("delete", "-f", "-", input=GADGET).stdout.strip()
+        == 'gadget.e2e.kai-py.dev "g1" deleted'
+    )
 
 
 def test_get_watch_streams_changes(kubectl: Kubectl, server: ThreadedServer) -> None:
@@ -156,26 +172,45 @@ def test_get_watch_streams_changes(kubectl: Kubectl, server: ThreadedServer) -> 
 
 
 def test_delete_waits_for_finalizers(kubectl: Kubectl, server: ThreadedServer) -> None:
-    kubectl("apply", "-f", "-", input="""\
+    kubectl(
+        "apply",
+        "-f",
+        "-",
+        input="""\
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: held, finalizers: [e2e.kai-py.dev/hold]}
 data: {a: "1"}
-""")
+""",
+    )
     out = kubectl("delete", "configmap", "held", "--wait=false")
     assert out.stdout.strip() == 'configmap "held" deleted'
     got = json.loads(kubectl("get", "configmap", "held", "-o", "json").stdout)
     assert got["metadata"]["deletionTimestamp"]
-    kubectl("patch", "configmap", "held", "--type=json",
-            "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    kubectl(
+        "patch",
+        "configmap",
+        "held",
+        "--type=json",
+        "-p",
+        '[{"op":"remove","path":"/metadata/finalizers"}]',
+    )
     assert kubectl("get", "configmap", "held", check=False).returncode == 1
 
 
 def test_nodes_table_and_namespaces(kubectl: Kubectl, server: ThreadedServer) -> None:
-    server.call(server.store.create("nodes", {
-        "metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/worker": ""}},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}],
-                   "nodeInfo": {"kubeletVersion": "v1.32.0"}}}))
+    server.call(
+        server.store.create(
+            "nodes",
+            {
+                "metadata": {"name": "gpu-1", "labels": {"node-role.kubernetes.io/worker": ""}},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                    "nodeInfo": {"kubeletVersion": "v1.32.0"},
+                },
+            },
+        )
+    )
     lines = kubectl("get", "nodes").stdout.splitlines()
     assert lines[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert lines[1].split()[:3] == ["gpu-1", "Ready", "worker"]
@@ -214,7 +249,11 @@ def test_drain_evicts_through_the_eviction_subresource(kubectl: Kubectl) -> None
 
 
 def test_scale_subresource(kubectl: Kubectl) -> None:
-    kubectl("apply", "-f", "-", input="""\
+    kubectl(
+        "apply",
+        "-f",
+        "-",
+        input="""\
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web}
@@ -224,28 +263,48 @@ spec:
   template:
     metadata: {labels: {app: web}}
     spec: {containers: [{name: c, image: nginx}]}
-""")
-    assert kubectl("scale", "deployment", "web", "--replicas=4").stdout.strip() == \
-        "deployment.apps/web scaled"
+""",
+    )
+    assert (
+        kubectl("scale", "deployment", "web", "--replicas=4").stdout.strip()
+        == "deployment.apps/web scaled"
+    )
     got = json.loads(kubectl("get", "deployment", "web", "-o", "json").stdout)
     assert got["spec"]["replicas"] == 4 and got["metadata"]["generation"] == 2
-    scale = json.loads(kubectl("get", "--raw",
-                               "/apis/apps/v1/namespaces/default/deployments/web/scale").stdout)
+    scale = json.loads(
+        kubectl("get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale").stdout
+    )
     assert scale["kind"] == "Scale" and scale["spec"] == {"replicas": 4}
     assert scale["status"]["selector"] == "app=web"
 
 
-def test_describe_shows_events_posted_through_events_k8s_io(kubectl: Kubectl,
-                                                             server: ThreadedServer) -> None:
+def test_describe_shows_events_posted_through_events_k8s_io(
+    kubectl: Kubectl, server: ThreadedServer
+) -> None:
     kubectl("apply", "-f", "-", input=POD)
     pod = json.loads(kubectl("get", "pod", "web", "-o", "json").stdout)
-    server.call(server.store.create("events.v1.events.k8s.io", {
-        "metadata": {"name": "web.1", "namespace": "default"},
-        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "kai-scheduler",
-        "reportingInstance": "kai-scheduler-0", "action": "Scheduling",
-        "reason": "Unschedulable", "type": "Warning", "note": "no node has 2 free GPUs",
-        "regarding": {"kind": "Pod", "namespace": "default", "name": "web",
-                      "uid": pod["metadata"]["uid"], "apiVersion": "v1"}}))
+    server.call(
+        server.store.create(
+            "events.v1.events.k8s.io",
+            {
+                "metadata": {"name": "web.1", "namespace": "default"},
+                "eventTime": "2026-01-01T00:00:00.000000Z",
+                "reportingController": "kai-scheduler",
+                "reportingInstance": "kai-scheduler-0",
+                "action": "Scheduling",
+                "reason": "Unschedulable",
+                "type": "Warning",
+                "note": "no node has 2 free GPUs",
+                "regarding": {
+                    "kind": "Pod",
+                    "namespace": "default",
+                    "name": "web",
+                    "uid": pod["metadata"]["uid"],
+                    "apiVersion": "v1",
+                },
+            },
+        )
+    )
     described = kubectl("describe", "pod", "web").stdout
     events = described.split("Events:", 1)[1]
     assert "Warning  Unschedulable" in events and "no node has 2 free GPUs" in events
@@ -289,12 +348,23 @@ def test_logs_come_from_the_log_provider(kubectl: Kubectl, server: ThreadedServe
     kubectl("apply", "-f", "-", input=POD)
     waiting = kubectl("logs", "web", check=False)
     assert waiting.returncode == 1
-    assert 'container "main" in pod "web" is waiting to start: ContainerCreating' in \
-        waiting.stderr
-    server.call(server.store.patch("pods", "default", "web", {"status": {
-        "phase": "Running", "containerStatuses": [{"name": "main", "ready": True,
-                                                   "state": {"running": {}}}]}},
-        subresource="status"))
+    assert 'container "main" in pod "web" is waiting to start: ContainerCreating' in waiting.stderr
+    server.call(
+        server.store.patch(
+            "pods",
+            "default",
+            "web",
+            {
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {"name": "main", "ready": True, "state": {"running": {}}}
+                    ],
+                }
+            },
+            subresource="status",
+        )
+    )
     assert kubectl("logs", "web").stdout == ""
     server.store.log_provider = lambda pod, container: f"{pod['metadata']['name']}/{container}\n"
     assert kubectl("logs", "web").stdout == "web/main\n"
@@ -304,11 +374,13 @@ def test_diff_uses_server_side_dry_run(kubectl: Kubectl) -> None:
     kubectl("apply", "-f", "-", input=POD)
     same = kubectl("diff", "-f", "-", input=POD, check=False)
     assert same.returncode == 0 and same.stdout == ""
-    changed = kubectl("diff", "-f", "-", input=POD.replace("nginx:1.27", "nginx:1.28"),
-                      check=False)
+    changed = kubectl("diff", "-f", "-", input=POD.replace("nginx:1.27", "nginx:1.28"), check=False)
     assert changed.returncode == 1
-    lines = [line for line in changed.stdout.splitlines() if line[:1] in "+-"
-             and not line.startswith(("+++", "---"))]
+    lines = [
+        line
+        for line in changed.stdout.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
     assert lines == ["-    image: nginx:1.27", "+    image: nginx:1.28"]
     got = json.loads(kubectl("get", "pod", "web", "-o", "json").stdout)
     assert got["spec"]["containers"][0]["image"] == "nginx:1.27"  # a dry run changed nothing

@@ -33,14 +33,16 @@ def test_create_assigns_metadata_and_one_counter_orders_everything() -> None:
 def test_generate_name_and_missing_name() -> None:
     async def body() -> None:
         store = Store()
-        obj = await store.create("configmaps", {"metadata": {"generateName": "cm-",
-                                                             "namespace": "default"}})
+        obj = await store.create(
+            "configmaps", {"metadata": {"generateName": "cm-", "namespace": "default"}}
+        )
         assert obj["metadata"]["name"].startswith("cm-") and len(obj["metadata"]["name"]) == 8
         with pytest.raises(ApiError) as err:
             await store.create("configmaps", {"metadata": {"namespace": "default"}})
         assert err.value.code == 422
-        assert "metadata.name: Required value: name or generateName is required" in \
-            err.value.message
+        assert (
+            "metadata.name: Required value: name or generateName is required" in err.value.message
+        )
 
     run(body())
 
@@ -78,8 +80,9 @@ def test_stale_update_is_a_conflict_and_generation_tracks_spec() -> None:
 def test_noop_update_keeps_resource_version() -> None:
     async def body() -> None:
         store = Store()
-        cm = await store.create("configmaps", {"metadata": {"name": "c", "namespace": "default"},
-                                               "data": {"k": "v"}})
+        cm = await store.create(
+            "configmaps", {"metadata": {"name": "c", "namespace": "default"}, "data": {"k": "v"}}
+        )
         again = await store.update("configmaps", cm)
         assert again["metadata"]["resourceVersion"] == cm["metadata"]["resourceVersion"]
 
@@ -109,8 +112,9 @@ def test_crd_schema_defaults_prunes_and_validates() -> None:
         store = Store()
         await store.create("customresourcedefinitions", QUEUE_CRD)
         warnings: list[str] = []
-        w = await store.create("widgets", widget("w1", bogus=1, extra={"free": {"x": 1}}),
-                               warnings=warnings)
+        w = await store.create(
+            "widgets", widget("w1", bogus=1, extra={"free": {"x": 1}}), warnings=warnings
+        )
         assert w["spec"]["color"] == "red"
         assert "bogus" not in w["spec"] and w["spec"]["extra"] == {"free": {"x": 1}}
         assert warnings == ['unknown field "spec.bogus"']
@@ -118,18 +122,30 @@ def test_crd_schema_defaults_prunes_and_validates() -> None:
             await store.create("widgets", widget("w2", bogus=1), field_validation="Strict")
         assert err.value.code == 400 and 'unknown field "spec.bogus"' in err.value.message
         cases: list[tuple[dict[str, Any], str, str]] = [
-            (widget("x", size="big"), "spec.size",
-             'spec.size: Invalid value: "string": spec.size in body must be of type integer: '
-             '"string"'),
-            (widget("x", size=0), "spec.size",
-             "spec.size: Invalid value: 0: spec.size in body should be greater than or equal "
-             "to 1"),
+            (
+                widget("x", size="big"),
+                "spec.size",
+                'spec.size: Invalid value: "string": spec.size in body must be of type integer: '
+                '"string"',
+            ),
+            (
+                widget("x", size=0),
+                "spec.size",
+                "spec.size: Invalid value: 0: spec.size in body should be greater than or equal "
+                "to 1",
+            ),
             (widget("x", size=101), "spec.size", "should be less than or equal to 100"),
-            (widget("x", color="pink"), "spec.color",
-             'spec.color: Unsupported value: "pink": supported values: "red", "green", "blue"'),
+            (
+                widget("x", color="pink"),
+                "spec.color",
+                'spec.color: Unsupported value: "pink": supported values: "red", "green", "blue"',
+            ),
             (widget("x", label="Bad1"), "spec.label", "spec.label in body should match '^[a-z]+$'"),
-            (widget("x", tags=["a", "b", "c", "d"]), "spec.tags",
-             "spec.tags: Too many: 4: must have at most 3 items"),
+            (
+                widget("x", tags=["a", "b", "c", "d"]),
+                "spec.tags",
+                "spec.tags: Too many: 4: must have at most 3 items",
+            ),
             ({**widget("x"), "spec": {}}, "spec.size", "spec.size: Required value"),
         ]
         for obj, field, text in cases:
@@ -188,7 +204,9 @@ def test_watch_from_resource_version_replays_and_follows() -> None:
         await store.delete("pods", "default", "before")
         events = await collect(w, 2)
         assert [(t, o["metadata"]["name"]) for t, o in events] == [
-            ("ADDED", "after"), ("DELETED", "before")]
+            ("ADDED", "after"),
+            ("DELETED", "before"),
+        ]
         w.close()
         fresh = store.watch("pods")  # no resourceVersion: the current state first
         events = await collect(fresh, 1)
@@ -200,10 +218,16 @@ def test_watch_from_resource_version_replays_and_follows() -> None:
 def test_watch_with_label_selector_sees_objects_leave_and_enter() -> None:
     async def body() -> None:
         store = Store()
-        cm = await store.create("configmaps", {"metadata": {
-            "name": "c", "namespace": "default", "labels": {"watched": "yes"}}})
-        w = store.watch("configmaps", "default", resource_version=cm["metadata"][
-            "resourceVersion"], label_selector="watched=yes")
+        cm = await store.create(
+            "configmaps",
+            {"metadata": {"name": "c", "namespace": "default", "labels": {"watched": "yes"}}},
+        )
+        w = store.watch(
+            "configmaps",
+            "default",
+            resource_version=cm["metadata"]["resourceVersion"],
+            label_selector="watched=yes",
+        )
         cm["metadata"]["labels"]["watched"] = "no"
         cm = await store.update("configmaps", cm)
         cm["metadata"]["labels"]["watched"] = "yes"
@@ -217,11 +241,13 @@ def test_watch_with_label_selector_sees_objects_leave_and_enter() -> None:
 def test_expired_resource_version_is_410() -> None:
     async def body() -> None:
         store = Store(history_size=5)
-        first = await store.create("configmaps", {"metadata": {"name": "c0",
-                                                               "namespace": "default"}})
+        first = await store.create(
+            "configmaps", {"metadata": {"name": "c0", "namespace": "default"}}
+        )
         for i in range(1, 10):
-            await store.create("configmaps", {"metadata": {"name": f"c{i}",
-                                                           "namespace": "default"}})
+            await store.create(
+                "configmaps", {"metadata": {"name": f"c{i}", "namespace": "default"}}
+            )
         with pytest.raises(ApiError) as err:
             store.watch("configmaps", resource_version=first["metadata"]["resourceVersion"])
         assert err.value.code == 410 and err.value.reason == "Expired"
@@ -233,19 +259,32 @@ def test_expired_resource_version_is_410() -> None:
 def test_finalizers_delay_deletion_until_removed() -> None:
     async def body() -> None:
         store = Store()
-        cm = await store.create("configmaps", {"metadata": {
-            "name": "c", "namespace": "default", "finalizers": ["test/hold"]}})
+        cm = await store.create(
+            "configmaps",
+            {"metadata": {"name": "c", "namespace": "default", "finalizers": ["test/hold"]}},
+        )
         w = store.watch("configmaps", resource_version=cm["metadata"]["resourceVersion"])
         out = await store.delete("configmaps", "default", "c")
         assert out["metadata"]["deletionTimestamp"]
         still = await store.get("configmaps", "default", "c")
         with pytest.raises(ApiError) as err:
-            await store.patch("configmaps", "default", "c",
-                              {"metadata": {"finalizers": ["test/hold", "test/new"]}})
+            await store.patch(
+                "configmaps",
+                "default",
+                "c",
+                {"metadata": {"finalizers": ["test/hold", "test/new"]}},
+            )
         assert err.value.code == 422 and "no new finalizers" in err.value.message
-        await store.patch("configmaps", "default", "c", [
-            {"op": "test", "path": "/metadata/finalizers/0", "value": "test/hold"},
-            {"op": "remove", "path": "/metadata/finalizers/0"}], "json")
+        await store.patch(
+            "configmaps",
+            "default",
+            "c",
+            [
+                {"op": "test", "path": "/metadata/finalizers/0", "value": "test/hold"},
+                {"op": "remove", "path": "/metadata/finalizers/0"},
+            ],
+            "json",
+        )
         events = await collect(w, 2)
         assert [t for t, _ in events] == ["MODIFIED", "DELETED"]
         assert still["metadata"]["finalizers"] == ["test/hold"]
@@ -255,11 +294,16 @@ def test_finalizers_delay_deletion_until_removed() -> None:
     run(body())
 
 
-def _owned(name: str, owner: dict[str, Any], kind: str = "ConfigMap",
-           block: bool = False) -> dict[str, Any]:
-    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"],
-           "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
-           "blockOwnerDeletion": block}
+def _owned(
+    name: str, owner: dict[str, Any], kind: str = "ConfigMap", block: bool = False
+) -> dict[str, Any]:
+    ref = {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "blockOwnerDeletion": block,
+    }
     return {"metadata": {"name": name, "namespace": "default", "ownerReferences": [ref]}}
 
 
@@ -268,12 +312,14 @@ def test_garbage_collection_background_foreground_orphan() -> None:
         store = Store()
         for policy in ("Background", "Foreground", "Orphan"):
             tag = policy.lower()
-            owner = await store.create("configmaps", {"metadata": {
-                "name": f"owner-{tag}", "namespace": "default"}})
+            owner = await store.create(
+                "configmaps", {"metadata": {"name": f"owner-{tag}", "namespace": "default"}}
+            )
             child = await store.create("configmaps", _owned(f"child-{tag}", owner))
             await store.create("configmaps", _owned(f"grandchild-{tag}", child))
-            result = await store.delete("configmaps", "default", f"owner-{tag}",
-                                        propagation_policy=policy)
+            result = await store.delete(
+                "configmaps", "default", f"owner-{tag}", propagation_policy=policy
+            )
             if policy == "Foreground":
                 assert "foregroundDeletion" in result["metadata"]["finalizers"]
             await store.wait_idle()
@@ -295,8 +341,9 @@ def test_dependent_with_a_live_second_owner_survives() -> None:
         a = await store.create("configmaps", {"metadata": {"name": "a", "namespace": "default"}})
         b = await store.create("configmaps", {"metadata": {"name": "b", "namespace": "default"}})
         child = _owned("child", a)
-        child["metadata"]["ownerReferences"].append(_owned("x", b)["metadata"][
-            "ownerReferences"][0])
+        child["metadata"]["ownerReferences"].append(
+            _owned("x", b)["metadata"]["ownerReferences"][0]
+        )
         await store.create("configmaps", child)
         await store.delete("configmaps", "default", "a")
         await store.wait_idle()
@@ -353,18 +400,27 @@ def test_binding_and_pod_spec_immutability() -> None:
         await store.create("pods", pod_body("p"))
         bound = await store.bind_pod("default", "p", "node-1")
         assert bound["spec"]["nodeName"] == "node-1"
-        assert any(c["type"] == "PodScheduled" and c["status"] == "True"
-                   for c in bound["status"]["conditions"])
+        assert any(
+            c["type"] == "PodScheduled" and c["status"] == "True"
+            for c in bound["status"]["conditions"]
+        )
         with pytest.raises(ApiError) as err:
             await store.bind_pod("default", "p", "node-2")
         assert err.value.code == 409
         assert 'pod p is already assigned to node "node-1"' in err.value.message
         with pytest.raises(ApiError) as err:
             await store.patch("pods", "default", "p", {"spec": {"nodeName": "node-2"}})
-        assert err.value.code == 422 and "spec: Forbidden: pod updates may not change" in \
-            err.value.message
-        image = await store.patch("pods", "default", "p", {"spec": {"containers": [
-            {"name": "main", "image": "busybox:1.37"}]}}, "strategic")
+        assert (
+            err.value.code == 422
+            and "spec: Forbidden: pod updates may not change" in err.value.message
+        )
+        image = await store.patch(
+            "pods",
+            "default",
+            "p",
+            {"spec": {"containers": [{"name": "main", "image": "busybox:1.37"}]}},
+            "strategic",
+        )
         assert image["spec"]["containers"][0]["image"] == "busybox:1.37"
         assert image["spec"]["containers"][0]["terminationMessagePath"]  # merged, not replaced
 
@@ -374,12 +430,20 @@ def test_binding_and_pod_spec_immutability() -> None:
 def test_json_patch_test_failure_is_422() -> None:
     async def body() -> None:
         store = Store()
-        await store.create("configmaps", {"metadata": {"name": "c", "namespace": "default"},
-                                          "data": {"k": "v"}})
+        await store.create(
+            "configmaps", {"metadata": {"name": "c", "namespace": "default"}, "data": {"k": "v"}}
+        )
         with pytest.raises(ApiError) as err:
-            await store.patch("configmaps", "default", "c", [
-                {"op": "test", "path": "/data/k", "value": "other"},
-                {"op": "replace", "path": "/data/k", "value": "new"}], "json")
+            await store.patch(
+                "configmaps",
+                "default",
+                "c",
+                [
+                    {"op": "test", "path": "/data/k", "value": "other"},
+                    {"op": "replace", "path": "/data/k", "value": "new"},
+                ],
+                "json",
+            )
         assert err.value.code == 422
         assert (await store.get("configmaps", "default", "c"))["data"] == {"k": "v"}
 
@@ -391,8 +455,7 @@ def test_crd_deletion_stops_serving_its_resources() -> None:
         store = Store()
         await store.create("customresourcedefinitions", QUEUE_CRD)
         crd = await store.get("customresourcedefinitions", None, QUEUE_CRD["metadata"]["name"])
-        assert {c["type"] for c in crd["status"]["conditions"]} == {"Established",
-                                                                   "NamesAccepted"}
+        assert {c["type"] for c in crd["status"]["conditions"]} == {"Established", "NamesAccepted"}
         await store.create("widgets", widget("w"))
         await store.delete("customresourcedefinitions", None, QUEUE_CRD["metadata"]["name"])
         with pytest.raises(ApiError) as err:
@@ -405,22 +468,25 @@ def test_crd_deletion_stops_serving_its_resources() -> None:
 def test_pod_priority_comes_from_its_priority_class() -> None:
     async def body() -> None:
         store = Store()
-        await store.create("priorityclasses", {"metadata": {"name": "train"}, "value": 50,
-                                               "preemptionPolicy": "Never"})
+        await store.create(
+            "priorityclasses",
+            {"metadata": {"name": "train"}, "value": 50, "preemptionPolicy": "Never"},
+        )
         pod = await store.create("pods", pod_body("p", priorityClassName="train"))
         assert pod["spec"]["priority"] == 50 and pod["spec"]["preemptionPolicy"] == "Never"
         plain = await store.create("pods", pod_body("q"))
         assert plain["spec"]["priority"] == 0
-        system = await store.create("pods", pod_body(
-            "s", priorityClassName="system-node-critical"))
+        system = await store.create("pods", pod_body("s", priorityClassName="system-node-critical"))
         assert system["spec"]["priority"] == 2000001000
         with pytest.raises(ApiError) as err:
             await store.create("pods", pod_body("x", priorityClassName="missing"))
         assert err.value.code == 403
-        assert err.value.message == ('pods "x" is forbidden: no PriorityClass with name '
-                                     'missing was found')
-        await store.create("priorityclasses", {"metadata": {"name": "dflt"}, "value": 7,
-                                               "globalDefault": True})
+        assert err.value.message == (
+            'pods "x" is forbidden: no PriorityClass with name missing was found'
+        )
+        await store.create(
+            "priorityclasses", {"metadata": {"name": "dflt"}, "value": 7, "globalDefault": True}
+        )
         defaulted = await store.create("pods", pod_body("d"))
         assert defaulted["spec"]["priority"] == 7
         assert defaulted["spec"]["priorityClassName"] == "dflt"
@@ -432,16 +498,18 @@ def test_server_side_apply_removes_fields_the_manager_dropped() -> None:
     async def body() -> None:
         store = Store()
         manifest: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "ConfigMap",
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
             "metadata": {"name": "c", "namespace": "default", "labels": {"a": "1", "b": "2"}},
-            "data": {"x": "1", "y": "2"}}
+            "data": {"x": "1", "y": "2"},
+        }
         await store.patch("configmaps", "default", "c", manifest, "apply", field_manager="me")
-        await store.patch("configmaps", "default", "c", {"metadata": {"labels": {"c": "3"}}},
-                          "merge")
+        await store.patch(
+            "configmaps", "default", "c", {"metadata": {"labels": {"c": "3"}}}, "merge"
+        )
         manifest["metadata"]["labels"] = {"a": "1"}
         manifest["data"] = {"x": "1"}
-        out = await store.patch("configmaps", "default", "c", manifest, "apply",
-                                field_manager="me")
+        out = await store.patch("configmaps", "default", "c", manifest, "apply", field_manager="me")
         assert out["metadata"]["labels"] == {"a": "1", "c": "3"}  # c was not applied by "me"
         assert out["data"] == {"x": "1"}
 
@@ -452,26 +520,43 @@ def test_events_are_one_storage_in_two_groups() -> None:
     async def body() -> None:
         store = Store()
         pod = await store.create("pods", pod_body("p"))
-        ref = {"kind": "Pod", "namespace": "default", "name": "p",
-               "uid": pod["metadata"]["uid"], "apiVersion": "v1"}
+        ref = {
+            "kind": "Pod",
+            "namespace": "default",
+            "name": "p",
+            "uid": pod["metadata"]["uid"],
+            "apiVersion": "v1",
+        }
         new_style = {
-            "apiVersion": "events.k8s.io/v1", "kind": "Event",
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
             "metadata": {"name": "p.1", "namespace": "default"},
-            "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "kai-py",
-            "reportingInstance": "kai-py-0", "action": "Scheduling", "reason": "Unschedulable",
-            "type": "Warning", "note": "0/4 nodes have a free GPU", "regarding": ref}
+            "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "kai-py",
+            "reportingInstance": "kai-py-0",
+            "action": "Scheduling",
+            "reason": "Unschedulable",
+            "type": "Warning",
+            "note": "0/4 nodes have a free GPU",
+            "regarding": ref,
+        }
         await store.create("events.v1.events.k8s.io", new_style)
-        core, _ = await store.list("events", "default",
-                                   field_selector="involvedObject.name=p,involvedObject.kind=Pod")
+        core, _ = await store.list(
+            "events", "default", field_selector="involvedObject.name=p,involvedObject.kind=Pod"
+        )
         assert [(e["message"], e["reportingComponent"], e["apiVersion"]) for e in core] == [
-            ("0/4 nodes have a free GPU", "kai-py", "v1")]
-        back, _ = await store.list("events.v1.events.k8s.io", "default",
-                                   field_selector="regarding.name=p")
+            ("0/4 nodes have a free GPU", "kai-py", "v1")
+        ]
+        back, _ = await store.list(
+            "events.v1.events.k8s.io", "default", field_selector="regarding.name=p"
+        )
         assert back[0]["note"] == "0/4 nodes have a free GPU"
         assert back[0]["apiVersion"] == "events.k8s.io/v1" and "message" not in back[0]
         with pytest.raises(ApiError) as err:
-            await store.create("events.v1.events.k8s.io", {
-                "metadata": {"name": "bad", "namespace": "default"}, "regarding": ref})
+            await store.create(
+                "events.v1.events.k8s.io",
+                {"metadata": {"name": "bad", "namespace": "default"}, "regarding": ref},
+            )
         assert err.value.code == 422 and "eventTime: Required value" in err.value.message
 
     run(body())
@@ -481,8 +566,9 @@ def test_interrupted_garbage_collection_resumes_on_a_new_loop() -> None:
     store = Store()
 
     async def first() -> None:
-        owner = await store.create("configmaps", {"metadata": {"name": "o",
-                                                               "namespace": "default"}})
+        owner = await store.create(
+            "configmaps", {"metadata": {"name": "o", "namespace": "default"}}
+        )
         await store.create("configmaps", _owned("dep", owner))
         await store.delete("configmaps", "default", "o")
         store.cancel_background()  # the loop ends before the collector ran
@@ -500,10 +586,14 @@ def test_interrupted_garbage_collection_resumes_on_a_new_loop() -> None:
 def test_dependents_of_an_owner_that_never_existed_are_collected() -> None:
     async def body() -> None:
         store = Store()
-        live = await store.create("configmaps", {"metadata": {"name": "live",
-                                                              "namespace": "default"}})
-        ghost = {"apiVersion": "v1", "kind": "ConfigMap",
-                 "metadata": {"name": "ghost", "uid": "no-such-uid"}}
+        live = await store.create(
+            "configmaps", {"metadata": {"name": "live", "namespace": "default"}}
+        )
+        ghost = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "ghost", "uid": "no-such-uid"},
+        }
         await store.create("configmaps", _owned("orphaned", ghost))
         both = _owned("shared", live)
         both["metadata"]["ownerReferences"] += _owned("x", ghost)["metadata"]["ownerReferences"]
@@ -520,13 +610,14 @@ def test_server_side_apply_of_a_custom_resource_treats_lists_as_atomic() -> None
     async def body() -> None:
         store = Store()
         await store.create("customresourcedefinitions", QUEUE_CRD)
-        await store.patch("widgets", "default", "w", widget("w", tags=["a", "b"]), "apply",
-                          field_manager="me")
-        out = await store.patch("widgets", "default", "w", widget("w", tags=["c"]), "apply",
-                                field_manager="me")
+        await store.patch(
+            "widgets", "default", "w", widget("w", tags=["a", "b"]), "apply", field_manager="me"
+        )
+        out = await store.patch(
+            "widgets", "default", "w", widget("w", tags=["c"]), "apply", field_manager="me"
+        )
         assert out["spec"]["tags"] == ["c"]
-        out = await store.patch("widgets", "default", "w", widget("w"), "apply",
-                                field_manager="me")
+        out = await store.patch("widgets", "default", "w", widget("w"), "apply", field_manager="me")
         assert "tags" not in out["spec"] and out["spec"]["size"] == 3
 
     run(body())
@@ -537,8 +628,9 @@ def test_status_given_at_creation_is_dropped_except_for_nodes() -> None:
         store = Store()
         pod = await store.create("pods", {**pod_body("p"), "status": {"phase": "Running"}})
         assert pod["status"] == {"phase": "Pending", "qosClass": "BestEffort"}
-        node = await store.create("nodes", {"metadata": {"name": "n"}, "status": {
-            "capacity": {"nvidia.com/gpu": "8"}}})
+        node = await store.create(
+            "nodes", {"metadata": {"name": "n"}, "status": {"capacity": {"nvidia.com/gpu": "8"}}}
+        )
         assert node["status"] == {"capacity": {"nvidia.com/gpu": "8"}}
 
     run(body())
@@ -548,12 +640,21 @@ def test_owner_references_are_validated() -> None:
     async def body() -> None:
         store = Store()
         with pytest.raises(ApiError) as err:
-            await store.create("configmaps", {"metadata": {
-                "name": "c", "namespace": "default",
-                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o"}]}})
+            await store.create(
+                "configmaps",
+                {
+                    "metadata": {
+                        "name": "c",
+                        "namespace": "default",
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "o"}],
+                    }
+                },
+            )
         assert err.value.code == 422
-        assert 'metadata.ownerReferences.uid: Invalid value: "": uid must not be empty' in \
-            err.value.message
+        assert (
+            'metadata.ownerReferences.uid: Invalid value: "": uid must not be empty'
+            in err.value.message
+        )
 
     run(body())
 
@@ -564,17 +665,28 @@ def test_namespaces_get_a_default_service_account_and_services_a_cluster_ip() ->
         await store.create("namespaces", {"metadata": {"name": "team"}})
         accounts, _ = await store.list("serviceaccounts")
         assert sorted(a["metadata"]["namespace"] for a in accounts) == [
-            "default", "kube-node-lease", "kube-public", "kube-system", "team"]
+            "default",
+            "kube-node-lease",
+            "kube-public",
+            "kube-system",
+            "team",
+        ]
         assert {a["metadata"]["name"] for a in accounts} == {"default"}
-        a = await store.create("services", {"metadata": {"name": "a", "namespace": "team"},
-                                            "spec": {"ports": [{"port": 80}]}})
-        b = await store.create("services", {"metadata": {"name": "b", "namespace": "team"},
-                                            "spec": {"ports": [{"port": 80}]}})
+        a = await store.create(
+            "services",
+            {"metadata": {"name": "a", "namespace": "team"}, "spec": {"ports": [{"port": 80}]}},
+        )
+        b = await store.create(
+            "services",
+            {"metadata": {"name": "b", "namespace": "team"}, "spec": {"ports": [{"port": 80}]}},
+        )
         assert a["spec"]["type"] == "ClusterIP"
         assert a["spec"]["clusterIP"] != b["spec"]["clusterIP"]
         assert a["spec"]["clusterIPs"] == [a["spec"]["clusterIP"]]
-        replaced = await store.update("services", {"metadata": {"name": "a", "namespace": "team"},
-                                                   "spec": {"ports": [{"port": 81}]}})
+        replaced = await store.update(
+            "services",
+            {"metadata": {"name": "a", "namespace": "team"}, "spec": {"ports": [{"port": 81}]}},
+        )
         assert replaced["spec"]["clusterIP"] == a["spec"]["clusterIP"]
 
     run(body())
