@@ -328,12 +328,6 @@ class ClusterCache:
     def get(self, kind: str, namespace: str, name: str) -> Json | None:
         return self.objects[kind].get((namespace, name))
 
-    def pod_by_uid(self, uid: str) -> Json | None:
-        for pod in self.objects[PODS].values():
-            if meta(pod).get("uid") == uid:
-                return pod
-        return None
-
     def view(self, now: float | None = None) -> View:
         """The cached objects as builder input, with the adjustments described above."""
         now = time.time() if now is None else now

@@ -134,10 +134,6 @@ class Node:
     def idle(self) -> Res:
         return self.allocatable - self.used
 
-    @property
-    def future_idle(self) -> Res:
-        return self.allocatable - self.used + self.releasing - self.pipelined
-
     def free_gpus_now(self) -> float:
         return self.allocatable.gpu - self.used.gpu
 
@@ -266,10 +262,6 @@ class Queue:
     fair_share: Res = field(default_factory=Res)
     added: Res = field(default_factory=Res)  # what this session placed in the subtree
     version: int = 0  # bumped whenever its totals change in a session
-
-    @property
-    def is_leaf(self) -> bool:
-        return not self.children
 
 
 @dataclass(slots=True)

@@ -46,9 +46,6 @@ class NodeIndex:
         else:
             self.releasing.discard(node.name)
 
-    def max_free(self) -> int:
-        return max((b for b, names in self._buckets.items() if names), default=0)
-
     def by_free_gpus(self, need: int, spread: bool) -> Iterator[str]:
         """Names of nodes with at least ``need`` free GPUs, best first."""
         levels = sorted((b for b in self._buckets if b >= need), reverse=spread)

@@ -65,9 +65,6 @@ class Res:
     def as_dict(self) -> dict[str, float]:
         return {"gpu": self.gpu, "cpu": self.cpu, "memory": self.memory}
 
-    def is_zero(self) -> bool:
-        return abs(self.cpu) <= EPS and abs(self.memory) <= EPS and abs(self.gpu) <= EPS
-
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Res):
             return NotImplemented
