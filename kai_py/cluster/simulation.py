@@ -401,5 +401,3 @@ def run_cli(
         write_text(outcome, sys.stdout)
     return 0
 
-
-__all__ = ["Job", "Outcome", "Simulation", "run_cli", "simulate", "to_json"]

@@ -17,7 +17,7 @@ from kai_py.scheduler.fairshare import compute_fair_shares
 from kai_py.scheduler.model import GpuGroup, Job, Node, Queue, Snapshot, Task, TaskStatus
 from kai_py.scheduler.nodeindex import NodeIndex
 from kai_py.scheduler.reasons import Reason
-from kai_py.scheduler.resources import EPS, Res
+from kai_py.scheduler.resources import Res
 
 if TYPE_CHECKING:
     from kai_py.scheduler.framework import Framework
@@ -321,5 +321,3 @@ class Statement:
     def has_evictions(self) -> bool:
         return any(rec.op is Op.EVICT for rec in self.log)
 
-
-__all__ = ["EPS", "Decisions", "Event", "Eviction", "Op", "Record", "Session", "Statement"]
