@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Coroutine
 from pathlib import Path
@@ -153,3 +154,43 @@ def widget(name: str, size: Any = 3, namespace: str = "default", **spec: Any) ->
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"size": size, **spec},
     }
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    """(cert, key) for a webhook on 127.0.0.1; skips the test where openssl is missing."""
+    import pytest
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make the webhook's self-signed certificate")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key

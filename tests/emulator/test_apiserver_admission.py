@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
-import socket
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
-from apiserver_helpers import pod_body
+from apiserver_helpers import free_port, pod_body, self_signed_cert
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
@@ -57,43 +54,12 @@ async def _validate(request: web.Request) -> web.Response:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def webhook(server: ThreadedServer, tmp_path: Path) -> Any:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make the webhook's self-signed certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed_cert(tmp_path)
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(str(cert), str(key))
-    port = _free_port()
+    port = free_port()
     app = web.Application()
     app.router.add_post("/mutate", _mutate)
     app.router.add_post("/validate", _validate)
@@ -194,7 +160,7 @@ def test_mutating_and_validating_webhooks(api: k8s.ApiClient, webhook: Any) -> N
 def test_failure_policy(api: k8s.ApiClient, server: ThreadedServer) -> None:
     adm = k8s.AdmissionregistrationV1Api(api)
     core = k8s.CoreV1Api(api)
-    dead = f"https://127.0.0.1:{_free_port()}/nothing-here"
+    dead = f"https://127.0.0.1:{free_port()}/nothing-here"
     for name, policy, resource in (
         ("ignore", "Ignore", "configmaps"),
         ("fail", "Fail", "serviceaccounts"),

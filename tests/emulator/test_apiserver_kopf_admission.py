@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
-from apiserver_helpers import QUEUE_CRD, widget
+from apiserver_helpers import QUEUE_CRD, free_port, self_signed_cert, widget
 from kopf.testing import KopfRunner
 
 from kai_py.emulator.errors import ApiError
@@ -40,34 +37,8 @@ OPERATOR = textwrap.dedent("""\
 def test_kopf_webhooks_validate_and_mutate(
     server: ThreadedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make the webhook's self-signed certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    cert, key = self_signed_cert(tmp_path)
+    port = free_port()
     operator = tmp_path / "operator.py"
     operator.write_text(OPERATOR.format(port=port, cert=str(cert), key=str(key)))
     server.call(server.store.create("customresourcedefinitions", QUEUE_CRD))
