@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
@@ -29,21 +28,28 @@ def _queues(custom: k8s.CustomObjectsApi) -> None:
     create_queues(custom, queue("root"), queue("team-a", parent="root"))
 
 
+def _gang_of_two(
+    core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, name: str, gpus: int, what: str
+) -> dict[str, dict[str, Any]]:
+    """A 2-pod gang in team-a; waits for its two BindRequests."""
+    _queues(custom)
+    create_podgroup(custom, podgroup(name, NS, "team-a", min_member=2))
+    for i in range(2):
+        create_pod(core, pod(f"{name}-{i}", NS, name, gpus=gpus))
+    return wait_for(
+        lambda: (lambda b: b if len(b) == 2 else None)(bindrequests(custom, NS)),
+        timeout=15,
+        what=what,
+    )
+
+
 def test_pods_that_fit_get_bindrequests_on_the_chosen_node(
     cluster: ThreadedDevCluster,
     operator: Operator,
     core: k8s.CoreV1Api,
     custom: k8s.CustomObjectsApi,
 ) -> None:
-    _queues(custom)
-    create_podgroup(custom, podgroup("train", NS, "team-a", min_member=2))
-    for i in range(2):
-        create_pod(core, pod(f"train-{i}", NS, "train", gpus=3))
-    found = wait_for(
-        lambda: (lambda b: b if len(b) == 2 else None)(bindrequests(custom, NS)),
-        timeout=15,
-        what=f"two BindRequests\n{operator.log}",
-    )
+    found = _gang_of_two(core, custom, "train", gpus=3, what=f"two BindRequests\n{operator.log}")
     nodes = {name: br["spec"]["selectedNode"] for name, br in found.items()}
     # 3 GPUs each on 4-GPU nodes: one pod per node.
     assert sorted(nodes.values()) == ["gpu-0", "gpu-1"]
@@ -261,25 +267,13 @@ def test_a_higher_priority_job_preempts_through_the_eviction_api(
     assert len([e for e in evicted()]) == 1  # one victim was enough
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("kai_py.controllers.binder") is None,
-    reason="the binder is not part of this kai-py",
-)
 def test_with_the_binder_pods_end_up_bound_and_running(
     cluster: ThreadedDevCluster,
     operator: Operator,
     core: k8s.CoreV1Api,
     custom: k8s.CustomObjectsApi,
 ) -> None:
-    _queues(custom)
-    create_podgroup(custom, podgroup("run", NS, "team-a", min_member=2))
-    for i in range(2):
-        create_pod(core, pod(f"run-{i}", NS, "run", gpus=2))
-    found = wait_for(
-        lambda: (lambda b: b if len(b) == 2 else None)(bindrequests(custom, NS)),
-        timeout=15,
-        what="two BindRequests",
-    )
+    found = _gang_of_two(core, custom, "run", gpus=2, what="two BindRequests")
     for name, br in found.items():
         running = wait_for(
             lambda name=name: (lambda p: p if p.status.phase == "Running" else None)(
