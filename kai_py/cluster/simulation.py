@@ -400,4 +400,3 @@ def run_cli(
     else:
         write_text(outcome, sys.stdout)
     return 0
-

@@ -105,8 +105,10 @@ class Session:
         self.memo: dict[object, object] = {}
         self._ancestors: dict[str, list[Queue]] = {}
         self.max_gpu_memory = max((n.gpu_memory_mib for n in self.nodes.values()), default=0.0)
+        self._indexing = False  # the index is built once set-up has placed the running pods
         self._reset_state()
         self.index = NodeIndex(list(self.nodes.values()))
+        self._indexing = True
         self.roots = [q.name for q in snapshot.queues if q.parent is None]
         self.total = Res()
         for node in self.nodes.values():
@@ -155,8 +157,7 @@ class Session:
             queue = self.queues[name]
             chain.append(queue)
             name = queue.parent
-        if hasattr(self, "index"):  # the tree is final once set-up is done
-            self._ancestors[queue_name] = chain
+        self._ancestors[queue_name] = chain  # parents are fixed for the session
         return chain
 
     def task_res(self, task: Task, node: Node | None) -> Res:
@@ -228,7 +229,7 @@ class Session:
                 if group.tasks <= 0:
                     del node.groups[gid]
         node.version += 1
-        if hasattr(self, "index"):
+        if self._indexing:
             self.index.update(node)
 
     def _set_status(self, task: Task, status: TaskStatus) -> None:
@@ -320,4 +321,3 @@ class Statement:
     @property
     def has_evictions(self) -> bool:
         return any(rec.op is Op.EVICT for rec in self.log)
-

@@ -127,6 +127,9 @@ class _Reclaim:
         return True
 
 
+WAYS = ("fair_share", "deserved")
+
+
 def reclaim(session: Session, placer: Placer) -> None:
     pool: VictimPool | None = None
     for job in preemptors(session):
@@ -135,14 +138,11 @@ def reclaim(session: Session, placer: Placer) -> None:
         leaf.allocated.add(amount)
         # A non-preemptible job's own quota was checked before (NonPreemptibleOverQuota);
         # here both kinds of job compare their queue's whole allocation.
-        ways = [
-            way
-            for way in ("fair_share", "deserved")
-            if within_share(session, job, [leaf], amount, way) is None
-        ]
-        refusal = within_share(session, job, [leaf], amount, "fair_share")
+        why_not = {way: within_share(session, job, [leaf], amount, way) for way in WAYS}
         leaf.allocated.sub(amount)
+        ways = [way for way, refusal in why_not.items() if refusal is None]
         if not ways:
+            refusal = why_not["fair_share"]
             assert refusal is not None
             session.explain(job, refusal)
             continue
