@@ -188,8 +188,6 @@ def pod_entries(outcome: Outcome) -> dict[str, dict[str, Any]]:
 
 def _pod_entry(task: Task, override: str | None) -> dict[str, Any]:
     status = override or _STATUS_WORD[task.status]
-    if task.status is TaskStatus.RUNNING and override in ("Bound", None):
-        status = override or "Running"
     placed = task.node_name is not None and status != "Pending"
     gpus: dict[str, Any] = {"count": 0, "portion": 0.0, "groups": []}
     if task.is_shared:
