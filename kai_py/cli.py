@@ -31,7 +31,25 @@ def _build_parser() -> argparse.ArgumentParser:
         help="run exactly N cycles (default: until nothing changes, at most 10)",
     )
     sim.add_argument("--output", choices=["text", "json"], default="text")
-    sim.add_argument("--placement", choices=["binpack", "spread"], default="binpack")
+    sim.add_argument(
+        "--placement",
+        choices=["binpack", "spread"],
+        default=None,
+        help="GPU placement strategy (default: binpack, or the --config file's)",
+    )
+    sim.add_argument(
+        "--actions",
+        default=None,
+        help="the actions of each cycle, in order, e.g. allocate,reclaim "
+        "(default: allocate,consolidation,reclaim,preempt,stalegangeviction)",
+    )
+    sim.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a scheduler configuration in KAI's shape (actions, tiers, parameters)",
+    )
     sim.add_argument(
         "--now",
         default=None,
@@ -94,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             placement=args.placement,
             now=args.now,
             recreate_evicted=args.recreate_evicted,
+            actions=args.actions,
+            config_file=args.config,
         )
     if args.command == "reserve":
         from kai_py.cluster.reserve import run_reserve

@@ -315,6 +315,7 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
         min_member=spec.min_member if spec else 1,
         created=parse_time(m.get("creationTimestamp")) or 0.0,
         staleness_grace=spec.staleness_grace_seconds if spec else 60.0,
+        staleness_default=spec is None or spec.staleness_grace_period is None,
         mark_unschedulable=spec.mark_unschedulable if spec else True,
         priority_class=(spec.priority_class_name or keys.DEFAULT_PRIORITY_CLASS) if spec else "",
         errors=errors,

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from kai_py.cluster.builder import Built, build
 from kai_py.cluster.convert import meta, parse_time
 from kai_py.cluster.inputs import Document, InputError, load_documents
+from kai_py.cluster.schedconfig import load_config, parse_actions
 from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Config, Job, Task, TaskStatus
 from kai_py.scheduler.session import Decisions, Event, Eviction
@@ -43,6 +44,7 @@ class Outcome:
     built: Built
     statuses: dict[str, str]  # task uid -> status word in the output
     evicted: dict[str, Task]  # pods evicted and gone, by key
+    moved: dict[str, str] = field(default_factory=dict)  # task uid -> its new node (last cycle)
     evictions: list[EvictionRecord] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     last: Decisions | None = None
@@ -75,10 +77,11 @@ class Simulation:
         now: float | None = None,
         placement: str = "binpack",
         recreate_evicted: bool = False,
+        config: Config | None = None,
     ) -> None:
         self.now = latest_time(docs) if now is None else now
         self.recreate_evicted = recreate_evicted
-        self.built = build(docs, self.now, Config(placement=placement))
+        self.built = build(docs, self.now, config or Config(placement=placement))
         self.jobs = {j.uid: j for j in self.built.snapshot.jobs}
         self.outcome = Outcome(0, self.built, {}, {}, events=list(self.built.events))
         self._recreated = 0
@@ -100,12 +103,15 @@ class Simulation:
         self._settle()
         decisions = run_cycle(self.built.snapshot)
         out.last = decisions
+        out.moved = {}
         for task in decisions.binds:
             out.statuses[task.uid] = "Bound"
         for task in decisions.pipelined:
             out.statuses[task.uid] = "Pipelined"
         for ev in decisions.evictions:
-            out.statuses[ev.task.uid] = "Evicted"
+            out.statuses[ev.task.uid] = "Moved" if ev.moved_to else "Evicted"
+            if ev.moved_to:
+                out.moved[ev.task.uid] = ev.moved_to
             out.evictions.append(self._record(ev, out.cycles))
         out.events.extend(decisions.events)
         changed = bool(decisions.binds or decisions.evictions)
@@ -178,6 +184,8 @@ def pod_entries(outcome: Outcome) -> dict[str, dict[str, Any]]:
     for job in outcome.built.snapshot.jobs:
         for task in job.tasks:
             pods[task.key] = _pod_entry(task, outcome.statuses.get(task.uid))
+            if task.uid in outcome.moved:
+                pods[task.key]["node"] = outcome.moved[task.uid]
     for key, task in outcome.evicted.items():
         if key not in pods:
             entry = _pod_entry(task, "Evicted")
@@ -354,20 +362,44 @@ def parse_now(text: str) -> float:
     return value.timestamp()
 
 
+def scheduler_config(
+    *,
+    placement: str | None = None,
+    actions: str | None = None,
+    config_file: Path | None = None,
+    warn: TextIO | None = None,
+) -> Config:
+    """The configuration from ``--config``, then ``--placement`` and ``--actions`` over it."""
+    config = Config()
+    if config_file is not None:
+        loaded = load_config(config_file)
+        config = loaded.config
+        for warning in loaded.warnings:
+            print(f"Warning: {warning}", file=warn or sys.stderr)
+    if placement is not None:
+        config.placement = placement
+    if actions is not None:
+        config.actions = parse_actions(actions)
+    return config
+
+
 def simulate(
     paths: Sequence[Path],
     *,
     cycles: int | None = None,
-    placement: str = "binpack",
+    placement: str | None = None,
     now: str | None = None,
     recreate_evicted: bool = False,
+    actions: str | None = None,
+    config_file: Path | None = None,
 ) -> Outcome:
+    config = scheduler_config(placement=placement, actions=actions, config_file=config_file)
     docs = load_documents(paths)
     sim = Simulation(
         docs,
         now=parse_now(now) if now else None,
-        placement=placement,
         recreate_evicted=recreate_evicted,
+        config=config,
     )
     return sim.run(cycles)
 
@@ -377,16 +409,24 @@ def run_cli(
     paths: Sequence[Path],
     cycles: int | None,
     output: str,
-    placement: str,
+    placement: str | None,
     now: str | None,
     recreate_evicted: bool,
+    actions: str | None = None,
+    config_file: Path | None = None,
 ) -> int:
     if cycles is not None and cycles < 1:
         print("kai-py simulate: --cycles: must be at least 1", file=sys.stderr)
         return 2
     try:
         outcome = simulate(
-            paths, cycles=cycles, placement=placement, now=now, recreate_evicted=recreate_evicted
+            paths,
+            cycles=cycles,
+            placement=placement,
+            now=now,
+            recreate_evicted=recreate_evicted,
+            actions=actions,
+            config_file=config_file,
         )
     except InputError as exc:
         for problem in exc.problems:

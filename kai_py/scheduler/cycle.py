@@ -9,7 +9,8 @@ from kai_py.scheduler.actions.consolidation import consolidation
 from kai_py.scheduler.actions.preempt import preempt
 from kai_py.scheduler.actions.reclaim import reclaim
 from kai_py.scheduler.actions.stalegang import stale_gang_eviction
-from kai_py.scheduler.model import Job, Snapshot, Task, TaskStatus
+from kai_py.scheduler.actions.victims import MOVED_SUFFIX
+from kai_py.scheduler.model import DEFAULT_ACTIONS, Job, Snapshot, Task, TaskStatus
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import format_quantity
 from kai_py.scheduler.session import Decisions, Eviction, Op, QueueFigures, Session
@@ -17,20 +18,27 @@ from kai_py.scheduler.session import Decisions, Eviction, Op, QueueFigures, Sess
 Action = Callable[[Session, Placer], None]
 
 
+#: Every action, by the name KAI's scheduler configuration gives it.
+ACTIONS: dict[str, Action] = {
+    "allocate": allocate,
+    "consolidation": consolidation,
+    "reclaim": reclaim,
+    "preempt": preempt,
+    "stalegangeviction": stale_gang_eviction,
+}
+
+
 def default_actions() -> list[tuple[str, Action]]:
-    return [
-        ("allocate", allocate),
-        ("consolidation", consolidation),
-        ("reclaim", reclaim),
-        ("preempt", preempt),
-        ("stalegangeviction", stale_gang_eviction),
-    ]
+    return [(name, ACTIONS[name]) for name in DEFAULT_ACTIONS]
 
 
 def run_cycle(snapshot: Snapshot, actions: list[tuple[str, Action]] | None = None) -> Decisions:
+    """One cycle; the actions are the given ones, else those of the snapshot's config."""
     session = Session(snapshot)
     placer = Placer(session)
-    for _, action in actions if actions is not None else default_actions():
+    if actions is None:
+        actions = [(name, ACTIONS[name]) for name in snapshot.config.actions]
+    for _, action in actions:
         action(session, placer)
     return close(session)
 
@@ -41,12 +49,17 @@ def close(session: Session) -> Decisions:
     events = d.events
     d.events = []
     placed: dict[str, Task] = {}
+    moved_to = {
+        rec.task.uid.removesuffix(MOVED_SUFFIX): rec.task.node_name
+        for rec in session.committed
+        if rec.op is Op.ALLOCATE and rec.task.shadow and rec.task.status.is_placed
+    }
     for rec in session.committed:
         task = rec.task
         if rec.op is Op.EVICT:
             job = session.jobs[task.job_uid]
             message = eviction_message(session, rec.action, task, rec.by)
-            d.evictions.append(Eviction(task, rec.action, rec.by, message))
+            d.evictions.append(Eviction(task, rec.action, rec.by, message, moved_to.get(task.uid)))
             session.event("PodGroup", job.namespace, job.name, "Normal", "Evict", message)
         elif rec.op is Op.ALLOCATE and not task.shadow:
             placed[task.uid] = task

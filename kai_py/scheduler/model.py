@@ -219,6 +219,8 @@ class Job:
     created: float
     tasks: list[Task] = field(default_factory=list)
     staleness_grace: float | None = 60.0  # None = never evict a stale gang
+    # The PodGroup did not set a grace period: the scheduler's default applies.
+    staleness_default: bool = False
     stale_since: float | None = None
     mark_unschedulable: bool = True
     priority_class: str = ""
@@ -264,11 +266,23 @@ class Queue:
     version: int = 0  # bumped whenever its totals change in a session
 
 
+#: The actions of a cycle, in KAI's default order.
+DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+
+
 @dataclass(slots=True)
 class Config:
+    """The scheduler's configuration (KAI's scheduler config and parameters)."""
+
     placement: str = "binpack"  # or "spread"
-    max_consolidation_victims: int = 16
+    # Pods one consolidation may move: 0 turns consolidation off (as KAI), None = no cap.
+    max_consolidation_victims: int | None = 16
     stale_gang_eviction: bool = True
+    actions: tuple[str, ...] = DEFAULT_ACTIONS  # run in this order in each cycle
+    # Seconds a gang may run below minMember when its PodGroup does not say; None = never.
+    staleness_grace: float | None = 60.0
+    # Reclaim may move a victim elsewhere instead of only evicting it (KAI's default).
+    allow_consolidating_reclaim: bool = True
 
 
 @dataclass(slots=True)

@@ -45,6 +45,9 @@ class Eviction:
     action: str
     by: Job | None
     message: str
+    # A move: the node where the session placed the pod again (its controller's
+    # replacement goes there, pipelined); None = evicted only.
+    moved_to: str | None = None
 
 
 @dataclass(slots=True)

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.kai_cases import CASES_DIR, case_names, known_differences, run_case
+from tests.conformance.kai_cases import (
+    CASES_DIR,
+    case_names,
+    is_session,
+    known_differences,
+    run_case,
+)
 
 KNOWN = known_differences()
 CASES = case_names()
 
 
 def test_all_cases_are_here() -> None:
-    assert len(CASES) == 51
+    assert len(CASES) == 133
+    assert sum(is_session(n) for n in CASES) == 82
     assert (CASES_DIR / "README.md").exists(), "the provenance note must stay beside the cases"
 
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from kai_py.cluster.inputs import Document, InputError
-from kai_py.cluster.simulation import Simulation, parse_now, to_json
+from kai_py.cluster.simulation import Simulation, parse_now, scheduler_config, to_json
 
 HERE = Path(__file__).parent
 FILES = sorted(HERE.glob("*.yaml"))
@@ -56,11 +56,16 @@ def check(path: Path) -> list[str]:
     header, docs = _load(path)
     expect = header.get("expect") or {}
     try:
+        config = scheduler_config(
+            placement=header.get("placement", "binpack"),
+            actions=header.get("actions"),
+            config_file=HERE / header["config"] if header.get("config") else None,
+        )
         sim = Simulation(
             docs,
             now=parse_now(header["now"]) if header.get("now") else None,
-            placement=header.get("placement", "binpack"),
             recreate_evicted=bool(header.get("recreateEvicted", False)),
+            config=config,
         )
         outcome = sim.run(header.get("cycles"))
     except InputError as exc:

@@ -24,7 +24,7 @@ def _free_gpu(node: Node) -> float:
 
 
 def consolidation(session: Session, placer: Placer) -> None:
-    if session.framework.placement == "spread":
+    if session.framework.placement == "spread" or session.config.max_consolidation_victims == 0:
         return
     pool: VictimPool | None = None
     free: tuple[float, float] | None = None

@@ -17,7 +17,7 @@ def stale_gang_eviction(session: Session, placer: Placer) -> None:
             continue
         since = job.stale_since if job.stale_since is not None else session.now
         session.decisions.stale_since[job.uid] = since
-        grace = job.staleness_grace
+        grace = session.config.staleness_grace if job.staleness_default else job.staleness_grace
         if grace is None or session.now - since < grace:
             continue
         stmt = session.statement()

@@ -187,9 +187,12 @@ class VictimSearch:
         return True
 
 
+MOVED_SUFFIX = "~moved"
+
+
 def shadow_of(task: Task) -> Task:
     return Task(
-        uid=f"{task.uid}~moved",
+        uid=f"{task.uid}{MOVED_SUFFIX}",
         namespace=task.namespace,
         name=task.name,
         job_uid=task.job_uid,
