@@ -83,3 +83,11 @@ KAI_STALE_TIMESTAMP_ANNOTATION: Final = "kai.scheduler/stale-podgroup-timestamp"
 # kai-py: every GPU group of a shared pod on several cards, comma-separated (the
 # runai-gpu-group label holds the first; a label value cannot hold commas).
 GPU_GROUPS_ANNOTATION: Final = "kai.scheduler/gpu-groups"
+
+# When one of the group's pods was last evicted (KAI's annotation): the preemption
+# delay counts from it.
+LAST_EVICTION_ANNOTATION: Final = "kai.scheduler/last-eviction-timestamp"
+PREEMPTION_DELAY_ANNOTATION: Final = "kai.scheduler/preemption-delay"
+STALENESS_GRACE_ANNOTATION: Final = "kai.scheduler/staleness-grace-period"
+SKIP_PODGROUPER_ANNOTATION: Final = "kai.scheduler/skip-podgrouper"
+TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"

@@ -303,6 +303,16 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
                 f"{who}: metadata.annotations[{keys.STALE_SINCE_ANNOTATION}]: "
                 f"not an RFC 3339 time: {stale_text!r}"
             )
+    last_evicted = None
+    evicted_text = annotations.get(keys.LAST_EVICTION_ANNOTATION)
+    if evicted_text:
+        try:
+            last_evicted = parse_time(evicted_text)
+        except ValueError:
+            errors.append(
+                f"{who}: metadata.annotations[{keys.LAST_EVICTION_ANNOTATION}]: "
+                f"not an RFC 3339 time: {evicted_text!r}"
+            )
     job = Job(
         uid=str(m.get("uid") or f"{ns}/{name}"),
         source=doc.source,
@@ -316,6 +326,8 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
         created=parse_time(m.get("creationTimestamp")) or 0.0,
         staleness_grace=spec.staleness_grace_seconds if spec else 60.0,
         staleness_default=spec is None or spec.staleness_grace_period is None,
+        preemption_delay=spec.preemption_delay_seconds if spec else 0.0,
+        last_evicted=last_evicted,
         mark_unschedulable=spec.mark_unschedulable if spec else True,
         priority_class=(spec.priority_class_name or keys.DEFAULT_PRIORITY_CLASS) if spec else "",
         errors=errors,

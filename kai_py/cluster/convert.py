@@ -276,6 +276,7 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         start_time=parse_time(status_obj.get("startTime")),
         created=parse_time(m.get("creationTimestamp")) or 0.0,
         role=role,
+        task_priority=_task_priority(labels),
         stuck=status is TaskStatus.RELEASING and deadline is not None and deadline < now,
         nominated_node=(
             str(status_obj["nominatedNodeName"])
@@ -283,6 +284,18 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
             else None
         ),
     )
+
+
+def _task_priority(labels: Mapping[str, Any]) -> int | None:
+    """The kai.scheduler/task-priority label; a value that is not a whole number
+    ranks below every number (as KAI does)."""
+    value = labels.get(keys.TASK_PRIORITY_LABEL)
+    if value is None:
+        return None
+    try:
+        return int(str(value))
+    except ValueError:
+        return -(2**31)
 
 
 _MASTER_LABELS = ("training.kubeflow.org/replica-type", "replica-type", "role")

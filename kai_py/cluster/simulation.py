@@ -109,6 +109,8 @@ class Simulation:
         for task in decisions.pipelined:
             out.statuses[task.uid] = "Pipelined"
         for ev in decisions.evictions:
+            if ev.task.job_uid in self.jobs:
+                self.jobs[ev.task.job_uid].last_evicted = self.now
             out.statuses[ev.task.uid] = "Moved" if ev.moved_to else "Evicted"
             if ev.moved_to:
                 out.moved[ev.task.uid] = ev.moved_to
@@ -175,6 +177,7 @@ class Simulation:
             tolerations=task.tolerations,
             created=self.now,
             role=task.role,
+            task_priority=task.task_priority,
         )
 
 

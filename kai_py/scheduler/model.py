@@ -160,6 +160,9 @@ class Task:
     start_time: float | None = None
     created: float = 0.0
     role: str = "worker"  # "master" pods are evicted last
+    # The kai.scheduler/task-priority label: labelled pods go first, higher first
+    # (and are evicted last); None = no label.
+    task_priority: int | None = None
     # Releasing past its deletion deadline: it holds its resources, but nothing may
     # wait for them, since they may never be freed.
     stuck: bool = False
@@ -173,6 +176,18 @@ class Task:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def order(self) -> tuple[int, int, int, float, str]:
+        """The order in which a job's pods are placed (smaller first); evicted in reverse."""
+        labelled = self.task_priority is not None
+        return (
+            0 if self.role == "master" else 1,
+            0 if labelled else 1,
+            -(self.task_priority or 0),
+            self.created,
+            self.name,
+        )
 
     @property
     def is_shared(self) -> bool:
@@ -221,6 +236,10 @@ class Job:
     staleness_grace: float | None = 60.0  # None = never evict a stale gang
     # The PodGroup did not set a grace period: the scheduler's default applies.
     staleness_default: bool = False
+    # Seconds the job must wait, from max(created, last_evicted), before it may
+    # evict others (preempt, reclaim, consolidation); plain allocation is not delayed.
+    preemption_delay: float = 0.0
+    last_evicted: float | None = None  # when one of its pods was last evicted
     stale_since: float | None = None
     mark_unschedulable: bool = True
     priority_class: str = ""
@@ -231,6 +250,12 @@ class Job:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def within_preemption_delay(self, now: float) -> bool:
+        if self.preemption_delay <= 0:
+            return False
+        anchor = max(self.created, self.last_evicted or self.created)
+        return now < anchor + self.preemption_delay
 
     def count(self, *statuses: TaskStatus) -> int:
         return sum(1 for t in self.tasks if t.status in statuses)

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Final
 
 from kai_py.api import keys
 from kai_py.api.common import ObjectMeta, OwnerReference, object_ref
+from kai_py.api.durations import parse_duration
 from kai_py.api.podgroup import PodGroup, PodGroupSpec, Preemptibility
 
 # Kubeflow training-operator kinds -> the prefix of their `<x>ReplicaSpecs` field.
@@ -249,6 +250,10 @@ def _kubeflow_min_member(job: _Obj) -> int:
         return _non_negative_int(
             policy["minAvailable"], job, "spec.runPolicy.schedulingPolicy.minAvailable"
         )
+    elastic = _mapping(spec.get("elasticPolicy"))
+    if job.kind == "PyTorchJob" and elastic.get("minReplicas") is not None:
+        # An elastic PyTorchJob runs with as few as minReplicas workers.
+        return _non_negative_int(elastic["minReplicas"], job, "spec.elasticPolicy.minReplicas")
     specs_field = KUBEFLOW_REPLICA_SPECS[job.kind]
     replica_specs = spec.get(specs_field)
     if not isinstance(replica_specs, Mapping) or not replica_specs:
@@ -327,6 +332,20 @@ def group_pod(
         )
 
     chain = _owner_chain(pod, owners, namespace)
+    skipper = next(
+        (
+            o
+            for o in [pod_obj, *chain]
+            if o.annotations.get(keys.SKIP_PODGROUPER_ANNOTATION) == "true"
+        ),
+        None,
+    )
+    if skipper is not None:
+        # The user manages the PodGroup (named in the pod's pod-group-name annotation).
+        return LeftAlone(
+            f'{skipper.kind} {skipper.name} has {keys.SKIP_PODGROUPER_ANNOTATION}: "true"',
+            named_group,
+        )
     if not chain and named_group:
         return LeftAlone("the pod names its own PodGroup and has no owner", named_group)
 
@@ -366,6 +385,10 @@ def _group(
     queue = queue_found[1] if queue_found else default_queue
     priority = _priority_class(lookup, pod_spec, kubeflow_job, default_priority_class)
     preemptibility, warnings = _preemptibility(lookup)
+    preemption_delay = _duration_annotation(lookup, keys.PREEMPTION_DELAY_ANNOTATION, warnings)
+    staleness = _duration_annotation(
+        lookup, keys.STALENESS_GRACE_ANNOTATION, warnings, negative_ok=True
+    )
 
     name = group_name_for(group_owner.name, group_owner.uid, group_owner.kind)
     if named_group and named_group != name:
@@ -389,9 +412,37 @@ def _group(
             queue=queue,
             priority_class_name=priority,
             preemptibility=preemptibility,
+            preemption_delay=preemption_delay,
+            staleness_grace_period=staleness,
         ),
     )
     return Grouped(name, pod_group, tuple(warnings))
+
+
+def _duration_annotation(
+    lookup: Sequence[_Obj], key: str, warnings: list[GrouperWarning], *, negative_ok: bool = False
+) -> str | None:
+    """A duration annotation (top owner first, then the pod); a bad value is ignored, loudly."""
+    for obj in lookup:
+        value = obj.annotations.get(key)
+        if value is None:
+            continue
+        try:
+            seconds = parse_duration(value)
+        except ValueError:
+            seconds = None
+        if seconds is None or (seconds < 0 and not negative_ok):
+            warnings.append(
+                GrouperWarning(
+                    obj.event_ref(),
+                    f'metadata.annotations["{key}"]',
+                    f"must be a {'' if negative_ok else 'non-negative '}duration such as "
+                    f'"30s" or "5m", got "{value}"; ignored',
+                )
+            )
+            continue
+        return value
+    return None
 
 
 def _batch_job(chain: list[_Obj]) -> _Obj | None:

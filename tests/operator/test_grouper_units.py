@@ -221,3 +221,25 @@ def test_a_pending_pod_that_went_is_forgotten() -> None:
     assert grouper.retry_pending() == []  # the pod is not there (404)
     kube.objects["/api/v1/namespaces/ns/pods/train-0"] = job_pod()
     assert grouper.retry_pending() == []  # and it was forgotten
+
+
+# --- kai.scheduler/skip-podgrouper: the user's PodGroup is left alone
+
+
+def test_skip_podgrouper_on_the_job_keeps_the_pod_in_the_users_group() -> None:
+    skipping = job()
+    skipping["metadata"]["annotations"][keys.SKIP_PODGROUPER_ANNOTATION] = "true"
+    kube = FakeKube({JOB_PATH: skipping})
+    pod = job_pod(annotations={keys.POD_GROUP_ANNOTATION: "mine"})
+    outcome = service(kube).handle(pod)
+    assert outcome.group == "mine"
+    assert not kube.writes("POST", "/podgroups")
+    assert not kube.writes("PATCH")
+
+
+def test_without_it_the_pod_is_moved_to_its_owners_group() -> None:
+    pod = job_pod(annotations={keys.POD_GROUP_ANNOTATION: "mine"})
+    kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": pod})
+    outcome = service(kube).handle(pod)
+    assert outcome.group == "pg-train-job-uid"
+    assert kube.writes("PATCH")

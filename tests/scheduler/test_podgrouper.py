@@ -533,3 +533,74 @@ def test_the_inputs_are_not_modified() -> None:
     before = copy.deepcopy((p, job))
     group_pod(p, [job])
     assert (p, job) == before
+
+
+# --- KAI features read from workloads -------------------------------------------
+
+
+def test_elastic_pytorchjob_min_member_is_min_replicas() -> None:
+    spec: dict[str, Any] = {
+        "elasticPolicy": {"minReplicas": 2, "maxReplicas": 6},
+        "pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 5}},
+    }
+    job = obj("kubeflow.org/v1", "PyTorchJob", "dist", "u-kf", spec=spec)
+    assert grouped(group_pod(pod(owner=job), [job])).pod_group.spec.min_member == 2
+    # minAvailable still wins, as in KAI's PyTorchJob grouper.
+    spec["runPolicy"] = {"schedulingPolicy": {"minAvailable": 3}}
+    job = obj("kubeflow.org/v1", "PyTorchJob", "dist", "u-kf", spec=spec)
+    assert grouped(group_pod(pod(owner=job), [job])).pod_group.spec.min_member == 3
+
+
+def test_skip_podgrouper_keeps_the_users_pod_group() -> None:
+    job = obj(
+        "batch/v1", "Job", "train", "u-job", annotations={keys.SKIP_PODGROUPER_ANNOTATION: "true"}
+    )
+    result = group_pod(pod(owner=job, annotations={keys.POD_GROUP_ANNOTATION: "mine"}), [job])
+    assert isinstance(result, LeftAlone)
+    assert result.group_name == "mine"
+    on_pod = group_pod(
+        pod(annotations={keys.SKIP_PODGROUPER_ANNOTATION: "true", keys.POD_GROUP_ANNOTATION: "x"}),
+        [],
+    )
+    assert isinstance(on_pod, LeftAlone)
+    # Only "true" skips.
+    job = obj(
+        "batch/v1", "Job", "train", "u-job", annotations={keys.SKIP_PODGROUPER_ANNOTATION: "yes"}
+    )
+    assert isinstance(group_pod(pod(owner=job), [job]), Grouped)
+
+
+def test_preemption_delay_and_staleness_annotations_reach_the_pod_group() -> None:
+    job = obj(
+        "batch/v1",
+        "Job",
+        "train",
+        "u-job",
+        annotations={
+            keys.PREEMPTION_DELAY_ANNOTATION: "5m",
+            keys.STALENESS_GRACE_ANNOTATION: "-1s",
+        },
+    )
+    spec = grouped(group_pod(pod(owner=job), [job])).pod_group.spec
+    assert spec.preemption_delay_seconds == 300
+    assert spec.staleness_grace_seconds is None  # negative: never evicted as stale
+    on_pod = grouped(group_pod(pod(annotations={keys.PREEMPTION_DELAY_ANNOTATION: "30s"}), []))
+    assert on_pod.pod_group.spec.preemption_delay_seconds == 30
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (keys.PREEMPTION_DELAY_ANNOTATION, "soon"),
+        (keys.PREEMPTION_DELAY_ANNOTATION, "-5s"),
+        (keys.STALENESS_GRACE_ANNOTATION, "5 minutes"),
+    ],
+)
+def test_bad_duration_annotations_are_warnings_and_ignored(key: str, value: str) -> None:
+    job = obj("batch/v1", "Job", "train", "u-job", annotations={key: value})
+    result = grouped(group_pod(pod(owner=job), [job]))
+    assert result.pod_group.spec.preemption_delay is None
+    assert result.pod_group.spec.staleness_grace_period is None
+    (warning,) = result.warnings
+    assert warning.field == f'metadata.annotations["{key}"]'
+    assert value in warning.problem

@@ -16,8 +16,8 @@ def needed(job: Job) -> int:
     return job.min_member - placed if placed < job.min_member else 1
 
 
-def task_order(task: Task) -> tuple[int, float, str]:
-    return (0 if task.role == "master" else 1, task.created, task.name)
+def task_order(task: Task) -> tuple[int, int, int, float, str]:
+    return task.order
 
 
 def next_tasks(job: Job, count: int) -> list[Task]:

@@ -15,11 +15,18 @@ from kai_py.scheduler.session import Session
 def preemptors(session: Session, *, check_limit: bool = True) -> Iterator[Job]:
     """Pending jobs that allocate could not place, in queue and job order.
 
+    A job within its preemption delay waits: it may take free resources, but
+    not evict anyone yet.
+
     ``check_limit=False`` is for preempt, whose victims come from the same
     queue: swapping jobs can keep the queue within its limit, which is then
     checked on the outcome instead.
     """
-    ready = [j for j in pending_jobs(session) if gate(session, j) is None]
+    ready = [
+        j
+        for j in pending_jobs(session)
+        if gate(session, j) is None and not j.within_preemption_delay(session.now)
+    ]
     picker = JobPicker(session, ready, lambda j: demand(session, j))
     while (job := picker.pop()) is not None:
         refusal = session.framework.check_capacity(

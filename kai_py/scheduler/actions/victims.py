@@ -1,7 +1,8 @@
 """The victim search shared by reclaim, preempt and consolidation.
 
 Victims are added one unit at a time, cheapest first: the surplus pods of
-elastic jobs (workers before masters, newest first), then whole gangs (a
+elastic jobs (in the reverse of the order their pods are placed in: workers before
+masters, lowest task-priority and newest first), then whole gangs (a
 gang that would fall below minMember goes as a whole). After each addition
 the preemptor is placed on what the victims release; if that works and the
 action's validator agrees, units that turn out not to be needed are put
@@ -34,17 +35,18 @@ def always(_: Sequence[Unit]) -> bool:
     return True
 
 
-def _eviction_order(task: Task) -> tuple[bool, float, str]:
-    return (task.role == "master", -(task.start_time or 0.0), task.name)
-
-
 def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], Unit | None]:
     """A job's surplus pods (one unit each) and its gang unit (all its running pods).
 
     The gang unit holds every running pod, so taking it never leaves part of a
     gang behind; a protected pod (too young) keeps the whole gang safe.
     """
-    running = sorted((t for t in job.tasks if t.status is TaskStatus.RUNNING), key=_eviction_order)
+    # The reverse of the placement order: the last pod placed is the first to go.
+    running = sorted(
+        (t for t in job.tasks if t.status is TaskStatus.RUNNING),
+        key=lambda t: t.order,
+        reverse=True,
+    )
     if not running:
         return [], None
     surplus: list[Unit] = []
@@ -205,5 +207,6 @@ def shadow_of(task: Task) -> Task:
         tolerations=task.tolerations,
         created=task.created,
         role=task.role,
+        task_priority=task.task_priority,
         shadow=True,
     )
