@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from kai_py.scheduler.fairshare import dominant_share
+from kai_py.scheduler.fairshare import allocatable_share, dominant_share
 from kai_py.scheduler.model import Job, Queue
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Session
@@ -31,9 +31,43 @@ def job_key(job: Job) -> JobKey:
 
 
 def over_fair_share(queue: Queue) -> bool:
-    return any(
+    """Above its fair share in every resource (CPU, memory and GPU), as KAI's queue order."""
+    return all(
         queue.allocated.get(r) > queue.fair_share.get(r) + EPS for r in ("gpu", "cpu", "memory")
     )
+
+
+def uses_zero_share(queue: Queue, extra: Res) -> bool:
+    """It would hold some of a resource of which its allocatable share is nothing."""
+    return any(
+        allocatable_share(queue, r) <= EPS and queue.allocated.get(r) + extra.get(r) > EPS
+        for r in ("gpu", "cpu", "memory")
+    )
+
+
+class WeakerShare:
+    """Orders queues by allocatable share: the one smaller in at least one resource
+    and in none larger goes first (a "weaker" queue); other pairs are equal."""
+
+    __slots__ = ("shares",)
+
+    def __init__(self, queue: Queue) -> None:
+        self.shares = tuple(allocatable_share(queue, r) for r in ("gpu", "cpu", "memory"))
+
+    def _weaker(self, other: WeakerShare) -> bool:
+        pairs = list(zip(self.shares, other.shares, strict=True))
+        return all(a <= b + EPS for a, b in pairs) and any(a < b - EPS for a, b in pairs)
+
+    def __lt__(self, other: object) -> bool:
+        return isinstance(other, WeakerShare) and self._weaker(other)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, WeakerShare) and not self._weaker(other) and not other._weaker(self)
+        )
+
+    def __hash__(self) -> int:
+        return 0
 
 
 def within_deserved(queue: Queue, extra: Res) -> bool:
@@ -45,8 +79,10 @@ def queue_key(queue: Queue, extra: Res) -> tuple[object, ...]:
         over_fair_share(queue),
         not within_deserved(queue, extra),
         -queue.priority,
+        uses_zero_share(queue, extra),
         dominant_share(queue, extra),
         dominant_share(queue),
+        WeakerShare(queue),
         queue.created,
         queue.name,
     )

@@ -6,7 +6,7 @@ from builders import job, node, queue, res, running, snapshot, task
 
 from kai_py.scheduler.actions.common import demand
 from kai_py.scheduler.model import Job, Queue
-from kai_py.scheduler.ordering import JobPicker, elastic_state, job_key, queue_key
+from kai_py.scheduler.ordering import JobPicker, WeakerShare, elastic_state, job_key, queue_key
 from kai_py.scheduler.session import Session
 
 
@@ -74,9 +74,37 @@ def qorder(extra: float, *queues: Queue) -> list[str]:
 
 
 def test_queue_not_over_fair_share_first() -> None:
-    over = q("over", allocated=G(gpu=3), fair_share=G(gpu=2), deserved=G(gpu=10), priority=200)
+    # "Over" means over in every resource: CPU and memory too.
+    over = q(
+        "over",
+        allocated=G(gpu=3, cpu=3, memory=3),
+        fair_share=G(gpu=2, cpu=1, memory=1),
+        deserved=G(gpu=10),
+        priority=200,
+    )
     under = q("under", allocated=G(gpu=5), fair_share=G(gpu=6), deserved=G(gpu=0), priority=1)
     assert qorder(1, over, under) == ["under", "over"]
+
+
+def test_over_fair_share_in_gpu_only_is_not_over() -> None:
+    gpu_only = q(
+        "gpu-only",
+        allocated=G(gpu=3, cpu=1, memory=1),
+        fair_share=G(gpu=2, cpu=4, memory=4),
+        deserved=G(gpu=10),
+        priority=200,
+    )
+    under = q("under", allocated=G(gpu=5), fair_share=G(gpu=6), deserved=G(gpu=0), priority=1)
+    assert qorder(1, gpu_only, under) == ["gpu-only", "under"]  # priority decides
+
+
+def test_a_queue_with_a_smaller_allocatable_share_is_weaker() -> None:
+    big = q("a-big", allocated=G(gpu=1), fair_share=G(gpu=4), deserved=G(gpu=4))
+    small = q("b-small", allocated=G(gpu=1), fair_share=G(gpu=2), deserved=G(gpu=2))
+    big.limit = small.limit = G(gpu=100, cpu=100, memory=100)
+    assert WeakerShare(small) < WeakerShare(big)
+    assert not WeakerShare(big) < WeakerShare(small)
+    assert WeakerShare(big) == WeakerShare(big)
 
 
 def test_over_fair_share_counts_any_resource() -> None:
