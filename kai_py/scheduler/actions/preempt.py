@@ -42,7 +42,14 @@ def preempt(session: Session, placer: Placer) -> None:
                 partial(_old_enough, session, job.queue),
             )
         units = pool.units([job.queue], keep=lambda v, job=job: v.priority < job.priority)  # type: ignore[misc]
-        if VictimSearch(session, placer, "preempt", always).run(job, units):
+        search = VictimSearch(
+            session,
+            placer,
+            "preempt",
+            always,
+            move_victims=session.config.allow_consolidating_reclaim,
+        )
+        if search.run(job, units):
             continue
         note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
         session.explain(job, _why_not(job, True, note))

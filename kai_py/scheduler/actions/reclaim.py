@@ -171,7 +171,14 @@ def _reclaim_one_way(
     ]
     if not queues:
         return False
-    search = VictimSearch(session, placer, "reclaim", plan.validate, admit=plan.admit)
+    search = VictimSearch(
+        session,
+        placer,
+        "reclaim",
+        plan.validate,
+        admit=plan.admit,
+        move_victims=session.config.allow_consolidating_reclaim,
+    )
     return search.run(job, pool.units(queues))
 
 

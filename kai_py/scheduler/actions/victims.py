@@ -15,9 +15,11 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kai_py.scheduler.actions.common import needed, place_tasks
+from kai_py.scheduler.actions.common import demand, needed, place_tasks
 from kai_py.scheduler.model import Job, Task, TaskStatus
+from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Op, Session, Statement
 
 
@@ -113,6 +115,7 @@ class VictimSearch:
         validate: Validator,
         *,
         replace_victims: bool = False,
+        move_victims: bool = False,
         max_victims: int | None = None,
         admit: Callable[[Unit], bool] | None = None,
     ) -> None:
@@ -121,6 +124,7 @@ class VictimSearch:
         self.action = action
         self.validate = validate
         self.replace_victims = replace_victims
+        self.move_victims = move_victims
         self.max_victims = max_victims
         self.admit = admit
 
@@ -170,13 +174,59 @@ class VictimSearch:
         assert applied, "a scenario that worked must work again"
 
     def _try(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
-        result = place_tasks(self.session, stmt, self.placer, preemptor, needed(preemptor))
-        if not result.ok:
-            return False
-        if self.replace_victims and not self._replace(stmt):
-            return False
+        if self.move_victims:
+            if not self._simulate(stmt, preemptor, units):
+                return False
+        else:
+            result = place_tasks(self.session, stmt, self.placer, preemptor, needed(preemptor))
+            if not result.ok:
+                return False
+            if self.replace_victims and not self._replace(stmt):
+                return False
         s = self.session
         return self.validate(units) and s.framework.validate(s, preemptor, units, self.action)
+
+    def _simulate(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
+        """Place the preemptor and the victims again, in queue and job order.
+
+        A victim whose turn comes first may take its resources back (then the
+        preemptor may no longer fit: the scenario fails); one that fits anywhere
+        after the preemptor is moved there instead of only evicted.
+        """
+        evicted: dict[str, list[Task]] = {}
+        for rec in stmt.log:
+            if rec.op is Op.EVICT:
+                evicted.setdefault(rec.task.job_uid, []).append(rec.task)
+        jobs = {u.job.uid: u.job for u in units if u.job.uid in evicted}
+        session = self.session
+
+        def want(job: Job) -> Res:
+            if job is preemptor:
+                return demand(session, job, needed(job))
+            total = Res()
+            for task in evicted[job.uid]:
+                total.add(session.task_res(task, None))
+            return total
+
+        picker = JobPicker(session, [preemptor, *jobs.values()], want)
+        while (job := picker.pop()) is not None:
+            if job is preemptor:
+                if not place_tasks(session, stmt, self.placer, preemptor, needed(preemptor)).ok:
+                    return False
+                continue
+            # The gang's missing part moves as a whole or not at all; an elastic
+            # job's surplus moves pod by pod while there is room.
+            gang = max(0, job.min_member - job.placed)
+            mark = stmt.checkpoint()
+            for index, task in enumerate(sorted(evicted[job.uid], key=lambda t: t.order)):
+                shadow = shadow_of(task)
+                where = self.placer.find(shadow)
+                if where is None:
+                    if index < gang:
+                        stmt.rollback(mark)
+                    break
+                stmt.allocate(shadow, where.node, where.groups, True)
+        return True
 
     def _replace(self, stmt: Statement) -> bool:
         """Find every victim of this scenario a new place (held by a shadow task)."""
