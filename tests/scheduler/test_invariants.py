@@ -344,8 +344,8 @@ def check_cycle(snap: Snapshot, actions: list[tuple[str, Action]] | None = None)
         )
         # (b)
         assert victim.preemptible, f"non-preemptible {ev.task.key} evicted by {ev.action}"
-        # (c)
-        if ev.action == "reclaim":
+        # (c) a pod moved elsewhere (evicted and placed again) takes nothing from its queue
+        if ev.action == "reclaim" and ev.moved_to is None:
             _, theirs = split_paths(before, ev.by.queue, victim.queue)
             for q in theirs:
                 assert alloc_before[q.name] > deserved[q.name] + EPS, (

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 from kai_py.scheduler.actions.allocate import gate, pending_jobs
 from kai_py.scheduler.actions.common import demand, needed
-from kai_py.scheduler.model import Job, Queue, Task, TaskStatus
+from kai_py.scheduler.model import Job, Task, TaskStatus
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Session
@@ -63,17 +63,6 @@ def contested(amount: Res) -> tuple[str, ...]:
     if amount.gpu > EPS:
         return ("gpu",)
     return tuple(r for r in ("cpu", "memory") if amount.get(r) > EPS) or ("cpu",)
-
-
-def saturation(queue: Queue, resources: tuple[str, ...]) -> float:
-    worst = 0.0
-    for res in resources:
-        used = queue.allocated.get(res)
-        share = queue.fair_share.get(res)
-        if used <= EPS:
-            continue
-        worst = max(worst, used / share if share > EPS else float("inf"))
-    return worst
 
 
 def victim_cost(job: Job) -> tuple[int, float, float, str]:

@@ -1,12 +1,11 @@
-"""reclaim: take resources back from queues over their fair share (SEMANTICS.md section 3).
+"""reclaim: take resources back from queues over their share.
 
-A job may reclaim when its queue, and every queue above it, stays within its
-fair share after the job (non-preemptible jobs: within deserved quota).
-Victims are preemptible running jobs of other queues that are above their
-fair share, old enough for their queue's reclaimMinRuntime. Validation:
-every queue on the victim's side of the tree (below the common ancestor)
-stays at or above its fair share, and the reclaimer's side does not end up
-more saturated than the victim's side.
+A job may reclaim when its queue stays within its fair share (or its deserved
+quota) after the job; non-preemptible jobs also keep their queue's
+non-preemptible work within its deserved quota. Who may be a victim and
+whether a scenario is acceptable follow KAI's rules (``reclaimable``); the
+victims must be old enough for their queue's reclaimMinRuntime. Victims that
+fit elsewhere after the reclaimer is placed are moved rather than evicted.
 """
 
 from __future__ import annotations
@@ -20,9 +19,9 @@ from kai_py.scheduler.actions.evicting import (
     old_enough,
     preemptors,
     protected_note,
-    saturation,
     victim_cost,
 )
+from kai_py.scheduler.actions.reclaimable import Reclaimable
 from kai_py.scheduler.actions.victims import Unit, VictimPool, VictimSearch
 from kai_py.scheduler.model import Job, Queue
 from kai_py.scheduler.placement import Placer
@@ -75,56 +74,25 @@ def within_share(
     return None
 
 
-def _above(queues: Sequence[Queue], bound_by: str, resources: tuple[str, ...]) -> bool:
-    """Every queue is above its bound with what it held before this cycle.
-
-    What allocate placed this cycle does not count: a queue within its quota
-    when the cycle began must not lose a running pod because it was just given
-    idle resources elsewhere.
-    """
-    return bool(queues) and all(
-        q.allocated.get(r) - q.added.get(r) > getattr(q, bound_by).get(r) + EPS
-        for q in queues
-        for r in resources
-    )
-
-
 class _Reclaim:
-    """One of the two ways KAI lets a queue take resources back.
+    """KAI's reclaim rules (``reclaimable``) as the victim search's admit and validate."""
 
-    ``fair_share``: the reclaimer's branch stays within its fair share, each
-    victim's branch is above its fair share when its victim is taken, and the
-    reclaimer does not end up more saturated than the victim's branch was.
-    ``deserved``: the reclaimer's branch stays within its deserved quota and
-    each victim's branch is above its deserved quota (a queue always gets its
-    quota back). Non-preemptible reclaimers only have the second way.
-    """
-
-    def __init__(self, session: Session, job: Job, amount: Res, way: str) -> None:
+    def __init__(self, session: Session, job: Job, amount: Res) -> None:
         self.session = session
-        self.job = job
-        self.amount = amount
-        self.way = way
-        self.resources = contested(amount)
-        self.saturation_before: dict[int, float] = {}
+        self.rules = Reclaimable(session, job, amount)
 
     def admit(self, unit: Unit) -> bool:
-        _, theirs = split_paths(self.session, self.job.queue, unit.job.queue)
-        if not _above(theirs, self.way, self.resources):
-            return False
-        self.saturation_before[id(unit)] = saturation(theirs[-1], self.resources)
-        return True
+        return self.rules.may_be_victim(unit.job.queue)
 
     def validate(self, chosen: Sequence[Unit]) -> bool:
+        victims: list[tuple[Job, Res]] = []
         for unit in chosen:
-            mine, theirs = split_paths(self.session, self.job.queue, unit.job.queue)
-            if within_share(self.session, self.job, mine, self.amount, self.way) is not None:
-                return False
-            if self.way == "fair_share" and mine and theirs:
-                before = self.saturation_before.get(id(unit), 0.0)
-                if saturation(mine[-1], self.resources) > before + EPS:
-                    return False
-        return True
+            freed = Res()
+            for task in unit.tasks:
+                node = self.session.nodes.get(task.node_name or "")
+                freed.add(self.session.task_res(task, node))
+            victims.append((unit.job, freed))
+        return self.rules.acceptable(victims)
 
 
 WAYS = ("fair_share", "deserved")
@@ -140,8 +108,7 @@ def reclaim(session: Session, placer: Placer) -> None:
         # here both kinds of job compare their queue's whole allocation.
         why_not = {way: within_share(session, job, [leaf], amount, way) for way in WAYS}
         leaf.allocated.sub(amount)
-        ways = [way for way, refusal in why_not.items() if refusal is None]
-        if not ways:
+        if all(refusal is not None for refusal in why_not.values()):
             refusal = why_not["fair_share"]
             assert refusal is not None
             session.explain(job, refusal)
@@ -156,19 +123,13 @@ def reclaim(session: Session, placer: Placer) -> None:
                     session, t, session.jobs[t.job_uid].queue, "reclaim_min_runtime"
                 ),
             )
-        if not any(_reclaim_one_way(session, placer, pool, job, amount, way) for way in ways):
+        if not _reclaim(session, placer, pool, job, amount):
             session.explain(job, _nothing_to_reclaim(session, job))
 
 
-def _reclaim_one_way(
-    session: Session, placer: Placer, pool: VictimPool, job: Job, amount: Res, way: str
-) -> bool:
-    plan = _Reclaim(session, job, amount, way)
-    queues = [
-        q
-        for q in pool.queues
-        if q != job.queue and _above(split_paths(session, job.queue, q)[1], way, plan.resources)
-    ]
+def _reclaim(session: Session, placer: Placer, pool: VictimPool, job: Job, amount: Res) -> bool:
+    plan = _Reclaim(session, job, amount)
+    queues = [q for q in pool.queues if q != job.queue and plan.rules.may_be_victim(q)]
     if not queues:
         return False
     search = VictimSearch(

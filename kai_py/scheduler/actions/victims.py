@@ -161,14 +161,17 @@ class VictimSearch:
         return self._try(stmt, preemptor, units)
 
     def _prune(self, stmt: Statement, preemptor: Job, chosen: list[Unit]) -> None:
-        """Drop units the preemptor turned out not to need; leave the best scenario applied."""
-        index = 0
-        while index < len(chosen) - 1:
+        """Drop units the preemptor turned out not to need; leave the best scenario applied.
+
+        The dearest units (added last) are tried first, so cheap victims are kept
+        and dear ones spared.
+        """
+        index = len(chosen) - 2  # the last unit added is the one that made it work
+        while index >= 0:
             trial = chosen[:index] + chosen[index + 1 :]
             if self._scenario(stmt, preemptor, trial):
                 chosen[:] = trial
-            else:
-                index += 1
+            index -= 1
             stmt.rollback(0)
         applied = self._scenario(stmt, preemptor, chosen)
         assert applied, "a scenario that worked must work again"
@@ -184,7 +187,24 @@ class VictimSearch:
             if self.replace_victims and not self._replace(stmt):
                 return False
         s = self.session
-        return self.validate(units) and s.framework.validate(s, preemptor, units, self.action)
+        real = self._really_evicted(stmt, units) if self.move_victims else list(units)
+        return self.validate(real) and s.framework.validate(s, preemptor, real, self.action)
+
+    @staticmethod
+    def _really_evicted(stmt: Statement, units: Sequence[Unit]) -> list[Unit]:
+        """The victims as they give resources up: pods moved elsewhere do not count."""
+        moved = {
+            rec.task.uid.removesuffix(MOVED_SUFFIX)
+            for rec in stmt.log
+            if rec.op is Op.ALLOCATE and rec.task.shadow
+        }
+        evicted = {rec.task.uid for rec in stmt.log if rec.op is Op.EVICT}
+        real: list[Unit] = []
+        for unit in units:
+            gone = [t for t in unit.tasks if t.uid in evicted and t.uid not in moved]
+            if gone:
+                real.append(Unit(unit.job, gone))
+        return real
 
     def _simulate(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
         """Place the preemptor and the victims again, in queue and job order.
