@@ -253,6 +253,28 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
     return built
 
 
+def _warn_unapplied(
+    body: Mapping[str, Any], ns: str, name: str, status: TaskStatus, source: str, built: Built
+) -> None:
+    """Pod settings kai-py reads but does not apply: said loudly, never silently dropped."""
+    if status is not TaskStatus.PENDING:
+        return
+    affinity = (body.get("spec") or {}).get("affinity") or {}
+    for key in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(key):
+            built.events.append(
+                Event(
+                    "Pod",
+                    ns,
+                    name,
+                    "Warning",
+                    "NotApplied",
+                    f"{source}: Pod {ns}/{name}: spec.affinity.{key} is not applied by kai-py "
+                    f"(pod affinity is not implemented); the pod is placed without it",
+                )
+            )
+
+
 def _stale_since(job: Job) -> float | None:
     """When a running gang fell below minMember, as far as the pods tell.
 
@@ -334,6 +356,18 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
     )
     for message in errors:
         events.append(Event("PodGroup", ns, name, "Warning", "InvalidPodGroup", message))
+    if spec is not None and spec.scheduling_backoff is not None:
+        events.append(
+            Event(
+                "PodGroup",
+                ns,
+                name,
+                "Warning",
+                "NotApplied",
+                f"{who}: spec.schedulingBackoff is not applied by kai-py: a job that does not "
+                f"fit is tried again in every cycle",
+            )
+        )
     return job
 
 
@@ -352,6 +386,11 @@ def _add_pod(
     spec = body.get("spec") or {}
     status = pod_status(body)
     if status is None:
+        phase = (body.get("status") or {}).get("phase")
+        group = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+        if phase == "Succeeded" and group and (ns, str(group)) in jobs:
+            # A gang with a finished member is not stale (it is winding down).
+            jobs[(ns, str(group))].has_succeeded = True
         return
     if (spec.get("schedulerName") or "default-scheduler") != keys.DEFAULT_SCHEDULER_NAME:
         # Another scheduler's pod: what it holds is not ours to give.
@@ -409,6 +448,7 @@ def _add_pod(
         )
         if status is not TaskStatus.PENDING:
             task.status, task.node_name = status, str(spec.get("nodeName"))
+    _warn_unapplied(body, ns, name, status, doc.source, built)
     if task.node_name is not None and task.node_name not in node_names:
         message = (
             f"{doc.source}: Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"

@@ -240,6 +240,7 @@ class Job:
     # evict others (preempt, reclaim, consolidation); plain allocation is not delayed.
     preemption_delay: float = 0.0
     last_evicted: float | None = None  # when one of its pods was last evicted
+    has_succeeded: bool = False  # one of its pods finished successfully: never stale
     stale_since: float | None = None
     mark_unschedulable: bool = True
     priority_class: str = ""

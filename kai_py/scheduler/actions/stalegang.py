@@ -11,7 +11,8 @@ def stale_gang_eviction(session: Session, placer: Placer) -> None:
     for job in session.jobs.values():
         running = [t for t in job.tasks if t.status is TaskStatus.RUNNING]
         # Pods placed in this very cycle count: the gang is about to be whole again.
-        stale = bool(running) and job.placed < job.min_member
+        # A gang with a Succeeded pod is winding down, not broken (as KAI).
+        stale = bool(running) and job.placed < job.min_member and not job.has_succeeded
         if not stale:
             session.decisions.stale_since[job.uid] = None
             continue
