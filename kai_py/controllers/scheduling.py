@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import kopf
@@ -43,7 +43,6 @@ from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
 from kai_py.cluster.writer import EventRecorder, Outcome, Writer, bindrequest_writes, plan
 from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import run_cycle
-from kai_py.scheduler.model import Config
 
 log = logging.getLogger("kai_py.scheduling")
 
@@ -285,7 +284,7 @@ async def run_one_cycle(s: LoopState) -> Outcome:
     if cleanup:
         await writer.apply(cleanup)
         view = s.cache.view(now)
-    config = Config(placement=s.settings.placement)
+    config = replace(s.settings.scheduler, placement=s.settings.placement)
     try:
         built = await asyncio.to_thread(view.build, now, config)
     except InputError as exc:

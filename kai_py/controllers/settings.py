@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 from kai_py.api import keys
+from kai_py.cluster.inputs import InputError
+from kai_py.cluster.schedconfig import load_config
+from kai_py.scheduler.model import Config
 
 #: The parts of the operator, by the names ``--controllers`` takes.
 CONTROLLER_NAMES: Final = ("scheduler", "binder", "podgrouper")
@@ -32,6 +37,8 @@ class OperatorSettings:
     event_refresh: float = 10.0  # seconds between count updates of a repeated Event
     metrics_port: int | None = None
     controllers: tuple[str, ...] = field(default=CONTROLLER_NAMES)
+    # The scheduler configuration (--config, in KAI's shape); placement is applied over it.
+    scheduler: Config = field(default_factory=Config)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +53,19 @@ class OperatorSettings:
             default=1.0,
             help="seconds between scheduling cycles (default: %(default)s)",
         )
-        parser.add_argument("--placement", choices=["binpack", "spread"], default="binpack")
+        parser.add_argument(
+            "--placement",
+            choices=["binpack", "spread"],
+            default=None,
+            help="GPU placement strategy (default: binpack, or the --config file's)",
+        )
+        parser.add_argument(
+            "--config",
+            dest="config_file",
+            default=None,
+            metavar="FILE",
+            help="a scheduler configuration in KAI's shape (actions, tiers, parameters)",
+        )
         parser.add_argument(
             "--liveness",
             dest="liveness_endpoint",
@@ -79,10 +98,22 @@ class OperatorSettings:
     def from_args(cls, args: argparse.Namespace) -> OperatorSettings:
         if args.schedule_period <= 0:
             raise SystemExit("kai-py run: --schedule-period: must be above 0")
+        scheduler = Config()
+        if args.config_file:
+            try:
+                loaded = load_config(Path(args.config_file))
+            except InputError as exc:
+                raise SystemExit("kai-py run: --config: " + "; ".join(exc.problems)) from None
+            scheduler = loaded.config
+            for warning in loaded.warnings:
+                logging.getLogger("kai_py").warning("%s", warning)
+        if args.placement:
+            scheduler.placement = args.placement
         return cls(
             scheduler_name=args.scheduler_name,
             schedule_period=args.schedule_period,
-            placement=args.placement,
+            placement=scheduler.placement,
+            scheduler=scheduler,
             liveness_endpoint=args.liveness_endpoint,
             verbose=args.verbose,
             event_refresh=max(0.0, args.event_refresh),
