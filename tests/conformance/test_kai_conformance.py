@@ -33,3 +33,16 @@ def test_kai_case(name: str) -> None:
         assert result.problems, f"{name} now passes: remove it from KNOWN-DIFFERENCES.md"
         pytest.xfail(KNOWN[name])
     assert not result.problems, "\n".join(result.problems)
+
+
+def test_readme_states_both_counts() -> None:
+    """The README's counts follow from the cases and the known differences."""
+    readme = (CASES_DIR.parent.parent.parent / "README.md").read_text(encoding="utf-8")
+    session = [n for n in CASES if is_session(n)]
+    integration = [n for n in CASES if not is_session(n)]
+    ok_integration = sum(n not in KNOWN for n in integration)
+    ok_session = sum(n not in KNOWN for n in session)
+    assert (
+        f"{ok_integration} of {len(integration)} of KAI's scheduler integration cases and "
+        f"{ok_session} of {len(session)} of its per-action session cases pass" in readme
+    )
