@@ -261,7 +261,18 @@ def _warn_unapplied(
         return
     affinity = (body.get("spec") or {}).get("affinity") or {}
     for key in ("podAffinity", "podAntiAffinity"):
-        if affinity.get(key):
+        section = affinity.get(key) or {}
+        unapplied: list[str] = []
+        if section.get("preferredDuringSchedulingIgnoredDuringExecution"):
+            unapplied.append(f"spec.affinity.{key}.preferredDuringSchedulingIgnoredDuringExecution")
+        required = section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+        for i, term in enumerate(required):
+            if isinstance(term, Mapping) and term.get("namespaceSelector"):
+                unapplied.append(
+                    f"spec.affinity.{key}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+                    f".namespaceSelector"
+                )
+        for path in unapplied:
             built.events.append(
                 Event(
                     "Pod",
@@ -269,8 +280,8 @@ def _warn_unapplied(
                     name,
                     "Warning",
                     "NotApplied",
-                    f"{source}: Pod {ns}/{name}: spec.affinity.{key} is not applied by kai-py "
-                    f"(pod affinity is not implemented); the pod is placed without it",
+                    f"{source}: Pod {ns}/{name}: {path} is not applied by kai-py "
+                    f"(preferred pod affinity and namespace selectors are not implemented)",
                 )
             )
 

@@ -15,7 +15,15 @@ from typing import Any
 
 from kai_py.api import keys
 from kai_py.api.quantities import parse_quantity
-from kai_py.scheduler.model import Node, SelectorRequirement, Taint, Task, TaskStatus, Toleration
+from kai_py.scheduler.model import (
+    Node,
+    PodAffinityTerm,
+    SelectorRequirement,
+    Taint,
+    Task,
+    TaskStatus,
+    Toleration,
+)
 from kai_py.scheduler.resources import INF, Res
 
 Manifest = Mapping[str, Any]
@@ -213,6 +221,42 @@ def _affinity(obj: Manifest) -> tuple[tuple[SelectorRequirement, ...], ...]:
     return tuple(terms)
 
 
+def _pod_affinity_terms(obj: Manifest, kind: str) -> tuple[PodAffinityTerm, ...]:
+    """The required terms of spec.affinity.<kind> (preferred ones are warned about)."""
+    m = meta(obj)
+    who = f"Pod {m.get('namespace') or 'default'}/{m.get('name')}"
+    spec = obj.get("spec") or {}
+    section = ((spec.get("affinity") or {}).get(kind)) or {}
+    terms: list[PodAffinityTerm] = []
+    field = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
+    for i, term in enumerate(section.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
+        key = term.get("topologyKey") if isinstance(term, Mapping) else None
+        if not key or not isinstance(key, str):
+            raise WorkloadError(who, f"{field}[{i}].topologyKey", "required, got nothing")
+        selector = term.get("labelSelector") or {}
+        namespaces = tuple(str(n) for n in term.get("namespaces") or ())
+        terms.append(
+            PodAffinityTerm(
+                topology_key=key,
+                match_labels=tuple(
+                    sorted((str(k), str(v)) for k, v in (selector.get("matchLabels") or {}).items())
+                ),
+                match_expressions=tuple(
+                    SelectorRequirement(
+                        str(e.get("key")),
+                        str(e.get("operator")),
+                        tuple(map(str, e.get("values") or ())),
+                    )
+                    for e in selector.get("matchExpressions") or []
+                ),
+                namespaces=namespaces,
+                # An empty namespaceSelector selects every namespace.
+                all_namespaces=term.get("namespaceSelector") == {},
+            )
+        )
+    return tuple(terms)
+
+
 def _tolerations(obj: Manifest) -> tuple[Toleration, ...]:
     return tuple(
         Toleration(
@@ -277,6 +321,9 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         created=parse_time(m.get("creationTimestamp")) or 0.0,
         role=role,
         task_priority=_task_priority(labels),
+        labels={str(k): str(v) for k, v in labels.items()},
+        pod_affinity=_pod_affinity_terms(obj, "podAffinity"),
+        pod_anti_affinity=_pod_affinity_terms(obj, "podAntiAffinity"),
         stuck=status is TaskStatus.RELEASING and deadline is not None and deadline < now,
         nominated_node=(
             str(status_obj["nominatedNodeName"])

@@ -85,6 +85,26 @@ class SelectorRequirement:
         return False
 
 
+@dataclass(slots=True, frozen=True)
+class PodAffinityTerm:
+    """One required pod (anti-)affinity term: pods matching the selector, in the
+    namespaces (empty: the pod's own; ``all_namespaces``: every one), on nodes
+    with the same value of ``topology_key``."""
+
+    topology_key: str
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+    namespaces: tuple[str, ...] = ()
+    all_namespaces: bool = False
+
+    def selects(self, labels: dict[str, str], namespace: str, own_namespace: str) -> bool:
+        if not self.all_namespaces and namespace not in (self.namespaces or (own_namespace,)):
+            return False
+        return all(labels.get(k) == v for k, v in self.match_labels) and all(
+            e.matches(labels) for e in self.match_expressions
+        )
+
+
 @dataclass(slots=True)
 class GpuGroup:
     """One GPU card shared by fractional pods (label ``runai-gpu-group``)."""
@@ -160,6 +180,9 @@ class Task:
     start_time: float | None = None
     created: float = 0.0
     role: str = "worker"  # "master" pods are evicted last
+    labels: dict[str, str] = field(default_factory=dict)  # the pod's, for pod affinity
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()  # required terms
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()  # required terms
     # The kai.scheduler/task-priority label: labelled pods go first, higher first
     # (and are evicted last); None = no label.
     task_priority: int | None = None
@@ -219,6 +242,8 @@ class Task:
             self.affinity,
             self.tolerations,
             self.gpu_memory_mib > 0,
+            self.pod_affinity,
+            self.pod_anti_affinity,
         )
 
 

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kai_py.scheduler.model import Node, Task
+from kai_py.scheduler.podaffinity import PodAffinity
 from kai_py.scheduler.predicates import PredicateCache
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
@@ -27,7 +28,10 @@ class Placement:
 class Placer:
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.predicates = PredicateCache(session.framework)
+        anti = any(t.pod_anti_affinity for j in session.jobs.values() for t in j.tasks)
+        self.predicates = PredicateCache(
+            session.framework, PodAffinity(session.nodes.values(), any_anti_affinity=anti)
+        )
         self.spread = session.framework.placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
 

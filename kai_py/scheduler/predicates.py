@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kai_py.scheduler.framework import Framework, default_framework
 from kai_py.scheduler.model import Config, Node, Task
+from kai_py.scheduler.podaffinity import PodAffinity
 
 _DEFAULT: Framework | None = None
 
@@ -23,14 +24,19 @@ def check(task: Task, node: Node) -> str | None:
 
 
 class PredicateCache:
-    def __init__(self, framework: Framework) -> None:
+    """The cached static predicates, then (not cached) pod affinity, when it applies."""
+
+    def __init__(self, framework: Framework, pod_affinity: PodAffinity | None = None) -> None:
         self._framework = framework
         self._cache: dict[tuple[object, str], str | None] = {}
+        self._pod_affinity = pod_affinity
 
     def check(self, task: Task, node: Node) -> str | None:
         key = (task.shape, node.name)
         try:
-            return self._cache[key]
+            result = self._cache[key]
         except KeyError:
             result = self._cache[key] = self._framework.check_node(task, node)
-            return result
+        if result is None and self._pod_affinity is not None and self._pod_affinity.applies(task):
+            return self._pod_affinity.check(task, node)
+        return result
