@@ -195,6 +195,7 @@ class Task:
     nominated_node: str | None = None
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
+    _shape: tuple[object, ...] | None = field(default=None, repr=False)
 
     @property
     def key(self) -> str:
@@ -237,6 +238,12 @@ class Task:
     @property
     def shape(self) -> tuple[object, ...]:
         """Tasks of the same shape pass the same predicates on the same node."""
+        if self._shape is None:
+            self._shape = self._make_shape()
+        return self._shape
+
+    def _make_shape(self) -> tuple[object, ...]:
+        # The fields below are fixed once a task is built, so the shape is kept.
         return (
             tuple(sorted(self.node_selector.items())),
             self.affinity,

@@ -49,10 +49,17 @@ class WeakerShare:
     """Orders queues by allocatable share: the one smaller in at least one resource
     and in none larger goes first (a "weaker" queue); other pairs are equal."""
 
-    __slots__ = ("shares",)
+    __slots__ = ("_shares", "queue")
 
     def __init__(self, queue: Queue) -> None:
-        self.shares = tuple(allocatable_share(queue, r) for r in ("gpu", "cpu", "memory"))
+        self.queue = queue
+        self._shares: tuple[float, ...] | None = None  # computed when a tie needs it
+
+    @property
+    def shares(self) -> tuple[float, ...]:
+        if self._shares is None:
+            self._shares = tuple(allocatable_share(self.queue, r) for r in ("gpu", "cpu", "memory"))
+        return self._shares
 
     def _weaker(self, other: WeakerShare) -> bool:
         pairs = list(zip(self.shares, other.shares, strict=True))
