@@ -11,8 +11,11 @@ def stale_gang_eviction(session: Session, placer: Placer) -> None:
     for job in session.jobs.values():
         running = [t for t in job.tasks if t.status is TaskStatus.RUNNING]
         # Pods placed in this very cycle count: the gang is about to be whole again.
-        # A gang with a Succeeded pod is winding down, not broken (as KAI).
-        stale = bool(running) and job.placed < job.min_member and not job.has_succeeded
+        # As KAI counts a gang: its placed pods and those still releasing (a pod being
+        # deleted still belongs to it); finished pods do not count, but a gang with a
+        # Succeeded pod is winding down, not broken.
+        active = job.placed + job.count(TaskStatus.RELEASING)
+        stale = bool(running) and active < job.min_member and not job.has_succeeded
         if not stale:
             session.decisions.stale_since[job.uid] = None
             continue
