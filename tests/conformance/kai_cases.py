@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kai_py.cluster.inputs import load_documents
-from kai_py.cluster.simulation import Simulation, parse_now, pod_entries, scheduler_config
+from kai_py.cluster.schedconfig import parse_config
+from kai_py.cluster.simulation import Simulation, parse_now, pod_entries
 from kai_py.scheduler.model import Config
 
 CASES_DIR = Path(__file__).parent / "kai"
@@ -61,16 +62,21 @@ def _expect(name: str) -> dict[str, Any]:
 
 
 def case_config(expect: dict[str, Any]) -> Config:
-    """The scheduler configuration KAI's test ran with (``kai_session``, ``actions``)."""
+    """The scheduler configuration KAI's test ran with, as a ``--config`` file would say it."""
     session = expect.get("kai_session") or {}
-    config = scheduler_config(actions=",".join(expect["actions"]) if "actions" in expect else None)
+    data: dict[str, Any] = {}
+    if "actions" in expect:
+        data["actions"] = ", ".join(expect["actions"])
     if "max_consolidation_preemptees" in session:
-        config.max_consolidation_victims = session["max_consolidation_preemptees"]
+        cap = session["max_consolidation_preemptees"]
+        data["maxNumberConsolidationPreemptees"] = -1 if cap is None else cap
     if "allow_consolidating_reclaim" in session:
-        config.allow_consolidating_reclaim = session["allow_consolidating_reclaim"]
+        data["allowConsolidatingReclaim"] = session["allow_consolidating_reclaim"]
     if "staleness_grace_period_seconds" in session:
-        config.staleness_grace = session["staleness_grace_period_seconds"]
-    return config
+        data["globalDefaultStalenessGracePeriod"] = f"{session['staleness_grace_period_seconds']}s"
+    loaded = parse_config(data, "kai_session")
+    assert not loaded.warnings, loaded.warnings
+    return loaded.config
 
 
 def _session_mismatch(key: str, want: dict[str, Any], got: dict[str, Any] | None) -> str | None:
