@@ -140,7 +140,7 @@ def _reclaim(session: Session, placer: Placer, pool: VictimPool, job: Job, amoun
         admit=plan.admit,
         move_victims=session.config.allow_consolidating_reclaim,
     )
-    return search.run(job, pool.units(queues))
+    return search.run(job, pool.units_in_queue_order(session, queues))
 
 
 def _nothing_to_reclaim(session: Session, job: Job) -> Reason:

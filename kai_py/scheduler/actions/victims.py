@@ -77,6 +77,7 @@ class VictimPool:
     ) -> None:
         self._surplus: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
         self._gangs: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
+        self._ordered: dict[str, list[Unit]] = {}
         may = session.framework.may_be_victim
         ordered = sorted((j for j in jobs if may(session, j, action)), key=cost)
         for seq, job in enumerate(ordered):
@@ -100,6 +101,75 @@ class VictimPool:
             for _, _, unit in heapq.merge(*lists, key=lambda e: (e[0], e[1])):
                 if _live(unit) and (keep is None or keep(unit.job)):
                     yield unit
+
+    def units_in_queue_order(
+        self, session: Session, queues: Iterable[str], keep: Callable[[Job], bool] | None = None
+    ) -> Iterator[Unit]:
+        """Victims queue by queue in the reverse of queue order, re-evaluated as victims
+        are taken: the queue that allocate would serve last (above its fair share, above
+        its deserved quota, lower priority, larger share once the victim is gone) gives
+        first; inside a queue, the cheapest first. In a tree, each level picks the child
+        whose next victim puts it last."""
+        position: dict[str, int] = {}
+        for name in queues:
+            if self._in_order(name):
+                position[name] = 0
+        while True:
+            nexts: dict[str, Unit] = {}
+            for name in list(position):
+                units, at = self._in_order(name), position[name]
+                while at < len(units) and not (
+                    _live(units[at]) and (keep is None or keep(units[at].job))
+                ):
+                    at += 1
+                position[name] = at
+                if at < len(units):
+                    nexts[name] = units[at]
+                else:
+                    del position[name]
+            if not nexts:
+                return
+            leaf = _last_in_line(session, nexts)
+            position[leaf] += 1
+            yield nexts[leaf]
+
+    def _in_order(self, queue: str) -> list[Unit]:
+        """A queue's units, cheapest first: its elastic surplus, then its gangs."""
+        found = self._ordered.get(queue)
+        if found is None:
+            found = self._ordered[queue] = [
+                u for table in (self._surplus, self._gangs) for _, _, u in table.get(queue, [])
+            ]
+        return found
+
+
+def _last_in_line(session: Session, pending: dict[str, Unit]) -> str:
+    """The leaf queue whose next victim comes from the queue allocate would serve last."""
+    subtree: dict[str, list[str]] = {}
+    for leaf in pending:
+        for queue in session.ancestors(leaf):
+            subtree.setdefault(queue.name, []).append(leaf)
+
+    def freed(unit: Unit) -> Res:
+        total = Res()
+        for task in unit.tasks:
+            if task.status is TaskStatus.RUNNING:
+                total.sub(session.task_res(task, session.nodes.get(task.node_name or "")))
+        return total
+
+    def pick(names: list[str]) -> str:
+        best: tuple[tuple[object, ...], str] | None = None
+        for name in names:
+            queue = session.queues[name]
+            leaf = name if name in pending else pick([c for c in queue.children if c in subtree])
+            key = session.framework.queue_order(queue, freed(pending[leaf]))
+            if best is None or best[0] < key:
+                best = (key, leaf)
+        assert best is not None
+        return best[1]
+
+    roots = [r for r in session.roots if r in subtree]
+    return pick(roots)
 
 
 def _live(unit: Unit) -> bool:
