@@ -125,7 +125,9 @@ def project_reservation(body: Mapping[str, Any]) -> Json | None:
         "spec": {
             "schedulerName": _FOREIGN_SCHEDULER,
             "nodeName": spec["nodeName"],
-            "containers": [{"name": "reservation", "resources": {"requests": {keys.GPU_RESOURCE: "1"}}}],
+            "containers": [
+                {"name": "reservation", "resources": {"requests": {keys.GPU_RESOURCE: "1"}}}
+            ],
         },
         "status": {"phase": phase} if phase else {},
         "group": group,
@@ -348,6 +350,14 @@ class ClusterCache:
         if dropped:
             self.generation += 1
         return dropped
+
+    def load(self, kind: str, listing: Mapping[str, Any]) -> None:
+        """Take a fresh LIST as the truth: its objects (unless the cache holds newer
+        versions) and nothing older that it lacks. The kind is warm after it."""
+        for item in listing.get("items") or []:
+            self.observe(kind, "ADDED", item)
+        self.resync(kind, listing)
+        self.mark_warm(kind)
 
     # ---------------------------------------------------------------- warm-up
     def expect(self, kind: str, uids: Iterable[str]) -> None:
