@@ -681,7 +681,11 @@ class EmulatedAPIServer:
             )
         uid = (body.get("metadata") or {}).get("uid")
         await self.store.bind_pod(
-            req.namespace or "", name, target["name"], uid=str(uid) if uid else None, dry_run=dry_run
+            req.namespace or "",
+            name,
+            target["name"],
+            uid=str(uid) if uid else None,
+            dry_run=dry_run,
         )
         return json_response(success_status(201), 201)
 

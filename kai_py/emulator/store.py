@@ -1305,6 +1305,17 @@ class Store:
         want_rv = meta.get("resourceVersion")
         if want_rv and want_rv != current["metadata"]["resourceVersion"]:
             raise conflict(rt.plural, rt.group, name)
+        want_uid = meta.get("uid")
+        if want_uid and want_uid != current["metadata"].get("uid"):
+            # As kube-apiserver: a uid in an update or patch is a precondition, so a
+            # write meant for an earlier object of the same name never lands.
+            raise conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: UID in precondition: {want_uid}, "
+                f"UID in object meta: {current['metadata'].get('uid')}",
+            )
         if subresource == "status":
             if not rt.has_status:
                 raise not_found(rt.plural, rt.group, name)

@@ -665,3 +665,21 @@ def test_deletecollection_and_dry_run(core: k8s.CoreV1Api) -> None:
     assert len(core.list_namespaced_config_map("default").items) == 3
     core.delete_collection_namespaced_config_map("default", label_selector="group=a")
     assert [c.metadata.name for c in core.list_namespaced_config_map("default").items] == ["c2"]
+
+
+def test_a_uid_in_a_patch_is_a_precondition(core: k8s.CoreV1Api) -> None:
+    old = core.create_namespaced_pod("default", pod_body("again")).metadata.uid
+    core.delete_namespaced_pod("again", "default", grace_period_seconds=0)
+    new = core.create_namespaced_pod("default", pod_body("again")).metadata.uid
+    for patch in (core.patch_namespaced_pod, core.patch_namespaced_pod_status):
+        with pytest.raises(ApiException) as err:
+            patch("again", "default", {"metadata": {"uid": old, "labels": {"x": "y"}}})
+        assert err.value.status == 409
+        assert (
+            f"UID in precondition: {old}, UID in object meta: {new}"
+            in error_body(err.value)["message"]
+        )
+    out = core.patch_namespaced_pod(
+        "again", "default", {"metadata": {"uid": new, "labels": {"x": "y"}}}
+    )
+    assert out.metadata.labels == {"x": "y"}
