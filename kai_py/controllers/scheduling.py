@@ -41,7 +41,14 @@ from kai_py.cluster.convert import meta
 from kai_py.cluster.inputs import InputError
 from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
 from kai_py.cluster.leader import Leadership
-from kai_py.cluster.writer import EventRecorder, Outcome, Writer, bindrequest_writes, plan
+from kai_py.cluster.writer import (
+    BackgroundWriter,
+    EventRecorder,
+    Outcome,
+    Writer,
+    bindrequest_writes,
+    plan,
+)
 from kai_py.controllers import leadership
 from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import run_cycle
@@ -82,6 +89,8 @@ class LoopState:
     cycles: int = 0
     last_error: str | None = None
     last_outcome: Outcome | None = None
+    #: Status and Event writes, sent while the next cycles run (binds never wait for them).
+    background: BackgroundWriter | None = None
 
 
 _state: LoopState | None = None
@@ -175,6 +184,7 @@ async def start_loop(**_: Any) -> None:
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port)
     s.kube = Kube(await asyncio.to_thread(load_api_client))
+    s.background = BackgroundWriter(s.kube)
     s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
     log.info(
         "scheduling loop started: scheduler %s, every %gs, %s",
@@ -192,6 +202,8 @@ async def stop_loop(**_: Any) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+    if s.background is not None:
+        await s.background.close()
     log.info("scheduling loop stopped after %d cycles", s.cycles)
 
 
@@ -283,7 +295,7 @@ async def resync(s: LoopState) -> None:
 
 async def run_one_cycle(s: LoopState) -> Outcome:
     assert s.kube is not None
-    writer = Writer(s.kube)
+    writer = Writer(s.kube, background=s.background)
     now = time.time()
     view = s.cache.view(now)
     cleanup = bindrequest_writes(view, s.cache)

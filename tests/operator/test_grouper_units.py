@@ -244,7 +244,9 @@ def test_a_conflict_on_create_is_not_taken_for_an_existing_group() -> None:
     assert not kube.writes("POST", "/podgroups")
     (outcome,) = grouper.retry_pending()
     assert outcome.created
-    assert "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-train-job-uid" in kube.objects
+    assert (
+        "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-train-job-uid" in kube.objects
+    )
 
 
 def test_a_new_leader_groups_every_pod_of_a_listing() -> None:
