@@ -71,6 +71,7 @@ class BinderConfig:
             ("KAI_PY_BINDER_RESERVATION_TIMEOUT", "reservation_timeout"),
             ("KAI_PY_BINDER_RETRY_BASE_DELAY", "retry_base_delay"),
             ("KAI_PY_BINDER_SWEEP_PERIOD", "sweep_period"),
+            ("KAI_PY_BINDER_SWEEP_MIN_AGE", "sweep_min_age"),
         ):
             if env.get(var):
                 try:
@@ -239,6 +240,8 @@ class Binder:
         bound = (pod.get("spec") or {}).get("nodeName")
         if bound:
             if bound == req.node:
+                if req.kind == "Fraction" and req.groups:
+                    self._complete_bound_fraction(req, pod, attempt)
                 return (
                     pod,
                     f"Pod {req.namespace}/{req.pod_name} is already bound to node {req.node}",
@@ -323,6 +326,33 @@ class Binder:
                 raise
         self._namespace_ready = True
 
+    def _complete_bound_fraction(self, req: _Request, pod: Json, attempt: _Attempt) -> None:
+        """A shared pod found bound (an earlier attempt bound it, then failed or was cut
+        short): make sure its label and GPU ConfigMaps are there while its containers
+        have not started. Nothing is undone on failure: the pod stays bound."""
+        if (pod.get("status") or {}).get("phase") not in (None, "", "Pending"):
+            return
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get(keys.GPU_GROUP_LABEL) and all(
+            self._configmap_exists(req.namespace, name) for name in rsv.gpu_configmap_names(pod)
+        ):
+            return
+        done = _Attempt(node=req.node, groups=list(req.groups))
+        for group in req.groups:
+            done.uuids.append(self._reserve(req, group, done))
+        pod = self._label(req, pod, done)
+        self._write_configmaps(req, pod, done)
+        attempt.uuids = done.uuids
+
+    def _configmap_exists(self, namespace: str, name: str) -> bool:
+        try:
+            self.kube.get(path_of("", "v1", "configmaps", namespace, name))
+        except KubeError as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return True
+
     def _check_cards(self, req: _Request, attempt: _Attempt) -> None:
         """Each reservation pod the attempt uses is still there, the same one, not leaving."""
         for path, uid in attempt.reservations:
@@ -346,6 +376,12 @@ class Binder:
         to a card nobody holds: delete the pod (as when its card goes later), and fail."""
         try:
             self._check_cards(req, attempt)
+        except KubeError as exc:
+            # Bound: never roll back now. The clean-up pass checks the card from state.
+            log.warning(
+                "pod %s/%s bound; its card not checked: %s", req.namespace, req.pod_name, exc
+            )
+            return
         except BindError as lost:
             uid = (pod.get("metadata") or {}).get("uid")
             self._delete_pod(req.namespace, req.pod_name, str(uid) if uid else None)

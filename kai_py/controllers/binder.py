@@ -31,7 +31,7 @@ from kai_py.api import keys
 from kai_py.cluster.binding import COMPONENT, Binder, BinderConfig, is_pending
 from kai_py.cluster.bindqueue import BindQueue
 from kai_py.cluster.eventpost import EventPoster
-from kai_py.cluster.kube import Kube, load_api_client
+from kai_py.cluster.kube import Kube, KubeError, load_api_client
 from kai_py.controllers import leadership
 
 _MEMO_KEY: Final = "kai_py_binder"
@@ -149,12 +149,17 @@ def gpu_pod_event(type: str | None, body: Any, memo: Any, logger: Any, **_: Any)
         return  # the leader's handler (or its sweep) does it
     binder = _binder(memo)
     pod = dict(body)
-    if (pod.get("metadata") or {}).get("namespace") == binder.config.reservation_namespace:
-        deleted = binder.reservation_gone(pod)
-        if deleted:
-            logger.warning("reservation pod gone; deleted shared pods %s", ", ".join(deleted))
+    try:
+        if (pod.get("metadata") or {}).get("namespace") == binder.config.reservation_namespace:
+            deleted = binder.reservation_gone(pod)
+            if deleted:
+                logger.warning("reservation pod gone; deleted shared pods %s", ", ".join(deleted))
+            return
+        released = binder.pod_gone(pod)
+    except KubeError as exc:
+        # Not retried by Kopf (an event handler): the clean-up pass finds it from state.
+        logger.warning("binder clean-up on a pod event failed: %s", exc)
         return
-    released = binder.pod_gone(pod)
     if released:
         logger.info("released reservation pods %s", ", ".join(released))
 
