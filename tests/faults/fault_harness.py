@@ -109,7 +109,7 @@ def gpu_job(
     }
 
 
-def shared_pod(name: str, fraction: float, seconds: float, q: str = "team-b") -> Json:
+def shared_pod(name: str, fraction: float, seconds: float, q: str = "team-a") -> Json:
     cm = f"{name}-gpu"
     return {
         "apiVersion": "v1",
@@ -435,9 +435,21 @@ class Run:
         else:
             self.figures.complete_seconds = time.monotonic() - since
         gone = [p for p in self.expected_pods if self._pod_state(p) == "deleted"]
-        self.figures.deleted_by_binder = len(gone)
-        if gone:
-            self.figures.notes.append(f"deleted shared pods: {gone}")
+        by_binder = self.deleted_by_binder()
+        self.figures.deleted_by_binder = len([p for p in gone if p in by_binder])
+        evicted = [p for p in gone if p not in by_binder]
+        if evicted:
+            self.figures.notes.append(f"evicted by the scheduler (bare pods, gone): {evicted}")
+
+    def deleted_by_binder(self) -> set[str]:
+        """Shared pods the binder deleted because their card went (its BindingError events)."""
+        events, _ = self.call(self.cluster.store.list("events", NS))
+        return {
+            str((e.get("involvedObject") or {}).get("name"))
+            for e in events
+            if e.get("reason") == "BindingError"
+            and "is gone; deleting pod" in str(e.get("message"))
+        }
 
     def leftover_reservations(self) -> list[str]:
         pods, _ = self.call(self.cluster.store.list("pods"))
