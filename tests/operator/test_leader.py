@@ -76,3 +76,26 @@ def test_a_leader_that_cannot_renew_steps_down_and_a_clean_stop_releases(
         assert await asyncio.to_thread(other.try_once)  # at once: the Lease was given up
 
     asyncio.run(main())
+
+
+def test_leader_election_is_on_by_default_only_in_a_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kai_py.controllers.operator import _parser
+    from kai_py.controllers.settings import OperatorSettings
+
+    def settings(*argv: str) -> OperatorSettings:
+        return OperatorSettings.from_args(_parser().parse_args(list(argv)))
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    assert settings().leader_elect is False
+    assert settings("--leader-elect").leader_elect is True
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("POD_NAMESPACE", "kai-system")
+    on = settings()
+    assert (on.leader_elect, on.lease_name, on.lease_namespace) == (
+        True,
+        "kai-py-operator",
+        "kai-system",
+    )
+    off = settings("--no-leader-elect", "--lease-name", "x", "--lease-namespace", "y")
+    assert (off.leader_elect, off.lease_name, off.lease_namespace) == (False, "x", "y")
