@@ -249,48 +249,18 @@ class Checker:
 
     def sample(self) -> None:
         pods = self._list("pods")
-        nodes = {n["metadata"]["name"]: n for n in self._list("nodes")}
+        nodes = self._list("nodes")
         now = time.monotonic()
-        card_load: dict[str, float] = {}
-        node_gpus: dict[str, float] = {}
         for pod in pods:
             m, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-            uid, node = m["uid"], spec.get("nodeName")
             if status.get("phase") == "Failed" and str(status.get("reason") or "").startswith(
                 "OutOf"
             ):
-                self.rejected.add(uid)
-            if not node:
-                continue
-            if self.bound_to.setdefault(uid, node) != node:
-                self.double.add(uid)
-            if status.get("phase") in ("Succeeded", "Failed"):
-                continue
-            annotations = m.get("annotations") or {}
-            reservation = m.get("namespace") == keys.RESERVATION_NAMESPACE
-            fraction = annotations.get(keys.GPU_FRACTION_ANNOTATION)
-            if fraction is None:
-                gpus = sum(
-                    float(
-                        ((c.get("resources") or {}).get("limits") or {}).get(keys.GPU_RESOURCE, 0)
-                    )
-                    for c in spec.get("containers") or []
-                )
-                node_gpus[node] = node_gpus.get(node, 0.0) + gpus
-            if reservation:
-                continue
-            share = float(fraction) if fraction is not None else 1.0
-            for card in filter(None, str(annotations.get(ann.VISIBLE_DEVICES, "")).split(",")):
-                card_load[card] = card_load.get(card, 0.0) + share
-        over = [c for c, load in card_load.items() if load > 1.0 + 1e-6]
-        for node, used in node_gpus.items():
-            capacity = float(
-                ((nodes.get(node) or {}).get("status") or {})
-                .get("allocatable", {})
-                .get(keys.GPU_RESOURCE, 0)
-            )
-            if used > capacity + 1e-6:
-                over.append(f"node {node}: {used:g} of {capacity:g} GPUs")
+                self.rejected.add(m["uid"])
+            node = spec.get("nodeName")
+            if node and self.bound_to.setdefault(m["uid"], node) != node:
+                self.double.add(m["uid"])
+        over = overcommitted(pods, nodes)
         if over:
             self.figures.over_card_seconds += SAMPLE_SECONDS * len(over)
             self.over.extend(over)
@@ -321,6 +291,47 @@ class Checker:
         )
         self.figures.rejections = len(self.rejected)
         self.figures.stuck_bindrequests = len(self.stuck)
+
+
+def overcommitted(pods: list[Json], nodes: list[Json]) -> list[str]:
+    """Cards over 100 % and nodes over their GPUs, among bound unfinished pods.
+
+    Per physical card (the UUIDs the kubelet puts in ``visible-devices``): the
+    fractions of the shared pods that see it plus 1 per whole-GPU pod on it
+    (reservation pods hold the card for the shared pods, so they add nothing).
+    Per node: the GPUs of whole-GPU pods, reservation pods included.
+    """
+    card_load: dict[str, float] = {}
+    node_gpus: dict[str, float] = {}
+    for pod in pods:
+        m, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        node = spec.get("nodeName")
+        if not node or status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        annotations = m.get("annotations") or {}
+        fraction = annotations.get(keys.GPU_FRACTION_ANNOTATION)
+        if fraction is None:
+            gpus = sum(
+                float(((c.get("resources") or {}).get("limits") or {}).get(keys.GPU_RESOURCE, 0))
+                for c in spec.get("containers") or []
+            )
+            node_gpus[node] = node_gpus.get(node, 0.0) + gpus
+        if m.get("namespace") == keys.RESERVATION_NAMESPACE:
+            continue
+        share = float(fraction) if fraction is not None else 1.0
+        for card in filter(None, str(annotations.get(ann.VISIBLE_DEVICES, "")).split(",")):
+            card_load[card] = card_load.get(card, 0.0) + share
+    over = [f"card {c}: {load:g}" for c, load in card_load.items() if load > 1.0 + 1e-6]
+    capacity = {
+        n["metadata"]["name"]: float(
+            ((n.get("status") or {}).get("allocatable") or {}).get(keys.GPU_RESOURCE, 0)
+        )
+        for n in nodes
+    }
+    for node, used in node_gpus.items():
+        if used > capacity.get(node, 0.0) + 1e-6:
+            over.append(f"node {node}: {used:g} of {capacity.get(node, 0.0):g} GPUs")
+    return over
 
 
 # ------------------------------------------------------------------ a scenario run
