@@ -1,9 +1,13 @@
 """Decisions -> API writes.
 
 ``plan`` turns one cycle's decisions into a list of ``Write`` (method, path,
-body), using pure functions that are tested on their own; ``Writer.apply``
+body, lane), using pure functions that are tested on their own; ``Writer.apply``
 sends them, concurrently and each on its own: a failed write is logged and
-the others go on (the next cycle retries what is still true then). Every
+the others go on (the next cycle retries what is still true then). With a
+``BackgroundWriter`` the cycle waits for the URGENT lane only (binds,
+evictions, failed-request deletions); status writes and Events follow in the
+background, coalesced per object. Writes by name carry the object's uid as a
+precondition. Every
 write is idempotent or guarded by the cached state, so a cycle that decides
 the same thing again writes nothing new:
 
