@@ -450,7 +450,18 @@ class Run:
         self.figures.deleted_by_binder = len([p for p in gone if p in by_binder])
         evicted = [p for p in gone if p not in by_binder]
         if evicted:
-            self.figures.notes.append(f"evicted by the scheduler (bare pods, gone): {evicted}")
+            events, _ = self.call(self.cluster.store.list("events", NS))
+            why = sorted(
+                {
+                    str(e.get("message"))[:160]
+                    for e in events
+                    if e.get("reason") == "Evict"
+                    and any(p in str(e.get("message")) for p in evicted)
+                }
+            )
+            self.figures.notes.append(
+                f"evicted by the scheduler (bare pods, gone): {evicted} {why}"
+            )
 
     def deleted_by_binder(self) -> set[str]:
         """Shared pods the binder deleted because their card went (its BindingError events)."""
