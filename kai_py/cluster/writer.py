@@ -774,7 +774,7 @@ class BackgroundWriter:
     effort) and counted in ``dropped``.
     """
 
-    def __init__(self, kube: Kube, concurrency: int = 4, limit: int = 20_000) -> None:
+    def __init__(self, kube: Kube, concurrency: int = 8, limit: int = 20_000) -> None:
         self.writer = Writer(kube)
         self.concurrency = concurrency
         self.limit = limit
