@@ -38,6 +38,9 @@ from kai_py.emulator.nodes import annotations as ann
 
 Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]
+#: The checkout whose operator runs (to compare with another branch: the same suite
+#: against its operator, e.g. KAI_PY_FAULT_OPERATOR_REPO=/path/to/main).
+OPERATOR_REPO = Path(os.environ.get("KAI_PY_FAULT_OPERATOR_REPO") or REPO)
 NS = "team-a"
 NODES = 3
 GPUS = 4
@@ -177,7 +180,7 @@ def start_operator(kubeconfig: str, log_path: Path, *args: str) -> OperatorProce
         [sys.executable, "-m", "kai_py.controllers.operator", "--schedule-period", "0.2", *args],
         stdout=out,
         stderr=subprocess.STDOUT,
-        cwd=REPO,
+        cwd=OPERATOR_REPO,
         env=env,
     )
     out.close()
@@ -443,6 +446,7 @@ class Run:
         self.figures.lost_pods = len(left)
         if left:
             self.figures.notes.append(f"not done: {', '.join(left[:10])}")
+            self.figures.notes.append(f"their pods: {self.describe_waiting(left)}")
         else:
             self.figures.complete_seconds = time.monotonic() - since
         gone = [p for p in self.expected_pods if self._pod_state(p) == "deleted"]
@@ -472,6 +476,28 @@ class Run:
             if e.get("reason") == "BindingError"
             and "is gone; deleting pod" in str(e.get("message"))
         }
+
+    def describe_waiting(self, left: list[str]) -> list[str]:
+        """Phase, node and scheduling condition of the pods of what did not finish."""
+        pods, _ = self.call(self.cluster.store.list("pods", NS))
+        names = {w.split(" ", 1)[1] for w in left}
+        out = []
+        for pod in pods:
+            m = pod["metadata"]
+            owner = (m.get("labels") or {}).get("job-name") or m["name"]
+            if owner not in names:
+                continue
+            status = pod.get("status") or {}
+            scheduled = [
+                str(c.get("message"))[:120]
+                for c in status.get("conditions") or []
+                if c.get("type") == "PodScheduled" and c.get("status") == "False"
+            ]
+            out.append(
+                f"{m['name']}: {status.get('phase')} {status.get('reason') or ''} on "
+                f"{pod['spec'].get('nodeName')} {scheduled}"
+            )
+        return out
 
     def leftover_reservations(self) -> list[str]:
         pods, _ = self.call(self.cluster.store.list("pods"))
