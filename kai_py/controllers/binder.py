@@ -31,7 +31,7 @@ from kai_py.api import keys
 from kai_py.cluster.binding import COMPONENT, Binder, BinderConfig, is_pending
 from kai_py.cluster.bindqueue import BindQueue
 from kai_py.cluster.eventpost import EventPoster
-from kai_py.cluster.kube import Kube, KubeError, load_api_client
+from kai_py.cluster.kube import KubeError, RetryingKube, load_api_client
 from kai_py.controllers import leadership
 
 _MEMO_KEY: Final = "kai_py_binder"
@@ -69,7 +69,9 @@ BIND_WORKERS: Final = 32
 
 
 async def start(memo: Any, **_: Any) -> None:
-    kube = Kube(await asyncio.to_thread(load_api_client))
+    # Transient API errors are asked again in place, so they rarely cost an attempt
+    # (each of which counts towards the request's backoffLimit).
+    kube = RetryingKube(await asyncio.to_thread(load_api_client))
     binder = Binder(kube, _config, events=EventPoster(kube, COMPONENT, background=True))
     queue = BindQueue(binder, workers=BIND_WORKERS)
     memo[_MEMO_KEY] = binder
