@@ -474,7 +474,7 @@ class Run:
             str((e.get("involvedObject") or {}).get("name"))
             for e in events
             if e.get("reason") == "BindingError"
-            and "is gone; deleting pod" in str(e.get("message"))
+            and any(m in str(e.get("message")) for m in ("is gone; deleting pod", "pod deleted"))
         }
 
     def describe_waiting(self, left: list[str]) -> list[str]:
