@@ -34,7 +34,7 @@ from typing import Any, Final
 from kai_py.api import keys
 from kai_py.cluster import reservation as rsv
 from kai_py.cluster.convert import parse_time
-from kai_py.cluster.eventpost import involved, post_event
+from kai_py.cluster.eventpost import EventPoster, involved
 from kai_py.cluster.kube import Kube, KubeError, path_of
 
 Json = dict[str, Any]
@@ -56,7 +56,7 @@ class BinderConfig:
     poll_interval: float = 0.2
     retry_base_delay: float = 1.0  # retry after base * 2**failedAttempts seconds
     default_backoff_limit: int = rsv.DEFAULT_BACKOFF_LIMIT
-    sweep_period: float = 30.0  # seconds between clean-up passes over reservation pods
+    sweep_period: float = 5.0  # seconds between clean-up passes over reservation pods
     sweep_min_age: float = 10.0  # a reservation pod younger than this is left to its binder
 
     @classmethod
@@ -71,6 +71,7 @@ class BinderConfig:
             ("KAI_PY_BINDER_RESERVATION_TIMEOUT", "reservation_timeout"),
             ("KAI_PY_BINDER_RETRY_BASE_DELAY", "retry_base_delay"),
             ("KAI_PY_BINDER_SWEEP_PERIOD", "sweep_period"),
+            ("KAI_PY_BINDER_SWEEP_MIN_AGE", "sweep_min_age"),
         ):
             if env.get(var):
                 try:
@@ -106,6 +107,8 @@ class _Attempt:
     uuids: list[str] = field(default_factory=list)
     configmaps_created: list[tuple[str, str]] = field(default_factory=list)
     labelled: Json | None = None  # the pod as it was before labelling
+    #: (path, uid) of each reservation pod whose card this attempt uses.
+    reservations: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,9 +167,11 @@ class Binder:
         *,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        events: EventPoster | None = None,
     ) -> None:
         self.kube = kube
         self.config = config or BinderConfig()
+        self.events = events or EventPoster(kube, COMPONENT)
         self._sleep = sleep
         self._clock = clock
         self._locks: dict[tuple[str, str], threading.Lock] = {}
@@ -188,8 +193,16 @@ class Binder:
             error = exc if isinstance(exc, BindError) else BindError(_describe(exc))
             self._rollback(req, attempt)
             return self._failed(req, pod, attempt, error, attempts_before + 1)
-        self._write_status(req, {"phase": "Succeeded", "reason": None})
-        post_event(self.kube, _pod_ref(req, pod), "Normal", "Bound", message, COMPONENT)
+        try:
+            self._write_status(req, {"phase": "Succeeded", "reason": None})
+        except KubeError as exc:
+            # The pod is bound; only the status write was lost. The next attempt finds the
+            # pod on its node, counts that as done and writes Succeeded again.
+            log.warning(
+                "BindRequest %s/%s: Succeeded not written: %s", req.namespace, req.name, exc
+            )
+            return Outcome("Pending", f"status write failed: {exc}", attempts_before, 1.0)
+        self.events.post(_pod_ref(req, pod), "Normal", "Bound", message)
         return Outcome("Succeeded", message, attempts_before)
 
     def _failed(
@@ -213,7 +226,7 @@ class Binder:
             req, {"phase": phase, "reason": error.reason, "failedAttempts": attempts}
         ):
             delay = None  # decided (or deleted) by someone else meanwhile: stop here
-        post_event(self.kube, _pod_ref(req, pod), "Warning", "BindingError", message, COMPONENT)
+        self.events.post(_pod_ref(req, pod), "Warning", "BindingError", message)
         log.info("%s", message)
         return Outcome(phase, error.reason, attempts, delay)
 
@@ -227,6 +240,8 @@ class Binder:
         bound = (pod.get("spec") or {}).get("nodeName")
         if bound:
             if bound == req.node:
+                if req.kind == "Fraction" and req.groups:
+                    self._complete_bound_fraction(req, pod, attempt)
                 return (
                     pod,
                     f"Pod {req.namespace}/{req.pod_name} is already bound to node {req.node}",
@@ -237,10 +252,15 @@ class Binder:
             if not req.groups:
                 raise BindError("a Fraction request must name its GPU groups", final=True)
             for group in req.groups:
-                attempt.uuids.append(self._reserve(req, group))
+                attempt.uuids.append(self._reserve(req, group, attempt))
+            pod = self._label(req, pod, attempt)
             self._write_configmaps(req, pod, attempt)
-            self._label(req, pod, attempt)
+            # The card may have gone since it reported its UUID (reservation pod deleted):
+            # never bind onto a card nobody holds.
+            self._check_cards(req, attempt)
         self._bind(req, pod)
+        if req.kind == "Fraction":
+            self._card_kept_after_binding(req, pod, attempt)
         message = f"Pod {req.namespace}/{req.pod_name} bound to node {req.node}"
         if req.kind == "Fraction":
             message += f" on {rsv.gpus_text(req.groups, attempt.uuids, req.portion)}"
@@ -306,7 +326,81 @@ class Binder:
                 raise
         self._namespace_ready = True
 
-    def _reserve(self, req: _Request, group: str) -> str:
+    def _complete_bound_fraction(self, req: _Request, pod: Json, attempt: _Attempt) -> None:
+        """A shared pod found bound (an earlier attempt bound it, then failed or was cut
+        short): make sure its label and GPU ConfigMaps are there while its containers
+        have not started. Nothing is undone on failure: the pod stays bound."""
+        if (pod.get("status") or {}).get("phase") not in (None, "", "Pending"):
+            return
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get(keys.GPU_GROUP_LABEL) and all(
+            self._configmap_exists(req.namespace, name) for name in rsv.gpu_configmap_names(pod)
+        ):
+            return
+        done = _Attempt(node=req.node, groups=list(req.groups))
+        for group in req.groups:
+            done.uuids.append(self._reserve(req, group, done))
+        pod = self._label(req, pod, done)
+        self._write_configmaps(req, pod, done)
+        attempt.uuids = done.uuids
+
+    def _configmap_exists(self, namespace: str, name: str) -> bool:
+        try:
+            self.kube.get(path_of("", "v1", "configmaps", namespace, name))
+        except KubeError as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return True
+
+    def _check_cards(self, req: _Request, attempt: _Attempt) -> None:
+        """Each reservation pod the attempt uses is still there, the same one, not leaving."""
+        for path, uid in attempt.reservations:
+            try:
+                now = self.kube.get(path)
+            except KubeError as exc:
+                if exc.code == 404:
+                    raise BindError(
+                        f"reservation pod {path.rsplit('/', 1)[-1]} disappeared"
+                    ) from None
+                raise
+            m = now.get("metadata") or {}
+            replaced = str(m.get("uid") or "") != uid
+            if replaced or m.get("deletionTimestamp") or rsv.reservation_failure(now):
+                raise BindError(f"reservation pod {m.get('name')} was replaced or is leaving")
+
+    def _card_kept_after_binding(
+        self, req: _Request, pod: Mapping[str, Any], attempt: _Attempt
+    ) -> None:
+        """A reservation pod deleted between the check and the Binding leaves the pod bound
+        to a card nobody holds: delete the pod (as when its card goes later), and fail."""
+        try:
+            self._check_cards(req, attempt)
+        except KubeError as exc:
+            # Bound: never roll back now. The clean-up pass checks the card from state.
+            log.warning(
+                "pod %s/%s bound; its card not checked: %s", req.namespace, req.pod_name, exc
+            )
+            return
+        except BindError as lost:
+            uid = (pod.get("metadata") or {}).get("uid")
+            self._delete_pod(req.namespace, req.pod_name, str(uid) if uid else None)
+            raise BindError(f"{lost.reason} while binding; pod deleted", final=True) from None
+
+    def _delete_pod(self, namespace: str, name: str, uid: str | None) -> bool:
+        """Delete a pod, only the one with ``uid`` (a pod made again since is left alone)."""
+        body: Json = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.kube.delete(path_of("", "v1", "pods", namespace, name), body)
+        except KubeError as exc:
+            if exc.code in (404, 409):
+                return False
+            raise
+        return True
+
+    def _reserve(self, req: _Request, group: str, attempt: _Attempt | None = None) -> str:
         """The UUID of the card held for ``group`` on the node; creates its pod if needed."""
         ns = self.config.reservation_namespace
         name = rsv.reservation_pod_name(req.node, group)
@@ -338,6 +432,10 @@ class Binder:
         while True:
             uuid = rsv.reserved_uuid(current)
             if uuid:
+                if attempt is not None:
+                    attempt.reservations.append(
+                        (path, str((current.get("metadata") or {}).get("uid") or ""))
+                    )
                 return uuid
             failure = rsv.reservation_failure(current)
             if failure:
@@ -367,16 +465,45 @@ class Binder:
             except KubeError as exc:
                 if exc.code != 409:
                     raise
+                # Left by an earlier attempt (or an earlier pod of that name): now this
+                # pod's, with this decision.
                 self.kube.patch(
-                    path_of("", "v1", "configmaps", req.namespace, name), {"data": data}
+                    path_of("", "v1", "configmaps", req.namespace, name),
+                    {
+                        "data": data,
+                        "metadata": {
+                            "ownerReferences": manifest["metadata"].get("ownerReferences")
+                        },
+                    },
                 )
 
-    def _label(self, req: _Request, pod: Json, attempt: _Attempt) -> None:
-        self.kube.patch(
-            path_of("", "v1", "pods", req.namespace, req.pod_name),
-            rsv.group_label_patch(list(req.groups)),
-        )
-        attempt.labelled = pod
+    def _label(self, req: _Request, pod: Json, attempt: _Attempt) -> Json:
+        """Label the pod with its groups, only if it is still the pod that was read: the
+        patch names its uid and resourceVersion (a pod made again under the same name, or
+        changed meanwhile, answers 409; a changed one is read again and tried once more)."""
+        path = path_of("", "v1", "pods", req.namespace, req.pod_name)
+        uid = (pod.get("metadata") or {}).get("uid")
+        for _ in range(3):
+            patch = rsv.group_label_patch(list(req.groups))
+            version = (pod.get("metadata") or {}).get("resourceVersion")
+            if version:
+                patch["metadata"]["resourceVersion"] = version
+            if uid:
+                patch["metadata"]["uid"] = uid
+            try:
+                labelled = self.kube.patch(path, patch)
+            except KubeError as exc:
+                if exc.code != 409:
+                    raise
+                pod = self._get_pod(req)
+                if uid and (pod.get("metadata") or {}).get("uid") != uid:
+                    raise BindError(
+                        "the pod was made again under the same name", final=True
+                    ) from None
+                continue
+            attempt.labelled = pod
+            return labelled if (labelled.get("metadata") or {}).get("name") else pod
+        raise BindError("the pod kept changing while being labelled")
 
     def _rollback(self, req: _Request, attempt: _Attempt) -> None:
         """Undo what the failed attempt did; every step is tried, failures only logged."""
@@ -491,7 +618,7 @@ class Binder:
         return released
 
     def reservation_gone(self, reservation: Mapping[str, Any]) -> list[str]:
-        """A reservation pod went: running shared pods on its card lost it; delete them."""
+        """A reservation pod went: shared pods bound to its card lost it; delete them."""
         node = (reservation.get("spec") or {}).get("nodeName")
         group = rsv.reservation_group(reservation)
         if not node or not group:
@@ -507,44 +634,90 @@ class Binder:
         except KubeError as exc:
             if exc.code != 404:
                 raise
-        pods = self.kube.request(
-            "GET",
-            path_of("", "v1", "pods"),
-            query=[
-                ("labelSelector", keys.GPU_GROUP_LABEL),
-                ("fieldSelector", f"spec.nodeName={node}"),
-            ],
-        )
-        deleted = []
+        return self._delete_card_users(str(node), group, self._shared_pods(str(node)))
+
+    def _shared_pods(self, node: str | None = None) -> list[Json]:
+        """Live shared pods (group label, bound, not finished, not terminating)."""
+        query = [("labelSelector", keys.GPU_GROUP_LABEL)]
+        if node:
+            query.append(("fieldSelector", f"spec.nodeName={node}"))
+        pods = self.kube.request("GET", path_of("", "v1", "pods"), query=query)
+        out = []
         for pod in pods.get("items") or []:
             m = pod.get("metadata") or {}
             if m.get("namespace") == self.config.reservation_namespace or m.get(
                 "deletionTimestamp"
             ):
                 continue
-            if (pod.get("status") or {}).get("phase") != "Running" or not rsv.uses_group(
-                pod, group
-            ):
+            if not (pod.get("spec") or {}).get("nodeName") or not rsv.holds_card(pod):
+                continue
+            out.append(pod)
+        return out
+
+    def _delete_card_users(self, node: str, group: str, pods: list[Json]) -> list[str]:
+        """Delete the bound shared pods of ``group`` on ``node`` (their card is gone), Running
+        or not yet: a pod bound to a card nobody holds would share it with whoever gets it."""
+        deleted = []
+        for pod in pods:
+            m = pod.get("metadata") or {}
+            if (pod.get("spec") or {}).get("nodeName") != node or not rsv.uses_group(pod, group):
                 continue
             ns, name = str(m.get("namespace")), str(m.get("name"))
-            post_event(
-                self.kube,
+            self.events.post(
                 involved(pod),
                 "Warning",
                 "BindingError",
                 f"Reservation pod of GPU group {group} on node {node} is gone; deleting pod {ns}/{name}",
-                COMPONENT,
             )
-            try:
-                self.kube.delete(path_of("", "v1", "pods", ns, name))
+            if self._delete_pod(ns, name, str(m.get("uid") or "") or None):
                 deleted.append(f"{ns}/{name}")
-            except KubeError as exc:
-                if exc.code != 404:
-                    raise
+        return deleted
+
+    def orphaned_shared_pods(self) -> list[str]:
+        """Shared pods bound to a card whose reservation pod is gone (a deletion the
+        operator missed, e.g. while it was down); deleted, as ``reservation_gone`` does."""
+        pods = self._shared_pods()  # first: a reservation made after this list is seen below
+        if not pods:
+            return []
+        ns = self.config.reservation_namespace
+        try:
+            listing = self.kube.request(
+                "GET",
+                path_of("", "v1", "pods", ns),
+                query=[("labelSelector", f"{rsv.MANAGED_BY_LABEL}={rsv.MANAGED_BY}")],
+            )
+        except KubeError as exc:
+            if exc.code != 404:
+                raise
+            listing = {}
+        held = set()
+        for r in listing.get("items") or []:
+            if not (r.get("metadata") or {}).get(
+                "deletionTimestamp"
+            ) and not rsv.reservation_failure(r):
+                held.add(str((r.get("metadata") or {}).get("name")))
+        deleted: list[str] = []
+        lost: set[tuple[str, str]] = set()
+        for pod in pods:
+            node = str((pod.get("spec") or {}).get("nodeName"))
+            for group in rsv.shared_pod_groups(pod):
+                # Not excused by a pending BindRequest of the group: a new reservation
+                # pod may hold another card than the one this pod was given.
+                if rsv.reservation_pod_name(node, group) in held:
+                    continue
+                lost.add((node, group))
+        for node, group in sorted(lost):
+            deleted += self._delete_card_users(node, group, pods)
         return deleted
 
     def sweep(self, now: float | None = None) -> list[str]:
-        """Delete every reservation pod whose card no shared pod uses any more."""
+        """Delete every reservation pod whose card no shared pod uses any more.
+
+        Driven from state, not from events: what a missed pod event (operator down,
+        a failed delete) left behind goes on the next pass. Candidates come from one
+        listing of shared pods and BindRequests; each is checked again under its lock
+        before it is deleted.
+        """
         ns = self.config.reservation_namespace
         try:
             pods = self.kube.request(
@@ -556,18 +729,50 @@ class Binder:
             if exc.code == 404:
                 return []
             raise
+        items = pods.get("items") or []
+        if not items:
+            return []
+        used = self._groups_in_use()
         now = time.time() if now is None else now
         released = []
-        for pod in pods.get("items") or []:
+        for pod in items:
             m = pod.get("metadata") or {}
             created = parse_time(m.get("creationTimestamp"))
             if created is not None and now - created < self.config.sweep_min_age:
                 continue
             node = (pod.get("spec") or {}).get("nodeName")
             group = rsv.reservation_group(pod)
-            if node and group and self.release_if_unused(str(node), group):
+            if not node or not group or m.get("deletionTimestamp"):
+                continue
+            if (str(node), group) in used or (str(node), rsv.label_value(group)) in used:
+                continue
+            if self.release_if_unused(str(node), group):
                 released.append(str(m.get("name")))
         return released
+
+    def _groups_in_use(self) -> set[tuple[str, str]]:
+        """(node, group) of every unfinished shared pod and every pending BindRequest."""
+        used: set[tuple[str, str]] = set()
+        pods = self.kube.request(
+            "GET", path_of("", "v1", "pods"), query=[("labelSelector", keys.GPU_GROUP_LABEL)]
+        )
+        for pod in pods.get("items") or []:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if (pod.get("metadata") or {}).get("namespace") == self.config.reservation_namespace:
+                continue
+            if node and rsv.holds_card(pod):
+                labels = (pod.get("metadata") or {}).get("labels") or {}
+                for group in [*rsv.shared_pod_groups(pod), labels.get(keys.GPU_GROUP_LABEL)]:
+                    if group:
+                        used.add((str(node), str(group)))
+        requests = self.kube.get(path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS))
+        for br in requests.get("items") or []:
+            if not is_pending(br):
+                continue
+            spec = br.get("spec") or {}
+            for group in spec.get("selectedGPUGroups") or []:
+                used.add((str(spec.get("selectedNode")), str(group)))
+        return used
 
 
 def _pod_ref(req: _Request, pod: Mapping[str, Any] | None) -> Json:

@@ -10,6 +10,11 @@ takes, after two adjustments:
 - a pod with a BindRequest that has not Failed counts as placed on the
   request's ``selectedNode`` (and, for a shared GPU, in its GPU groups), so a
   decision the binder has not carried out yet is not taken twice;
+- a reservation pod (namespace ``kai-resource-reservation``) whose GPU group
+  no live shared pod (or pending BindRequest) on its node uses any more counts
+  as another scheduler's pod holding one whole GPU, until it is gone: its card
+  is not free while it exists (while shared pods use the group, they count the
+  card, so it is not counted twice);
 - a pod that names a PodGroup the cache has not seen yet is held back for a
   short grace period (the pod-grouper creates the group, then annotates the
   pod; the two watches may deliver them in either order).
@@ -35,6 +40,7 @@ from typing import Any, Final
 from kai_py.api import keys
 from kai_py.api.common import ManifestError
 from kai_py.api.queue import Queue as QueueModel
+from kai_py.cluster import reservation as rsv
 from kai_py.cluster.builder import Built, build
 from kai_py.cluster.convert import meta, parse_time
 from kai_py.cluster.inputs import Document
@@ -104,18 +110,39 @@ def _resources_only(containers: object) -> list[Json]:
     ]
 
 
+def project_reservation(body: Mapping[str, Any]) -> Json | None:
+    """A reservation pod as a foreign pod holding its card, with its node and group
+    kept aside (``view`` counts it only while no shared pod uses the group)."""
+    spec = body.get("spec") or {}
+    phase = (body.get("status") or {}).get("phase")
+    group = rsv.reservation_group(body)
+    if not spec.get("nodeName") or phase in ("Succeeded", "Failed") or not group:
+        return None
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _meta(body, ("name", "namespace", "uid", "resourceVersion")),
+        "spec": {
+            "schedulerName": _FOREIGN_SCHEDULER,
+            "nodeName": spec["nodeName"],
+            "containers": [
+                {"name": "reservation", "resources": {"requests": {keys.GPU_RESOURCE: "1"}}}
+            ],
+        },
+        "status": {"phase": phase} if phase else {},
+        "group": group,
+    }
+
+
 def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Json | None]:
     """(ours, projection): what the scheduler needs of a pod; None = not worth keeping.
 
     Pods of other schedulers are kept only while they hold a node's resources.
-    Our pods are rewritten to the scheduler name the builder knows.
+    Our pods are rewritten to the scheduler name the builder knows. Reservation
+    pods are projected by ``project_reservation``.
     """
     spec = body.get("spec") or {}
     status = body.get("status") or {}
-    if meta(body).get("namespace") == keys.RESERVATION_NAMESPACE:
-        # A reservation pod holds the card of a GPU group, which the shared pods on
-        # that group already count; counting it too would take the card twice.
-        return False, None
     ours = (spec.get("schedulerName") or "default-scheduler") == scheduler_name
     phase = status.get("phase")
     if not ours:
@@ -210,6 +237,8 @@ class ClusterCache:
         self.scheduler_name = scheduler_name
         self.objects: dict[str, dict[Key, Json]] = {kind: {} for kind in KINDS}
         self.foreign_pods: dict[Key, Json] = {}
+        #: Reservation pods (kai-resource-reservation) that hold a card, by key.
+        self.reservations: dict[Key, Json] = {}
         #: Bumped on every change; a cycle over an unchanged cache could be skipped.
         self.generation = 0
         # Warm-up: uids a first LIST returned that the watch has not delivered yet.
@@ -245,6 +274,18 @@ class ClusterCache:
     def _observe_pod(self, key: Key, deleted: bool, body: Mapping[str, Any]) -> bool:
         ours_store, foreign = self.objects[PODS], self.foreign_pods
         uid = str(meta(body).get("uid") or "")
+        if key[0] == keys.RESERVATION_NAMESPACE:
+            if deleted:
+                return self._drop(self.reservations, key, uid)
+            if not self._newer(self.reservations.get(key), body):
+                return False
+            reservation = project_reservation(body)
+            if reservation is None:
+                self.reservations.pop(key, None)
+            else:
+                self.reservations[key] = reservation
+            self.generation += 1
+            return True
         if deleted:
             changed = self._drop(ours_store, key, uid)
             return self._drop(foreign, key, uid) or changed
@@ -295,7 +336,9 @@ class ClusterCache:
             at = int(str(meta(listing).get("resourceVersion")))
         except (TypeError, ValueError):
             return 0  # without a version to compare with, nothing is safe to drop
-        stores = [self.objects[kind]] + ([self.foreign_pods] if kind == PODS else [])
+        stores = [self.objects[kind]]
+        if kind == PODS:
+            stores += [self.foreign_pods, self.reservations]
         dropped = 0
         for store in stores:
             for key, body in list(store.items()):
@@ -307,6 +350,14 @@ class ClusterCache:
         if dropped:
             self.generation += 1
         return dropped
+
+    def load(self, kind: str, listing: Mapping[str, Any]) -> None:
+        """Take a fresh LIST as the truth: its objects (unless the cache holds newer
+        versions) and nothing older that it lacks. The kind is warm after it."""
+        for item in listing.get("items") or []:
+            self.observe(kind, "ADDED", item)
+        self.resync(kind, listing)
+        self.mark_warm(kind)
 
     # ---------------------------------------------------------------- warm-up
     def expect(self, kind: str, uids: Iterable[str]) -> None:
@@ -359,6 +410,7 @@ class ClusterCache:
                 failed.append(key)  # to delete; its pod is decided once it is gone
         blocked = set(failed)
         held_back = 0
+        used_groups: set[tuple[str, str]] = set()  # (node, group) that live shared pods use
         for (ns, name), pod in self.objects[PODS].items():
             uid = str(meta(pod).get("uid") or f"{ns}/{name}")
             annotations = meta(pod).get("annotations") or {}
@@ -376,8 +428,23 @@ class ClusterCache:
             by_uid[uid] = pod
             body = _placed_by_bindrequest(pod, binds.get((ns, name)))
             docs.append(Document(f"Pod {ns}/{name}", body))
+        for (ns, name), pod in self.objects[PODS].items():
+            # Every live shared pod (also those held back above) keeps its card's group.
+            placed = _placed_by_bindrequest(pod, binds.get((ns, name)))
+            node = (placed.get("spec") or {}).get("nodeName")
+            if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                for group in rsv.shared_pod_groups(placed):
+                    for one in group.split(","):
+                        used_groups.add((str(node), one))
         for (ns, name), pod in self.foreign_pods.items():
             docs.append(Document(f"Pod {ns}/{name}", pod))
+        for (ns, name), reservation in self.reservations.items():
+            node = str((reservation.get("spec") or {}).get("nodeName"))
+            group = str(reservation.get("group"))
+            if (node, group) in used_groups or (node, rsv.label_value(group)) in used_groups:
+                continue  # its shared pods count the card
+            body = {k: v for k, v in reservation.items() if k != "group"}
+            docs.append(Document(f"Pod {ns}/{name}", body))
         return View(
             documents=docs,
             pods=by_uid,

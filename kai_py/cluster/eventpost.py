@@ -8,7 +8,9 @@ outside Kopf's handlers (the binder's clean-up task) can post too.
 from __future__ import annotations
 
 import logging
+import queue
 import socket
+import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -67,3 +69,51 @@ def post_event(
         kube.create(path_of("", "v1", "events", body["metadata"]["namespace"]), body)
     except KubeError as exc:
         log.warning("could not post event %s on %s: %s", reason, ref.get("name"), exc)
+
+
+class EventPoster:
+    """Posts Events for one component, at once or from a background thread.
+
+    In the background (the operator) a bind never waits behind an Event: events
+    queue up (at most ``limit``; beyond that the newest are dropped and counted,
+    as events are best effort) and one thread posts them in order.
+    """
+
+    def __init__(
+        self, kube: Kube, component: str, *, background: bool = False, limit: int = 10_000
+    ) -> None:
+        self.kube = kube
+        self.component = component
+        self.dropped = 0
+        self._queue: queue.Queue[tuple[Json, str, str, str] | None] | None = None
+        self._limit = limit
+        if background:
+            self._queue = queue.Queue()
+            self._thread = threading.Thread(
+                target=self._drain, name=f"{component}-events", daemon=True
+            )
+            self._thread.start()
+
+    def post(self, ref: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        if self._queue is None:
+            post_event(self.kube, ref, type_, reason, message, self.component)
+            return
+        if self._queue.qsize() >= self._limit:
+            self.dropped += 1
+            return
+        self._queue.put((dict(ref), type_, reason, message))
+
+    def close(self) -> None:
+        if self._queue is not None:
+            self._queue.put(None)
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            try:
+                post_event(self.kube, *item, self.component)
+            except Exception:  # never let one event stop the thread
+                log.exception("posting an event failed")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -133,3 +135,45 @@ def _error(code: int, reason: str, body: object) -> KubeError:
         except ValueError:
             message = text
     return KubeError(code, reason, message[:500])
+
+
+#: Answers worth asking again at once: no answer, throttled, server-side errors.
+TRANSIENT_CODES = frozenset({0, 429, 500, 502, 503, 504})
+
+
+class RetryingKube(Kube):
+    """A ``Kube`` that asks again (``tries`` in all, ``delay`` apart) after a transient
+    error, for callers whose every request is safe to repeat: a create answered 409 on
+    the repeat, a delete 404, a Binding "already assigned", which they handle."""
+
+    def __init__(
+        self,
+        api_client: k8s.ApiClient,
+        timeout: float = 10.0,
+        *,
+        tries: int = 3,
+        delay: float = 0.2,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(api_client, timeout)
+        self.tries = max(1, tries)
+        self.delay = delay
+        self._sleep = sleep
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = "application/json",
+        query: list[tuple[str, str]] | None = None,
+    ) -> Json:
+        for attempt in range(1, self.tries + 1):
+            try:
+                return super().request(method, path, body, content_type=content_type, query=query)
+            except KubeError as exc:
+                if exc.code not in TRANSIENT_CODES or attempt == self.tries:
+                    raise
+                self._sleep(self.delay * attempt)
+        raise AssertionError("unreachable")

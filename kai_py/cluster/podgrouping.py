@@ -259,6 +259,24 @@ class PodGrouperService:
                 log.warning("pod-grouper: %s/%s: %s", ns, name, exc)
         return outcomes
 
+    def group_all(self) -> list[GroupingOutcome]:
+        """Group every pod of a fresh LIST that needs it (a new leader's first pass)."""
+        listing = self.kube.get(path_of("", "v1", "pods"))
+        outcomes = []
+        for pod in listing.get("items") or []:
+            if not self.needs_work(pod):
+                continue
+            try:
+                outcome = self.handle(pod)
+            except KubeError as exc:
+                log.warning(
+                    "pod-grouper: %s/%s: %s", meta(pod).get("namespace"), meta(pod).get("name"), exc
+                )
+                continue
+            if outcome.annotated or outcome.created:
+                outcomes.append(outcome)
+        return outcomes
+
     def _group(
         self, pod: Mapping[str, Any], ns: str, uid: str, annotation: str | None
     ) -> GroupingOutcome:
@@ -305,6 +323,9 @@ class PodGrouperService:
         except KubeError as exc:
             if exc.code != 409:
                 raise
+            # A 409 is not proof that the group exists (a Conflict rather than
+            # AlreadyExists, or one deleted since): remember it only once it is read.
+            self.kube.get(path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace, name))
             created = False
         with self._lock:
             self._groups.put((namespace, name), True)

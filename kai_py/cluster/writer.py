@@ -1,9 +1,13 @@
 """Decisions -> API writes.
 
 ``plan`` turns one cycle's decisions into a list of ``Write`` (method, path,
-body), using pure functions that are tested on their own; ``Writer.apply``
+body, lane), using pure functions that are tested on their own; ``Writer.apply``
 sends them, concurrently and each on its own: a failed write is logged and
-the others go on (the next cycle retries what is still true then). Every
+the others go on (the next cycle retries what is still true then). With a
+``BackgroundWriter`` the cycle waits for the URGENT lane only (binds,
+evictions, failed-request deletions); status writes and Events follow in the
+background, coalesced per object. Writes by name carry the object's uid as a
+precondition. Every
 write is idempotent or guarded by the cached state, so a cycle that decides
 the same thing again writes nothing new:
 
@@ -27,6 +31,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -169,26 +174,38 @@ def unschedulable_patch(pod: Mapping[str, Any], message: str, now: float) -> Jso
     since = rfc3339(now)
     if current is not None and current.get("status") == "False":
         since = str(current.get("lastTransitionTime") or since)
-    return {
-        "status": {
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": message,
-                    "lastProbeTime": None,
-                    "lastTransitionTime": since,
-                }
-            ]
-        }
-    }
+    return with_uid(
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": since,
+                    }
+                ]
+            }
+        },
+        pod,
+    )
 
 
 def nominated_patch(pod: Mapping[str, Any], node: str | None) -> Json | None:
     if (pod.get("status") or {}).get("nominatedNodeName") == node:
         return None
-    return {"status": {"nominatedNodeName": node}}
+    return with_uid({"status": {"nominatedNodeName": node}}, pod)
+
+
+def with_uid(patch: Json, obj: Mapping[str, Any] | None) -> Json:
+    """``patch`` with the object's uid as a precondition: the API server refuses it (409)
+    when the name now belongs to another object (deleted and made again)."""
+    uid = meta(obj).get("uid") if obj is not None else None
+    if uid:
+        patch.setdefault("metadata", {})["uid"] = uid
+    return patch
 
 
 def kai_amounts(res: Res) -> ResourceAmounts:
@@ -222,7 +239,7 @@ def queue_status_patch(queue: Mapping[str, Any], figures: QueueFigures) -> Json 
     status = queue.get("status") or {}
     if all(_same_map(status.get(k), v) for k, v in wanted.items()):
         return None
-    return {"status": wanted}
+    return with_uid({"status": wanted}, queue)
 
 
 @dataclass(slots=True, frozen=True)
@@ -332,7 +349,7 @@ def podgroup_status_patch(
     current_resources = status.get("resourcesStatus") or {}
     if not all(_same_map(current_resources.get(k), v) for k, v in wanted_resources.items()):
         patch["resourcesStatus"] = wanted_resources
-    return {"status": patch} if patch else None
+    return with_uid({"status": patch}, podgroup) if patch else None
 
 
 def stale_annotation_patch(podgroup: Mapping[str, Any], since: float | None) -> Json | None:
@@ -340,7 +357,9 @@ def stale_annotation_patch(podgroup: Mapping[str, Any], since: float | None) -> 
     if since is None:
         if current is None:
             return None
-        return {"metadata": {"annotations": {keys.STALE_SINCE_ANNOTATION: None}}}
+        return with_uid(
+            {"metadata": {"annotations": {keys.STALE_SINCE_ANNOTATION: None}}}, podgroup
+        )
     if current is not None:
         try:
             parsed = parse_time(current)
@@ -348,24 +367,42 @@ def stale_annotation_patch(podgroup: Mapping[str, Any], since: float | None) -> 
             parsed = None
         if parsed is not None and abs(parsed - since) < 1.0:
             return None
-    return {"metadata": {"annotations": {keys.STALE_SINCE_ANNOTATION: rfc3339(since)}}}
+    return with_uid(
+        {"metadata": {"annotations": {keys.STALE_SINCE_ANNOTATION: rfc3339(since)}}}, podgroup
+    )
 
 
-def eviction_body(namespace: str, name: str) -> Json:
-    return {
+def eviction_body(namespace: str, name: str, uid: str | None = None) -> Json:
+    body: Json = {
         "apiVersion": "policy/v1",
         "kind": "Eviction",
         "metadata": {"name": name, "namespace": namespace},
     }
+    if uid:  # never evict a pod made since under the same name
+        body["deleteOptions"] = {"preconditions": {"uid": uid}}
+    return body
 
 
 # ---------------------------------------------------------------- the plan
+#: Write lanes, most urgent first. A cycle waits for its URGENT writes only (binds,
+#: evictions, deletions of failed BindRequests); STATUS (pod conditions, nominated
+#: nodes, PodGroup/Queue status) and EVENTS go to a background writer that the next
+#: cycle does not wait for, which sends STATUS before EVENTS and keeps only the newest
+#: queued write per object and kind.
+URGENT: Final = 0
+STATUS: Final = 1
+EVENTS: Final = 2
+
+
 @dataclass(slots=True)
 class Write:
     what: str  # for logs: "bind default/p1 -> node-1"
     method: str
     path: str
     body: Json | None = None
+    lane: int = URGENT
+    #: Writes with one key replace each other while queued (the newest wins).
+    key: str | None = None
     content_type: str = "application/json"
     ok_codes: tuple[int, ...] = ()  # answers that mean "already done"
     skip_codes: tuple[int, ...] = ()  # answers that mean "not now" (logged at info)
@@ -426,6 +463,7 @@ class EventRecorder:
                         "POST",
                         path_of("", "v1", "events", record.namespace),
                         body,
+                        lane=EVENTS,
                         failed=self._forget(key),
                     )
                 )
@@ -442,6 +480,8 @@ class EventRecorder:
                     path_of("", "v1", "events", record.namespace, record.name),
                     {"count": record.count, "lastTimestamp": rfc3339(now)},
                     content_type=MERGE_PATCH,
+                    lane=EVENTS,
+                    key=f"event-count {record.namespace}/{record.name}",
                     failed=self._forget(key),
                 )
             )
@@ -461,6 +501,8 @@ def bindrequest_writes(view: View, cache: ClusterCache | None = None) -> list[Wr
     """Deletions of Failed (or orphaned) BindRequests, so the pod is decided again."""
     out: list[Write] = []
     for ns, name in view.failed_bindrequests:
+        br = cache.get(BINDREQUESTS, ns, name) if cache is not None else None
+        uid = meta(br).get("uid") if br is not None else None
 
         def done(_: Json | None, ns: str = ns, name: str = name) -> None:
             if cache is not None:
@@ -471,7 +513,12 @@ def bindrequest_writes(view: View, cache: ClusterCache | None = None) -> list[Wr
                 f"delete failed BindRequest {ns}/{name}",
                 "DELETE",
                 path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests", ns, name),
+                # Only the request that was seen Failed: a new one of the same name stays.
+                {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+                if uid
+                else None,
                 ok_codes=(404,),
+                skip_codes=(409,),  # a newer request of that name: left alone
                 done=done,
             )
         )
@@ -523,7 +570,9 @@ def plan(
                     path_of("", "v1", "pods", task.namespace, task.name, "status"),
                     patch,
                     content_type=MERGE_PATCH,
-                    ok_codes=(404,),
+                    ok_codes=(404, 409),
+                    lane=STATUS,
+                    key=f"nominate {task.namespace}/{task.name}",
                 )
             )
     for eviction in decisions.evictions:
@@ -533,8 +582,8 @@ def plan(
                 f"evict {task.key} ({eviction.action})",
                 "POST",
                 path_of("", "v1", "pods", task.namespace, task.name, "eviction"),
-                eviction_body(task.namespace, task.name),
-                ok_codes=(404,),
+                eviction_body(task.namespace, task.name, task.uid),
+                ok_codes=(404, 409),
                 skip_codes=(429,),
             )
         )
@@ -555,7 +604,9 @@ def plan(
                         path_of("", "v1", "pods", event.namespace, event.name, "status"),
                         patch,
                         content_type=STRATEGIC_MERGE_PATCH,
-                        ok_codes=(404,),
+                        ok_codes=(404, 409),
+                        lane=STATUS,
+                        key=f"podscheduled {event.namespace}/{event.name}",
                     )
                 )
     writes.extend(recorder.writes([*view.events, *built.events, *decisions.events], uids, now))
@@ -576,7 +627,9 @@ def plan(
                     path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups", ns, name, "status"),
                     patch,
                     content_type=MERGE_PATCH,
-                    ok_codes=(404,),
+                    ok_codes=(404, 409),
+                    lane=STATUS,
+                    key=f"podgroup-status {ns}/{name}",
                 )
             )
         if uid in decisions.stale_since:
@@ -589,7 +642,9 @@ def plan(
                         path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups", ns, name),
                         patch,
                         content_type=MERGE_PATCH,
-                        ok_codes=(404,),
+                        ok_codes=(404, 409),
+                        lane=STATUS,
+                        key=f"podgroup-stale {ns}/{name}",
                     )
                 )
     for name, figures in decisions.queues.items():
@@ -605,7 +660,9 @@ def plan(
                     path_of(keys.GROUP, keys.QUEUE_VERSION, "queues", None, name, "status"),
                     patch,
                     content_type=MERGE_PATCH,
-                    ok_codes=(404,),
+                    ok_codes=(404, 409),
+                    lane=STATUS,
+                    key=f"queue-status {name}",
                 )
             )
     return writes
@@ -636,14 +693,25 @@ class Outcome:
 
 
 class Writer:
-    """Sends a plan's writes with a bounded number in flight; never raises for one write."""
+    """Sends a plan's writes with a bounded number in flight; never raises for one write.
 
-    def __init__(self, kube: Kube, concurrency: int = 8) -> None:
+    With a ``background`` writer, ``apply`` waits for the URGENT writes only and hands
+    the others to it (the cycle goes on; see the lanes above).
+    """
+
+    def __init__(
+        self, kube: Kube, concurrency: int = 8, background: BackgroundWriter | None = None
+    ) -> None:
         self.kube = kube
         self.concurrency = concurrency
+        self.background = background
 
     async def apply(self, writes: list[Write]) -> Outcome:
         outcome = Outcome()
+        if self.background is not None:
+            later = [w for w in writes if w.lane != URGENT]
+            writes = [w for w in writes if w.lane == URGENT]
+            self.background.submit(later)
         if not writes:
             return outcome
         limit = asyncio.Semaphore(self.concurrency)
@@ -694,3 +762,91 @@ class Writer:
                 write.done(answer)
             except Exception:
                 log.exception("%s: after-write hook failed", write.what)
+
+
+class BackgroundWriter:
+    """The STATUS and EVENTS lanes: queued, coalesced by key, sent by a few workers.
+
+    A write queued under a key that is already queued replaces the older one
+    (the newest status is the one that matters). STATUS writes go before EVENTS.
+    At most ``limit`` writes wait per lane; beyond that the oldest are dropped
+    (each kind is recomputed by a later cycle from the cache, and events are best
+    effort) and counted in ``dropped``.
+    """
+
+    def __init__(self, kube: Kube, concurrency: int = 8, limit: int = 20_000) -> None:
+        self.writer = Writer(kube)
+        self.concurrency = concurrency
+        self.limit = limit
+        self.outcome = Outcome()
+        self.coalesced = 0
+        self.dropped = 0
+        self._lanes: dict[int, OrderedDict[object, Write]] = {
+            STATUS: OrderedDict(),
+            EVENTS: OrderedDict(),
+        }
+        self._wake: asyncio.Event | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._sending = 0
+
+    @property
+    def queued(self) -> int:
+        """Writes waiting or being sent."""
+        return sum(len(q) for q in self._lanes.values()) + self._sending
+
+    def submit(self, writes: list[Write]) -> None:
+        for write in writes:
+            lane = self._lanes[EVENTS if write.lane == EVENTS else STATUS]
+            key: object = write.key if write.key is not None else object()
+            if key in lane:
+                del lane[key]
+                self.coalesced += 1
+            lane[key] = write
+            while len(lane) > self.limit:
+                lane.popitem(last=False)
+                self.dropped += 1
+        if writes:
+            self._start()
+            assert self._wake is not None
+            self._wake.set()
+
+    def _start(self) -> None:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        self._workers = [t for t in self._workers if not t.done()]
+        while len(self._workers) < self.concurrency:
+            self._workers.append(asyncio.get_running_loop().create_task(self._work()))
+
+    def _next(self) -> Write | None:
+        for lane in (self._lanes[STATUS], self._lanes[EVENTS]):
+            if lane:
+                return lane.popitem(last=False)[1]
+        return None
+
+    async def _work(self) -> None:
+        assert self._wake is not None
+        while True:
+            write = self._next()
+            if write is None:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            self._sending += 1
+            try:
+                await self.writer._send(write, self.outcome)
+            finally:
+                self._sending -= 1
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Until nothing is queued (tests, a clean stop)."""
+        deadline = time.monotonic() + timeout
+        while self.queued and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def close(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        for task in self._workers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._workers = []

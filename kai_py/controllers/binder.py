@@ -1,14 +1,19 @@
-"""The binder: Kopf handlers that carry out BindRequests (logic in kai_py.cluster.binding).
+"""The binder: Kopf wiring of the BindRequest reconcile (logic in kai_py.cluster).
 
-- BindRequests (``scheduling.run.ai/v1alpha2``) in phase Pending or unset, on
-  create, resume and update: one attempt per call; a failed attempt that may
-  be retried raises ``kopf.TemporaryError`` with the request's back-off delay.
+- BindRequests (``scheduling.run.ai/v1alpha2``): every watch event offers a
+  pending request to a ``BindQueue``, and a pass over a fresh LIST every
+  ``reconcile_period`` seconds offers them again, so a request is driven to an
+  end (Succeeded, or Failed and decided again by the scheduler) whatever
+  events or writes were lost. Kopf writes nothing to them (``on.event`` only).
 - Pods, through ``@kopf.on.event`` only (nothing is written to pods by Kopf):
   a shared pod that ended or went releases its reservation pods when no other
-  shared pod uses them; a reservation pod that went takes its running shared
-  pods with it.
-- A clean-up pass over the reservation pods every ``sweep_period`` seconds.
+  shared pod uses them; a reservation pod that went takes the shared pods
+  bound to its card with it.
+- A clean-up pass over the reservation pods and shared pods every
+  ``sweep_period`` seconds, from the first second on: what a missed event
+  left behind is found from state.
 
+Only the leader (``kai_py.controllers.leadership``) binds and cleans up.
 Importing the module registers the handlers with Kopf's default registry;
 ``register(registry)`` puts them on another one (tests).
 """
@@ -23,11 +28,18 @@ from typing import Any, Final
 import kopf
 
 from kai_py.api import keys
-from kai_py.cluster.binding import Binder, BinderConfig, is_pending
-from kai_py.cluster.kube import Kube, load_api_client
+from kai_py.cluster.binding import COMPONENT, Binder, BinderConfig, is_pending
+from kai_py.cluster.bindqueue import BindQueue
+from kai_py.cluster.eventpost import EventPoster
+from kai_py.cluster.kube import KubeError, RetryingKube, load_api_client
+from kai_py.controllers import leadership
 
 _MEMO_KEY: Final = "kai_py_binder"
+_QUEUE_KEY: Final = "kai_py_binder_queue"
 _SWEEPER_KEY: Final = "kai_py_binder_sweeper"
+_RECONCILER_KEY: Final = "kai_py_binder_reconciler"
+#: Seconds between passes over all BindRequests.
+RECONCILE_PERIOD: Final = 2.0
 log = logging.getLogger(__name__)
 
 _config = BinderConfig.from_env()
@@ -46,54 +58,80 @@ def current_config() -> BinderConfig:
 def _binder(memo: Any) -> Binder:
     binder = memo.get(_MEMO_KEY)
     if not isinstance(binder, Binder):
-        raise kopf.TemporaryError("the binder is not started yet", delay=1)
+        raise RuntimeError("the binder is not started yet")
     return binder
 
 
-#: Sync handlers share Kopf's thread pool and a Fraction bind may wait there up to
-#: ``reservation_timeout`` for its card: keep enough workers that waiting binds
-#: do not hold up the other handlers.
-MIN_WORKERS: Final = 32
+#: Bind attempts run in a pool of their own and a Fraction bind may wait there up to
+#: ``reservation_timeout`` for its card: enough workers that waiting binds do not hold
+#: up the others.
+BIND_WORKERS: Final = 32
 
 
-async def start(memo: Any, settings: Any = None, **_: Any) -> None:
-    if settings is not None:
-        workers = settings.execution.max_workers
-        if workers is None or workers < MIN_WORKERS:
-            settings.execution.max_workers = MIN_WORKERS
-    binder = Binder(Kube(load_api_client()), _config)
+async def start(memo: Any, **_: Any) -> None:
+    # Transient API errors are asked again in place, so they rarely cost an attempt
+    # (each of which counts towards the request's backoffLimit).
+    kube = RetryingKube(await asyncio.to_thread(load_api_client))
+    binder = Binder(kube, _config, events=EventPoster(kube, COMPONENT, background=True))
+    queue = BindQueue(binder, workers=BIND_WORKERS)
     memo[_MEMO_KEY] = binder
+    memo[_QUEUE_KEY] = queue
     memo[_SWEEPER_KEY] = asyncio.create_task(_sweep_forever(binder))
+    memo[_RECONCILER_KEY] = asyncio.create_task(_reconcile_forever(queue))
 
 
 async def stop(memo: Any, **_: Any) -> None:
-    task = memo.get(_SWEEPER_KEY)
-    if isinstance(task, asyncio.Task):
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    for key in (_SWEEPER_KEY, _RECONCILER_KEY):
+        task = memo.get(key)
+        if isinstance(task, asyncio.Task):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    queue = memo.get(_QUEUE_KEY)
+    if isinstance(queue, BindQueue):
+        await queue.close()
+    binder = memo.get(_MEMO_KEY)
+    if isinstance(binder, Binder):
+        binder.events.close()
+
+
+async def _reconcile_forever(queue: BindQueue) -> None:
+    lead = leadership.current()
+    while True:
+        await lead.wait_leading()
+        try:
+            started = await queue.reconcile()
+        except Exception as exc:  # the next pass tries again
+            log.warning("BindRequest reconcile pass failed: %s", exc)
+        else:
+            if started:
+                log.info("reconcile: %d pending BindRequests taken up", started)
+        await asyncio.sleep(RECONCILE_PERIOD)
 
 
 async def _sweep_forever(binder: Binder) -> None:
+    lead = leadership.current()
     while True:
-        await asyncio.sleep(binder.config.sweep_period)
+        await lead.wait_leading()
         try:
             released = await asyncio.to_thread(binder.sweep)
+            orphaned = await asyncio.to_thread(binder.orphaned_shared_pods)
         except Exception as exc:  # the next pass tries again
             log.warning("reservation clean-up failed: %s", exc)
-            continue
-        if released:
-            log.info("released unused reservation pods: %s", ", ".join(released))
+        else:
+            if released:
+                log.info("released unused reservation pods: %s", ", ".join(released))
+            if orphaned:
+                log.warning("deleted shared pods whose card is gone: %s", ", ".join(orphaned))
+        await asyncio.sleep(binder.config.sweep_period)
 
 
-def _pending(body: Any, **_: Any) -> bool:
-    return is_pending(body)
-
-
-def bind(body: Any, retry: int, memo: Any, **_: Any) -> None:
-    outcome = _binder(memo).reconcile(dict(body), retry)
-    if outcome.retry_in is not None:
-        raise kopf.TemporaryError(outcome.reason, delay=outcome.retry_in)
+async def bindrequest_event(type: str | None, body: Any, memo: Any, **_: Any) -> None:
+    queue = memo.get(_QUEUE_KEY)
+    if type == "DELETED" or not isinstance(queue, BindQueue) or not leadership.leading():
+        return
+    if is_pending(body):
+        queue.offer(dict(body))
 
 
 def _gpu_pod_event(type: str | None, body: Any, **_: Any) -> bool:
@@ -109,14 +147,21 @@ def _gpu_pod_event(type: str | None, body: Any, **_: Any) -> bool:
 
 
 def gpu_pod_event(type: str | None, body: Any, memo: Any, logger: Any, **_: Any) -> None:
+    if not leadership.leading():
+        return  # the leader's handler (or its sweep) does it
     binder = _binder(memo)
     pod = dict(body)
-    if (pod.get("metadata") or {}).get("namespace") == binder.config.reservation_namespace:
-        deleted = binder.reservation_gone(pod)
-        if deleted:
-            logger.warning("reservation pod gone; deleted shared pods %s", ", ".join(deleted))
+    try:
+        if (pod.get("metadata") or {}).get("namespace") == binder.config.reservation_namespace:
+            deleted = binder.reservation_gone(pod)
+            if deleted:
+                logger.warning("reservation pod gone; deleted shared pods %s", ", ".join(deleted))
+            return
+        released = binder.pod_gone(pod)
+    except KubeError as exc:
+        # Not retried by Kopf (an event handler): the clean-up pass finds it from state.
+        logger.warning("binder clean-up on a pod event failed: %s", exc)
         return
-    released = binder.pod_gone(pod)
     if released:
         logger.info("released reservation pods %s", ", ".join(released))
 
@@ -125,8 +170,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.startup(registry=registry, id="binder-start")(start)
     kopf.on.cleanup(registry=registry, id="binder-stop")(stop)
     resource = (keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests")
-    for on in (kopf.on.resume, kopf.on.create, kopf.on.update):
-        on(*resource, id="bind", when=_pending, registry=registry)(bind)
+    kopf.on.event(*resource, id="bind", registry=registry)(bindrequest_event)
     kopf.on.event("", "v1", "pods", id="binder-gpu-pods", when=_gpu_pod_event, registry=registry)(
         gpu_pod_event
     )

@@ -25,7 +25,7 @@ import kopf
 from kai_py.api import keys
 from kai_py.cluster.kube import Kube, KubeError, load_api_client
 from kai_py.cluster.podgrouping import OwnerResolver, PodGrouperService
-from kai_py.controllers import settings
+from kai_py.controllers import leadership, settings
 
 _MEMO_KEY: Final = "kai_py_pod_grouper"
 _RETRY_KEY: Final = "kai_py_pod_grouper_retry"
@@ -70,8 +70,25 @@ async def stop(memo: Any, **_: Any) -> None:
 
 
 async def _retry_forever(service: PodGrouperService, period: float) -> None:
+    lead = leadership.current()
+    term = 0
     while True:
+        if lead.term != term or not lead.is_leader:
+            # A new term (or the first): pods that came while another replica led, or
+            # whose events went to a standby, are found from a fresh LIST.
+            term = await lead.wait_leading()
+            try:
+                outcomes = await asyncio.to_thread(service.group_all)
+            except Exception as exc:
+                log.warning("pod-grouper pass over all pods failed: %s", exc)
+                term = 0
+                await asyncio.sleep(1.0)
+                continue
+            if outcomes:
+                log.info("pod-grouper: grouped %d pods from a listing", len(outcomes))
         await asyncio.sleep(period)
+        if not lead.is_leader:
+            continue
         try:
             outcomes = await asyncio.to_thread(service.retry_pending)
         except Exception as exc:  # the next pass tries again
@@ -84,7 +101,7 @@ async def _retry_forever(service: PodGrouperService, period: float) -> None:
 
 def _ours(type: str | None, body: Any, memo: Any, **_: Any) -> bool:
     """Cheap filter on the event loop: live pods of the scheduler not grouped yet."""
-    if type == "DELETED":
+    if type == "DELETED" or not leadership.leading():
         return False
     service = memo.get(_MEMO_KEY)
     if isinstance(service, PodGrouperService):

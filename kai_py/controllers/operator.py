@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import kopf
 
+from kai_py.controllers import leadership
 from kai_py.controllers.settings import OperatorSettings, configure
 
 log = logging.getLogger("kai_py.operator")
@@ -42,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--schedule-period: must be above 0")  # exits 2, as argparse does
     settings = OperatorSettings.from_args(args)
     configure(settings)
+    leadership.configure(settings)
     logging.basicConfig(level=logging.INFO if not settings.verbose else logging.DEBUG)
     # Importing registers the handlers with Kopf's default registry.
     for part in settings.controllers:

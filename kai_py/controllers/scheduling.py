@@ -40,7 +40,16 @@ from kai_py.cluster.cache import (
 from kai_py.cluster.convert import meta
 from kai_py.cluster.inputs import InputError
 from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
-from kai_py.cluster.writer import EventRecorder, Outcome, Writer, bindrequest_writes, plan
+from kai_py.cluster.leader import Leadership
+from kai_py.cluster.writer import (
+    BackgroundWriter,
+    EventRecorder,
+    Outcome,
+    Writer,
+    bindrequest_writes,
+    plan,
+)
+from kai_py.controllers import leadership
 from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import run_cycle
 
@@ -79,6 +88,8 @@ class LoopState:
     cycles: int = 0
     last_error: str | None = None
     last_outcome: Outcome | None = None
+    #: Status and Event writes, sent while the next cycles run (binds never wait for them).
+    background: BackgroundWriter | None = None
 
 
 _state: LoopState | None = None
@@ -103,6 +114,8 @@ _HANDLERS: Final = (
     "podgroup_event",
     "priorityclass_event",
     "bindrequest_event",
+    "bind",  # the binder's BindRequest events
+    "pod-grouper",
 )
 
 
@@ -170,6 +183,7 @@ async def start_loop(**_: Any) -> None:
     if settings.metrics_port is not None:
         start_http_server(settings.metrics_port)
     s.kube = Kube(await asyncio.to_thread(load_api_client))
+    s.background = BackgroundWriter(s.kube)
     s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
     log.info(
         "scheduling loop started: scheduler %s, every %gs, %s",
@@ -187,12 +201,16 @@ async def stop_loop(**_: Any) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+    if s.background is not None:
+        await s.background.close()
     log.info("scheduling loop stopped after %d cycles", s.cycles)
 
 
 # -------------------------------------------------------------------- loop
 async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
-    """List each kind once, then wait until the watches have delivered those objects."""
+    """List each kind and load the listings into the cache (a fresh start, also after
+    taking over leadership); objects the watches delivered meanwhile are kept when newer.
+    """
     assert s.kube is not None
     kube = s.kube
     deadline = time.monotonic() + timeout
@@ -209,28 +227,24 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
                 else:
                     log.warning("cannot list %s yet: %s", kind, exc)
                 continue
-            uids = [str(meta(item).get("uid")) for item in listing.get("items") or []]
-            s.cache.expect(kind, [u for u in uids if u and u != "None"])
+            s.cache.load(kind, listing)
             pending.remove(kind)
         if pending:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cannot list {', '.join(pending)}")
             await asyncio.sleep(min(1.0, s.settings.schedule_period))
-    while not s.cache.warm:
-        if time.monotonic() > deadline:
-            log.warning(
-                "the watches have not delivered everything listed in %gs (%s); going on",
-                timeout,
-                s.cache.waiting_for(),
-            )
-            for kind in KINDS:
-                s.cache.mark_warm(kind)
-            break
-        await asyncio.sleep(0.05)
-    log.info("cache warm: %s", {k: len(v) for k, v in s.cache.objects.items()})
+    log.info("cache loaded: %s", {k: len(v) for k, v in s.cache.objects.items()})
 
 
 async def run_loop(s: LoopState) -> None:
+    lead = leadership.current()
+    while True:
+        term = await lead.wait_leading()
+        await _lead_term(s, lead, term)
+
+
+async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
+    """Cycles while this process leads (one term); a new term starts from fresh LISTs."""
     while True:
         try:
             await warm_up(s)
@@ -240,8 +254,10 @@ async def run_loop(s: LoopState) -> None:
         except Exception:
             log.exception("warm-up failed; trying again")
             await asyncio.sleep(s.settings.schedule_period)
+        if not lead.is_leader or lead.term != term:
+            return
     next_resync = time.monotonic() + RESYNC_SECONDS
-    while True:
+    while lead.is_leader and lead.term == term:
         started = time.monotonic()
         if started >= next_resync:
             next_resync = started + RESYNC_SECONDS
@@ -259,6 +275,7 @@ async def run_loop(s: LoopState) -> None:
         elapsed = time.monotonic() - started
         CYCLE_SECONDS.observe(elapsed)
         await asyncio.sleep(max(0.0, s.settings.schedule_period - elapsed))
+    log.info("not leading any more: scheduling stops until this process leads again")
 
 
 async def resync(s: LoopState) -> None:
@@ -277,7 +294,7 @@ async def resync(s: LoopState) -> None:
 
 async def run_one_cycle(s: LoopState) -> Outcome:
     assert s.kube is not None
-    writer = Writer(s.kube)
+    writer = Writer(s.kube, background=s.background)
     now = time.time()
     view = s.cache.view(now)
     cleanup = bindrequest_writes(view, s.cache)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -39,6 +40,9 @@ class OperatorSettings:
     controllers: tuple[str, ...] = field(default=CONTROLLER_NAMES)
     # The scheduler configuration (--config, in KAI's shape); placement is applied over it.
     scheduler: Config = field(default_factory=Config)
+    leader_elect: bool = False
+    lease_name: str = "kai-py-operator"
+    lease_namespace: str = "kai-scheduler"
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,6 +96,24 @@ class OperatorSettings:
             help="which parts to run, comma-separated (default: scheduler,binder,podgrouper); "
             "e.g. one process per part, as KAI deploys them",
         )
+        parser.add_argument(
+            "--leader-elect",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="only the replica holding a coordination.k8s.io Lease schedules, binds and "
+            "groups (default: on when running in a cluster, off otherwise)",
+        )
+        parser.add_argument(
+            "--lease-name",
+            default="kai-py-operator",
+            help="name of the leader-election Lease (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--lease-namespace",
+            default=None,
+            help="namespace of the Lease (default: the pod's namespace in a cluster, "
+            "else kai-scheduler)",
+        )
         parser.add_argument("--verbose", action="store_true")
 
     @classmethod
@@ -119,7 +141,29 @@ class OperatorSettings:
             event_refresh=max(0.0, args.event_refresh),
             metrics_port=args.metrics_port,
             controllers=tuple(args.controllers),
+            leader_elect=in_cluster() if args.leader_elect is None else bool(args.leader_elect),
+            lease_name=args.lease_name,
+            lease_namespace=args.lease_namespace or pod_namespace() or "kai-scheduler",
         )
+
+
+_SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def in_cluster() -> bool:
+    """Running in a pod (the API server's address is in the environment)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def pod_namespace() -> str | None:
+    """The namespace this pod runs in, when it runs in one."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(_SA_NAMESPACE) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 _current = OperatorSettings()

@@ -679,7 +679,14 @@ class EmulatedAPIServer:
                     ],
                 },
             )
-        await self.store.bind_pod(req.namespace or "", name, target["name"], dry_run=dry_run)
+        uid = (body.get("metadata") or {}).get("uid")
+        await self.store.bind_pod(
+            req.namespace or "",
+            name,
+            target["name"],
+            uid=str(uid) if uid else None,
+            dry_run=dry_run,
+        )
         return json_response(success_status(201), 201)
 
     async def _evict(self, req: _Request, body: Any, dry_run: bool) -> web.Response:
@@ -688,6 +695,7 @@ class EmulatedAPIServer:
             req.namespace or "",
             req.name or "",
             grace_period_seconds=opts.get("gracePeriodSeconds"),
+            preconditions=opts.get("preconditions"),
             dry_run=dry_run,
         )
         return json_response(success_status(201), 201)

@@ -773,16 +773,26 @@ class Store:
         return out
 
     async def bind_pod(
-        self, namespace: str, name: str, node_name: str, *, dry_run: bool = False
+        self,
+        namespace: str,
+        name: str,
+        node_name: str,
+        *,
+        uid: str | None = None,
+        dry_run: bool = False,
     ) -> JSON:
         """The pods/binding subresource: set spec.nodeName and the PodScheduled condition.
 
         An already-bound pod is 409 Conflict ("pod X is already assigned to node Y").
+        A Binding whose ``metadata.uid`` names another pod than the one of that name
+        (deleted and made again) is refused with 409, as kube-apiserver's UID
+        precondition does.
         """
         rt = self.resolve("pods")
         current = self._bucket(rt).get((namespace, name))
         if current is None:
             raise not_found("pods", "", name)
+        self._check_uid(current, uid, name)
         if self.admission is not None:
             binding = {
                 "apiVersion": "v1",
@@ -805,6 +815,7 @@ class Store:
             current = self._bucket(rt).get((namespace, name))
             if current is None:
                 raise not_found("pods", "", name)
+            self._check_uid(current, uid, name)
         if current["metadata"].get("deletionTimestamp"):
             raise conflict(
                 "pods/binding",
@@ -840,10 +851,11 @@ class Store:
         name: str,
         *,
         grace_period_seconds: int | None = None,
+        preconditions: JSON | None = None,
         dry_run: bool = False,
     ) -> JSON:
         """The pods/eviction subresource: a graceful delete (PodDisruptionBudgets are not
-        checked)."""
+        checked); ``deleteOptions.preconditions`` (uid, resourceVersion) are honoured."""
         rt = self.resolve("pods")
         if (namespace, name) not in self._bucket(rt):
             raise not_found("pods", "", name)
@@ -866,8 +878,24 @@ class Store:
                 )
             )
         return await self.delete(
-            rt, namespace, name, grace_period_seconds=grace_period_seconds, dry_run=dry_run
+            rt,
+            namespace,
+            name,
+            grace_period_seconds=grace_period_seconds,
+            preconditions=preconditions,
+            dry_run=dry_run,
         )
+
+    @staticmethod
+    def _check_uid(current: JSON, uid: str | None, name: str) -> None:
+        have = current["metadata"].get("uid")
+        if uid and uid != have:
+            raise conflict(
+                "pods/binding",
+                "",
+                name,
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {have}",
+            )
 
     async def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
         """The ``pods/log`` subresource: text, or 400 as the kubelet answers."""
@@ -1277,6 +1305,17 @@ class Store:
         want_rv = meta.get("resourceVersion")
         if want_rv and want_rv != current["metadata"]["resourceVersion"]:
             raise conflict(rt.plural, rt.group, name)
+        want_uid = meta.get("uid")
+        if want_uid and want_uid != current["metadata"].get("uid"):
+            # As kube-apiserver: a uid in an update or patch is a precondition, so a
+            # write meant for an earlier object of the same name never lands.
+            raise conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: UID in precondition: {want_uid}, "
+                f"UID in object meta: {current['metadata'].get('uid')}",
+            )
         if subresource == "status":
             if not rt.has_status:
                 raise not_found(rt.plural, rt.group, name)

@@ -454,6 +454,35 @@ def test_binding_and_eviction(core: k8s.CoreV1Api, server: ThreadedServer) -> No
     assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["legacy"]
 
 
+def test_binding_and_eviction_refuse_another_pods_uid(core: k8s.CoreV1Api) -> None:
+    # As kube-apiserver: a Binding or Eviction naming the uid of an earlier pod of the
+    # same name must not land on the pod made since.
+    old = core.create_namespaced_pod("default", pod_body("again")).metadata.uid
+    core.delete_namespaced_pod("again", "default", grace_period_seconds=0)
+    new = core.create_namespaced_pod("default", pod_body("again")).metadata.uid
+    binding = k8s.V1Binding(
+        metadata=k8s.V1ObjectMeta(name="again", uid=old),
+        target=k8s.V1ObjectReference(kind="Node", name="node-1"),
+    )
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod_binding("again", "default", binding, _preload_content=False)
+    assert err.value.status == 409
+    message = error_body(err.value)["message"]
+    assert f"Precondition failed: UID in precondition: {old}, UID in object meta: {new}" in message
+    assert core.read_namespaced_pod("again", "default").spec.node_name is None
+    eviction = k8s.V1Eviction(
+        metadata=k8s.V1ObjectMeta(name="again", namespace="default"),
+        delete_options=k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=old)),
+    )
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_pod_eviction("again", "default", eviction, _preload_content=False)
+    assert err.value.status == 409
+    assert core.read_namespaced_pod("again", "default").metadata.deletion_timestamp is None
+    binding.metadata.uid = new
+    core.create_namespaced_pod_binding("again", "default", binding, _preload_content=False)
+    assert core.read_namespaced_pod("again", "default").spec.node_name == "node-1"
+
+
 def test_bad_input_gets_status_errors(server: ThreadedServer) -> None:
     cases = [
         ("POST", "/api/v1/namespaces/default/pods", b"{not json", 400, "BadRequest"),
@@ -636,3 +665,21 @@ def test_deletecollection_and_dry_run(core: k8s.CoreV1Api) -> None:
     assert len(core.list_namespaced_config_map("default").items) == 3
     core.delete_collection_namespaced_config_map("default", label_selector="group=a")
     assert [c.metadata.name for c in core.list_namespaced_config_map("default").items] == ["c2"]
+
+
+def test_a_uid_in_a_patch_is_a_precondition(core: k8s.CoreV1Api) -> None:
+    old = core.create_namespaced_pod("default", pod_body("again")).metadata.uid
+    core.delete_namespaced_pod("again", "default", grace_period_seconds=0)
+    new = core.create_namespaced_pod("default", pod_body("again")).metadata.uid
+    for patch in (core.patch_namespaced_pod, core.patch_namespaced_pod_status):
+        with pytest.raises(ApiException) as err:
+            patch("again", "default", {"metadata": {"uid": old, "labels": {"x": "y"}}})
+        assert err.value.status == 409
+        assert (
+            f"UID in precondition: {old}, UID in object meta: {new}"
+            in error_body(err.value)["message"]
+        )
+    out = core.patch_namespaced_pod(
+        "again", "default", {"metadata": {"uid": new, "labels": {"x": "y"}}}
+    )
+    assert out.metadata.labels == {"x": "y"}

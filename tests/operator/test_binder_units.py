@@ -184,7 +184,7 @@ class FakeKube:
         return self.request("PATCH", path, body)
 
     def delete(self, path: str, body: Json | None = None) -> Json:
-        return self.request("DELETE", path)
+        return self.request("DELETE", path, body)
 
 
 def _merge(target: Json, patch: Any) -> None:
@@ -364,3 +364,117 @@ def test_status_writes_name_the_version_they_read() -> None:
         "status": {"phase": "Succeeded", "reason": None},
         "metadata": {"resourceVersion": "42"},
     }
+
+
+# ---------------------------------------------------------------- faults (issue 8)
+def _reporting(kube: FakeKube) -> None:
+    def report(pod: Json) -> None:
+        pod["metadata"]["uid"] = "res-1"
+        pod["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION] = "GPU-abc"
+
+    kube.on_reservation = report
+
+
+def test_a_card_gone_before_the_binding_is_not_bound_to() -> None:
+    # The reservation pod is deleted after it reported its card and before the Binding.
+    kube, br = setup(limit=3)
+    _reporting(kube)
+    original = kube.request
+
+    def deleting_on_configmap(method: str, path: str, body: object = None, **kw: Any) -> Json:
+        if method == "POST" and "/configmaps" in path:
+            kube.objects.pop(RES, None)
+        return original(method, path, body, **kw)
+
+    kube.request = deleting_on_configmap  # type: ignore[method-assign]
+    outcome = binder(kube).reconcile(br)
+    assert outcome.phase == "Pending" and "disappeared" in outcome.reason
+    assert not kube.objects[POD]["spec"].get("nodeName")
+    assert keys.GPU_GROUP_LABEL not in (kube.objects[POD]["metadata"].get("labels") or {})
+
+
+def test_a_card_replaced_during_the_binding_deletes_the_bound_pod() -> None:
+    kube, br = setup(limit=3)
+    _reporting(kube)
+    original = kube.request
+
+    def replacing_on_bind(method: str, path: str, body: object = None, **kw: Any) -> Json:
+        answer = original(method, path, body, **kw)
+        if method == "POST" and path.endswith("/binding"):
+            kube.objects[RES]["metadata"]["uid"] = "res-2"  # deleted and made again
+        return answer
+
+    kube.request = replacing_on_bind  # type: ignore[method-assign]
+    outcome = binder(kube).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert POD not in kube.objects  # bound to a card nobody holds: deleted
+    delete = [b for m, p, b in kube.bodies if m == "DELETE" and p == POD]
+    assert delete[0]["preconditions"] == {"uid": "u-1"}
+
+
+def test_a_lost_succeeded_write_is_retried_not_dropped() -> None:
+    kube, br = setup(kind="Regular")
+    original = kube.request
+    failures = iter([True])
+
+    def failing_status(method: str, path: str, body: object = None, **kw: Any) -> Json:
+        if method == "PATCH" and path.endswith("/status") and next(failures, False):
+            raise KubeError(500, "InternalError", "injected")
+        return original(method, path, body, **kw)
+
+    kube.request = failing_status  # type: ignore[method-assign]
+    b = binder(kube)
+    first = b.reconcile(br)
+    assert (first.phase, first.retry_in) == ("Pending", 1.0)
+    assert kube.objects[POD]["spec"]["nodeName"] == "n1"
+    second = b.reconcile(kube.objects[BR])
+    assert second.phase == "Succeeded"
+    assert kube.objects[BR]["status"]["phase"] == "Succeeded"
+
+
+def test_the_label_patch_names_the_pods_uid_and_version() -> None:
+    kube, br = setup()
+    _reporting(kube)
+    kube.objects[POD]["metadata"]["resourceVersion"] = "7"
+    binder(kube).reconcile(br)
+    (label,) = [b for m, p, b in kube.bodies if m == "PATCH" and p == POD]
+    assert label["metadata"]["uid"] == "u-1"
+    assert label["metadata"]["resourceVersion"] == "7"
+
+
+def test_a_pod_made_again_during_the_attempt_is_not_labelled() -> None:
+    kube, br = setup()
+    _reporting(kube)
+    original = kube.request
+
+    def recreate_before_label(method: str, path: str, body: object = None, **kw: Any) -> Json:
+        if method == "PATCH" and path == POD:
+            kube.objects[POD]["metadata"]["uid"] = "u-2"
+            raise KubeError(409, "Conflict", "the object has been modified")
+        return original(method, path, body, **kw)
+
+    kube.request = recreate_before_label  # type: ignore[method-assign]
+    outcome = binder(kube).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert "made again" in outcome.reason
+    assert "/api/v1/namespaces/ns/configmaps/p-gpu" not in kube.objects
+    assert not kube.objects[POD]["spec"].get("nodeName")
+
+
+def test_the_sweep_finds_leftovers_and_orphans_from_state() -> None:
+    kube, _ = setup()
+    kube.objects[BR]["status"] = {"phase": "Succeeded"}
+    leftover = rsv.reservation_pod_manifest("n1", "g1")
+    leftover["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
+    kube.add(RES, leftover)  # its shared pod went while the operator was down
+    orphan = shared_pod("o")
+    orphan["metadata"]["uid"] = "u-o"
+    orphan["metadata"]["labels"] = {keys.GPU_GROUP_LABEL: "g2"}
+    orphan["spec"]["nodeName"] = "n1"
+    orphan["status"] = {"phase": "Pending"}  # bound, not Running yet; its card is gone
+    kube.add("/api/v1/namespaces/ns/pods/o", orphan)
+    b = binder(kube)
+    assert b.sweep() == ["gpu-reservation-n1-g1"]
+    assert RES not in kube.objects
+    assert b.orphaned_shared_pods() == ["ns/o"]
+    assert "/api/v1/namespaces/ns/pods/o" not in kube.objects

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from kai_py.api import keys
 from kai_py.cluster.grouping import owner_chain, walk_owner_chain
 from kai_py.cluster.kube import KubeError
@@ -243,3 +245,35 @@ def test_without_it_the_pod_is_moved_to_its_owners_group() -> None:
     outcome = service(kube).handle(pod)
     assert outcome.group == "pg-train-job-uid"
     assert kube.writes("PATCH")
+def test_a_conflict_on_create_is_not_taken_for_an_existing_group() -> None:
+    # An injected (or racing) 409 on create: the group may not exist. The grouper must not
+    # remember it as made, so the pod is grouped again and the group made on the retry.
+    kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
+    original = kube.request
+    conflicts = iter([True])
+
+    def conflicting(method: str, path: str, body: Any = None, **kw: Any) -> Json:
+        if method == "POST" and path.endswith("/podgroups") and next(conflicts, False):
+            raise KubeError(409, "Conflict", "injected")
+        return original(method, path, body, **kw)
+
+    kube.request = conflicting  # type: ignore[method-assign]
+    grouper = service(kube)
+    with pytest.raises(KubeError):
+        grouper.handle(job_pod())
+    assert not kube.writes("POST", "/podgroups")
+    (outcome,) = grouper.retry_pending()
+    assert outcome.created
+    assert (
+        "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-train-job-uid" in kube.objects
+    )
+
+
+def test_a_new_leader_groups_every_pod_of_a_listing() -> None:
+    kube = FakeKube({JOB_PATH: job()})
+    kube.objects["/api/v1/pods"] = {"items": [job_pod("train-0"), job_pod("train-1")]}
+    for name in ("train-0", "train-1"):
+        kube.objects[f"/api/v1/namespaces/ns/pods/{name}"] = job_pod(name)
+    outcomes = service(kube).group_all()
+    assert len(outcomes) == 2
+    assert len(kube.writes("PATCH")) == 2 and len(kube.writes("POST", "/podgroups")) == 1

@@ -459,16 +459,50 @@ def test_resync_drops_what_a_fresh_listing_no_longer_has() -> None:
     assert cache.resync(PODS, {"metadata": {}, "items": []}) == 0
 
 
+def _reservation(group: str, uid: str) -> dict[str, Any]:
+    body = _pod_body(f"gpu-reservation-n1-{group}", uid, nodeName="n1")
+    body["metadata"]["namespace"] = "kai-resource-reservation"
+    body["metadata"]["labels"] = {"runai-gpu-group": group}
+    body["metadata"]["annotations"] = {"kai.scheduler/gpu-groups": group}
+    body["spec"]["schedulerName"] = "default-scheduler"
+    body["status"] = {"phase": "Running"}
+    return body
+
+
+def _shared(name: str, uid: str, group: str) -> dict[str, Any]:
+    body = _pod_body(name, uid, nodeName="n1")
+    body["metadata"]["annotations"]["gpu-fraction"] = "0.5"
+    body["metadata"]["labels"] = {"runai-gpu-group": group}
+    body["spec"]["containers"][0]["resources"] = {}
+    body["status"] = {"phase": "Running"}
+    return body
+
+
 def test_reservation_pods_are_not_counted_on_top_of_their_shared_pods() -> None:
     # A reservation pod holds the card its GPU group's shared pods already count.
     cache = _cache()
-    reservation = _pod_body("gpu-reservation-n1-0", "ur", nodeName="n1")
-    reservation["metadata"]["namespace"] = "kai-resource-reservation"
-    reservation["spec"]["schedulerName"] = "default-scheduler"
-    reservation["status"] = {"phase": "Running"}
-    cache.observe(PODS, "ADDED", reservation)
-    cache.observe(PODS, "ADDED", _pod_body("p1", "u1"))
+    cache.observe(PODS, "ADDED", _reservation("0", "ur"))
+    cache.observe(PODS, "ADDED", _shared("s1", "us", "0"))
+    for i in range(3):
+        cache.observe(PODS, "ADDED", _pod_body(f"p{i}", f"u{i}"))
     built = cache.view(NOW).build(NOW)
-    [node] = built.snapshot.nodes
-    assert node.allocatable.gpu == 4  # not reduced by the reservation pod
-    assert [t.key for t in run_cycle(built.snapshot).binds] == ["ns/p1"]
+    # 4 cards: one shared (group 0), three free for the three whole-GPU pods.
+    assert sorted(t.key for t in run_cycle(built.snapshot).binds) == ["ns/p0", "ns/p1", "ns/p2"]
+
+
+def test_a_leftover_reservation_pod_holds_its_card_until_it_is_gone() -> None:
+    # Its shared pod went (and the release was missed): the card is not free.
+    cache = _cache()
+    cache.observe(PODS, "ADDED", _reservation("0", "ur"))
+    for i in range(4):
+        cache.observe(PODS, "ADDED", _pod_body(f"p{i}", f"u{i}"))
+    binds = run_cycle(cache.view(NOW).build(NOW).snapshot).binds
+    assert len(binds) == 3
+    cache.observe(PODS, "DELETED", _reservation("0", "ur"))
+    binds = run_cycle(cache.view(NOW).build(NOW).snapshot).binds
+    assert len(binds) == 4
+    # A reservation pod that finished holds nothing either.
+    done = _reservation("1", "ur1")
+    done["status"] = {"phase": "Failed"}
+    cache.observe(PODS, "ADDED", done)
+    assert len(run_cycle(cache.view(NOW).build(NOW).snapshot).binds) == 4

@@ -1,0 +1,147 @@
+"""The operator (a subprocess) against the emulated cluster under faults (issue 8).
+
+Each scenario runs a burst of whole-GPU Jobs, a gang and 0.5 / 0.25 shared
+pods on 3 nodes x 4 GPUs while something goes wrong, then lets everything
+finish and checks the invariants of ``fault_harness`` (sampled throughout).
+Randomness is seeded (``KAI_PY_FAULT_SEED``, printed with the figures table).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from fault_harness import SEED, Figures, Run, created_age
+
+from kai_py.api import keys
+
+pytestmark = pytest.mark.slow
+
+
+def _assert_clean(figures: Figures, run: Run) -> None:
+    assert figures.clean(), f"{figures}\n{run.logs}"
+    assert figures.complete_seconds is not None
+
+
+def _fraction_bind_pending(run: Run) -> bool:
+    brs, _ = run.call(run.cluster.store.list("bindrequests"))
+    return any(
+        (b.get("spec") or {}).get("receivedResourceType") == "Fraction"
+        and (b.get("status") or {}).get("phase") in (None, "", "Pending")
+        for b in brs
+    )
+
+
+def test_kill_9_at_random_moments_and_mid_fraction_bind(tmp_path: Path) -> None:
+    with Run("kill -9 and restart", tmp_path) as run:
+        run.operator()
+        run.burst()
+        # Once while a Fraction bind is under way, then at a random moment.
+        run.wait_for(lambda: _fraction_bind_pending(run), 30, "a Fraction bind under way")
+        run.operators[-1].kill9()
+        time.sleep(run.random.uniform(0.2, 1.0))
+        run.operator()
+        time.sleep(run.random.uniform(1.0, 4.0))
+        run.operators[-1].kill9()
+        run.burst(jobs=1, gang=0, halves=2, quarters=2, tag="-b")  # arrives while it is down
+        # Down long enough for shared pods to finish: their release is missed.
+        time.sleep(run.random.uniform(3.0, 5.0))
+        run.operator()
+        _assert_clean(run.finish(since=time.monotonic()), run)
+
+
+def test_api_errors_conflicts_latency_and_dropped_watches_during_a_burst(tmp_path: Path) -> None:
+    with Run("500s, 409s, latency, dropped watches", tmp_path) as run:
+        faults = run.cluster.cluster.faults
+        faults.add(verb="*", resource="*", code=500, fraction=0.1)
+        faults.add(verb="create", resource="*", code=409, fraction=0.05)
+        faults.add(verb="patch", resource="*", code=409, fraction=0.05)
+        faults.add(verb="*", resource="*", latency=0.03, fraction=0.5)
+        run.operator()
+        run.burst()
+        for _ in range(8):
+            time.sleep(1.0)
+            run.cluster.call_soon(run.cluster.cluster.drop_watches)
+        faults.clear()
+        _assert_clean(run.finish(since=time.monotonic()), run)
+
+
+def test_the_emulated_api_server_restarts_mid_burst(tmp_path: Path) -> None:
+    with Run("emulator restart", tmp_path) as run:
+        run.operator()
+        run.burst()
+        time.sleep(run.random.uniform(1.0, 3.0))
+        run.cluster.restart()
+        _assert_clean(run.finish(since=time.monotonic()), run)
+
+
+def test_a_node_fails_and_recovers(tmp_path: Path) -> None:
+    with Run("node failure and recovery", tmp_path) as run:
+        run.operator()
+        run.burst()
+        time.sleep(1.5)
+        nodes, _ = run.call(run.cluster.store.list("nodes"))
+        victim = sorted(n["metadata"]["name"] for n in nodes)[run.random.randrange(len(nodes))]
+        run.call(run.cluster.cluster.fail_node(victim))
+        run.burst(jobs=1, gang=0, halves=2, quarters=0, tag="-b")  # placed while it is down
+        time.sleep(4.0)
+        run.call(run.cluster.cluster.recover_node(victim))
+        _assert_clean(run.finish(since=time.monotonic()), run)
+
+
+def test_two_replicas_and_the_leader_is_killed(tmp_path: Path) -> None:
+    with Run("two replicas, leader kill -9", tmp_path) as run:
+        args = ("--leader-elect", "--lease-namespace", "kai-scheduler")
+        a, b = run.operator(*args), run.operator(*args)
+        store = run.cluster.store
+
+        def holder() -> str | None:
+            try:
+                lease = run.call(store.get("leases", "kai-scheduler", "kai-py-operator"))
+            except Exception:
+                return None
+            return (lease.get("spec") or {}).get("holderIdentity")
+
+        first = run.wait_for(holder, 20, "a leader")
+        run.burst()
+        time.sleep(run.random.uniform(1.0, 3.0))
+        leader = next(op for op in (a, b) if f"_{op.process.pid}_" in str(first))
+        standby = b if leader is a else a
+        # Exactly one replica schedules, binds and groups: the standby wrote nothing.
+        for mark in ("cycle ", "created reservation pod", "created PodGroup", "bound"):
+            assert mark not in standby.log, standby.log
+        killed_at = time.monotonic()
+        leader.kill9()
+        run.wait_for(lambda: holder() not in (None, first), 20, "the other replica leading")
+        run.figures.failover_seconds = time.monotonic() - killed_at
+        assert run.figures.failover_seconds < 15
+        _assert_clean(run.finish(since=killed_at), run)
+
+
+def test_reservation_pods_deleted_mid_bind(tmp_path: Path) -> None:
+    with Run("reservation pod deleted mid-bind", tmp_path) as run:
+        run.operator()
+        run.burst(jobs=2, gang=0)
+        store = run.cluster.store
+        deleted: set[str] = set()
+        deadline = time.monotonic() + 15
+        while len(deleted) < 3 and time.monotonic() < deadline:
+            pods, _ = run.call(store.list("pods", keys.RESERVATION_NAMESPACE))
+            for pod in pods:
+                name = pod["metadata"]["name"]
+                if name not in deleted and created_age(pod) < 2 and pod["metadata"].get("uid"):
+                    run.call(
+                        store.delete(
+                            "pods", keys.RESERVATION_NAMESPACE, name, grace_period_seconds=0
+                        )
+                    )
+                    deleted.add(name)
+            time.sleep(0.05)
+        assert deleted, "no reservation pod was seen being made"
+        run.figures.notes.append(f"deleted reservation pods: {sorted(deleted)}")
+        _assert_clean(run.finish(since=time.monotonic()), run)
+
+
+def test_the_seed_is_printed() -> None:
+    print(f"fault suite seed: {SEED}")
