@@ -143,6 +143,7 @@ class Simulation:
                     # status.nominatedNodeName) so that it gets first claim on them.
                     task.nominated_node = None if task.claim_now else task.node_name
                     task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+                    task.gpu_uuids = ()
                     self.outcome.statuses.pop(task.uid, None)
                 elif task.status is TaskStatus.EVICTED:
                     self.outcome.evicted[task.key] = task
@@ -169,6 +170,7 @@ class Simulation:
             tolerations=task.tolerations,
             created=self.now,
             role=task.role,
+            pin=task.pin,
         )
 
 
@@ -200,6 +202,8 @@ def _pod_entry(task: Task, override: str | None) -> dict[str, Any]:
             gpus["memory"] = task.gpu_memory_mib
     elif task.request.gpu:
         gpus = {"count": task.request.gpu, "portion": 1.0, "groups": []}
+    if placed and task.gpu_uuids:
+        gpus["uuids"] = list(task.gpu_uuids)  # the cards, where known (pinned pods)
     return {"status": status, "node": task.node_name if placed else None, "gpus": gpus}
 
 

@@ -203,4 +203,5 @@ def shadow_of(task: Task) -> Task:
         created=task.created,
         role=task.role,
         shadow=True,
+        pin=task.pin,  # a moved pinned pod may only land on its own cards
     )
