@@ -35,9 +35,11 @@ from typing import Any, Final
 from kai_py.api import keys
 from kai_py.api.common import ManifestError
 from kai_py.api.queue import Queue as QueueModel
+from kai_py.cluster import pins
 from kai_py.cluster.builder import Built, build
 from kai_py.cluster.convert import meta, parse_time
 from kai_py.cluster.inputs import Document
+from kai_py.cluster.pinned_binding import BLOCKER_LABEL
 from kai_py.scheduler.model import Config
 from kai_py.scheduler.session import Event
 
@@ -86,6 +88,8 @@ _POD_SPEC_KEYS: Final = (
     "tolerations",
     "priorityClassName",
 )
+#: The node annotations the scheduler reads: its GPU inventory (for pinned pods).
+_NODE_ANNOTATIONS: Final = (keys.GPU_INVENTORY_ANNOTATION, keys.HAMI_NODE_REGISTER_ANNOTATION)
 _POD_STATUS_KEYS: Final = ("phase", "startTime", "nominatedNodeName", "conditions")
 
 
@@ -112,9 +116,10 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
     """
     spec = body.get("spec") or {}
     status = body.get("status") or {}
-    if meta(body).get("namespace") == keys.RESERVATION_NAMESPACE:
+    if meta(body).get("namespace") == keys.RESERVATION_NAMESPACE and not _is_blocker(body):
         # A reservation pod holds the card of a GPU group, which the shared pods on
         # that group already count; counting it too would take the card twice.
+        # (A pinned bind's blockers are counted: they hold cards nothing else counts.)
         return False, None
     ours = (spec.get("schedulerName") or "default-scheduler") == scheduler_name
     phase = status.get("phase")
@@ -138,21 +143,37 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
     projected_spec["containers"] = _resources_only(spec.get("containers"))
     if spec.get("initContainers"):
         projected_spec["initContainers"] = _resources_only(spec.get("initContainers"))
+    projected_meta = _meta(body)
+    cards = pins.reported_uuids(body)
+    if cards and keys.GPU_UUIDS_ANNOTATION not in (projected_meta.get("annotations") or {}):
+        # The kubelet's report of the pod's cards, for pinned pods beside it.
+        annotations = {**(projected_meta.get("annotations") or {})}
+        annotations[keys.GPU_UUIDS_ANNOTATION] = ",".join(cards)
+        projected_meta["annotations"] = annotations
     return True, {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": _meta(body),
+        "metadata": projected_meta,
         "spec": projected_spec,
         "status": {k: status[k] for k in _POD_STATUS_KEYS if status.get(k) is not None},
     }
 
 
+def _is_blocker(body: Mapping[str, Any]) -> bool:
+    return (meta(body).get("labels") or {}).get(BLOCKER_LABEL) == "true"
+
+
 def project_node(body: Mapping[str, Any]) -> Json:
     status = body.get("status") or {}
+    projected = _meta(body, ("name", "uid", "resourceVersion", "labels", "creationTimestamp"))
+    annotations = meta(body).get("annotations") or {}
+    inventory = {k: annotations[k] for k in _NODE_ANNOTATIONS if k in annotations}
+    if inventory:
+        projected["annotations"] = inventory
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": _meta(body, ("name", "uid", "resourceVersion", "labels", "creationTimestamp")),
+        "metadata": projected,
         "spec": dict(body.get("spec") or {}),
         "status": {k: status[k] for k in ("allocatable", "capacity", "conditions") if k in status},
     }

@@ -81,6 +81,12 @@ def free_allowed(task: Task, node: Node, future: bool) -> list[Card]:
     return [card for card in allowed_cards(task, node) if card.uuid not in taken]
 
 
+def free_for_new_group(task: Task, node: Node, future: bool) -> list[Card]:
+    """Free allowed cards that no GPU group sits on (a group about to be free still does)."""
+    grouped = {group_card(node, gid) for gid in node.groups}
+    return [card for card in free_allowed(task, node, future) if card.uuid not in grouped]
+
+
 def whole_fits(task: Task, node: Node, future: bool) -> bool:
     return len(free_allowed(task, node, future)) >= cards_needed(task)
 
@@ -104,7 +110,8 @@ def choose_cards(
     for gid in groups:
         uuid = group_card(node, gid)
         if uuid is None:
-            uuid = next((u for u in free if u not in chosen), "")
+            grouped = {group_card(node, g) for g in node.groups}
+            uuid = next((u for u in free if u not in chosen and u not in grouped), "")
         chosen.append(uuid)
     return tuple(chosen)
 

@@ -91,7 +91,7 @@ class Placer:
         else:
             free_cards = math.floor(min(node.free_gpus_now(), node.free_gpus_future()) + EPS)
         if pinned:
-            free_cards = min(free_cards, len(pinning.free_allowed(task, node, future)))
+            free_cards = min(free_cards, len(pinning.free_for_new_group(task, node, future)))
         new_ids: list[str] = []
         index = 0
         while len(new_ids) < min(free_cards, task.gpu_devices):
