@@ -157,17 +157,48 @@ def translate(pod: Mapping[str, Any], memory_cap: bool = False) -> tuple[Json, s
         after.append(f"{keys.GPU_RESOURCE}: {count} (whole cards)")
     if cores is not None:
         after.append(f"{GPUCORES_RESOURCE} dropped (compute shares are not enforced)")
-    if memory_cap and memory_mib is not None:
-        env = list(container.get("env") or [])
-        disabled = any(
-            e.get("name") == DISABLE_CONTROL_ENV and str(e.get("value", "")).lower() == "true"
-            for e in env
-        )
-        if not disabled and not any(e.get("name") == MEMORY_LIMIT_ENV for e in env):
-            env.append({"name": MEMORY_LIMIT_ENV, "value": f"{memory_mib}m"})
-            container["env"] = env
-            after.append(f"env {MEMORY_LIMIT_ENV}={memory_mib}m for HAMi-core")
+    if memory_cap and memory_mib is not None and _cap(container, memory_mib):
+        after.append(f"env {MEMORY_LIMIT_ENV}={memory_mib}m for HAMi-core")
     summary = f"container {container.get('name')}: {', '.join(before)} -> {'; '.join(after)}"
     ann[TRANSLATION_ANNOTATION] = summary
     out.setdefault("metadata", {})["annotations"] = ann
+    return out, summary
+
+
+def _cap(container: Json, memory_mib: int) -> bool:
+    """Give one container HAMi-core's per-card cap; False when it opts out or has one."""
+    env = list(container.get("env") or [])
+    disabled = any(
+        e.get("name") == DISABLE_CONTROL_ENV and str(e.get("value", "")).strip().lower() == "true"
+        for e in env
+    )
+    if disabled or any(e.get("name") == MEMORY_LIMIT_ENV for e in env):
+        return False
+    env.append({"name": MEMORY_LIMIT_ENV, "value": f"{memory_mib}m"})
+    container["env"] = env
+    return True
+
+
+def memory_cap_only(pod: Mapping[str, Any]) -> tuple[Json, str] | None:
+    """A pod with KAI's ``gpu-memory`` share: HAMi-core's cap on each of its containers.
+
+    (A ``gpu-fraction`` share's size in MiB depends on the card it lands on, which is
+    not known at admission: such pods are not capped.)
+    """
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    raw = str(ann.get(keys.GPU_MEMORY_ANNOTATION, "")).strip()
+    if not raw.isdigit() or int(raw) <= 0:
+        return None
+    out: Json = copy.deepcopy(dict(pod))
+    capped = [
+        str(c.get("name"))
+        for c in (out.get("spec") or {}).get("containers") or []
+        if _cap(c, int(raw))
+    ]
+    if not capped:
+        return None
+    summary = f"env {MEMORY_LIMIT_ENV}={raw}m for HAMi-core in container(s) {', '.join(capped)}"
+    annotations = dict(ann)
+    annotations[TRANSLATION_ANNOTATION] = summary
+    out.setdefault("metadata", {})["annotations"] = annotations
     return out, summary
