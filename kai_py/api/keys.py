@@ -43,6 +43,8 @@ NOUSE_GPU_TYPE_ANNOTATION: Final = "nvidia.com/nouse-gputype"
 GPU_INVENTORY_ANNOTATION: Final = "kai.scheduler/gpu-inventory"
 #: HAMi's node registration, read where present (clusters moving from HAMi).
 HAMI_NODE_REGISTER_ANNOTATION: Final = "hami.io/node-nvidia-register"
+#: On a Node as the scheduler reads it: GPU group -> card UUID (JSON), from reservation pods.
+GPU_GROUP_CARDS_ANNOTATION: Final = "kai.scheduler/gpu-group-cards"
 #: The cards a pinned pod was given (written by the binder after it verified them).
 GPU_UUIDS_ANNOTATION: Final = "kai.scheduler/gpu-uuids"
 #: HAMi's resources: N cards with a memory share of each.

@@ -27,6 +27,7 @@ taken on the loop may be built in a worker thread.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -231,6 +232,8 @@ class ClusterCache:
         self.scheduler_name = scheduler_name
         self.objects: dict[str, dict[Key, Json]] = {kind: {} for kind in KINDS}
         self.foreign_pods: dict[Key, Json] = {}
+        #: Reservation pods' reported cards: (node, GPU group, UUID), for pinned pods.
+        self.group_cards: dict[Key, tuple[str, str, str]] = {}
         #: Bumped on every change; a cycle over an unchanged cache could be skipped.
         self.generation = 0
         # Warm-up: uids a first LIST returned that the watch has not delivered yet.
@@ -266,6 +269,8 @@ class ClusterCache:
     def _observe_pod(self, key: Key, deleted: bool, body: Mapping[str, Any]) -> bool:
         ours_store, foreign = self.objects[PODS], self.foreign_pods
         uid = str(meta(body).get("uid") or "")
+        if key[0] == keys.RESERVATION_NAMESPACE:
+            self._observe_reservation(key, deleted, body)
         if deleted:
             changed = self._drop(ours_store, key, uid)
             return self._drop(foreign, key, uid) or changed
@@ -279,6 +284,20 @@ class ClusterCache:
             (ours_store if ours else foreign)[key] = projection
         self.generation += 1
         return True
+
+    def _observe_reservation(self, key: Key, deleted: bool, body: Mapping[str, Any]) -> None:
+        m = meta(body)
+        uuid = (m.get("annotations") or {}).get(keys.RESERVED_GPU_INDEX_ANNOTATION)
+        group = (m.get("annotations") or {}).get(keys.GPU_GROUPS_ANNOTATION)
+        node = (body.get("spec") or {}).get("nodeName")
+        if deleted or not (uuid and group and node) or _is_blocker(body):
+            if self.group_cards.pop(key, None) is not None:
+                self.generation += 1
+            return
+        entry = (str(node), str(group), str(uuid))
+        if self.group_cards.get(key) != entry:
+            self.group_cards[key] = entry
+            self.generation += 1
 
     def _drop(self, store: dict[Key, Json], key: Key, uid: str) -> bool:
         current = store.get(key)
@@ -359,9 +378,14 @@ class ClusterCache:
         api_version, kind_name = _KIND_NAMES[QUEUES]
         for name, body in queues.items():
             docs.append(Document(f"Queue {name}", _with_type(body, api_version, kind_name)))
+        cards_by_node: dict[str, dict[str, str]] = {}
+        for node_name, gpu_group, card in self.group_cards.values():
+            cards_by_node.setdefault(node_name, {})[gpu_group] = card
         for kind in (NODES, PRIORITY_CLASSES):
             api_version, kind_name = _KIND_NAMES[kind]
             for key, body in self.objects[kind].items():
+                if kind == NODES and key[1] in cards_by_node:
+                    body = _with_group_cards(body, cards_by_node[key[1]])
                 docs.append(
                     Document(f"{kind_name} {key[1]}", _with_type(body, api_version, kind_name))
                 )
@@ -457,6 +481,15 @@ def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Ev
                     message = f"Queue {member} is not used: spec.parentQueue: parents form a cycle: {loop}"
                     events.append(Event("Queue", "", member, "Warning", "InvalidQueue", message))
     return good, events
+
+
+def _with_group_cards(node: Json, cards: Mapping[str, str]) -> Json:
+    """The node with the cards its GPU groups sit on (what the reservation pods reported)."""
+    m = dict(meta(node))
+    annotations = dict(m.get("annotations") or {})
+    annotations[keys.GPU_GROUP_CARDS_ANNOTATION] = json.dumps(dict(sorted(cards.items())))
+    m["annotations"] = annotations
+    return {**node, "metadata": m}
 
 
 def _with_type(body: Json, api_version: str, kind: str) -> Json:

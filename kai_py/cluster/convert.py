@@ -106,6 +106,7 @@ def node_from_manifest(obj: Manifest) -> Node:
     return Node(
         name=name,
         cards=cards,
+        group_cards=inventory.group_cards(meta(obj).get("annotations") or {}),
         allocatable=resource_vector(who, "status.allocatable", allocatable),
         labels=labels,
         taints=taints,

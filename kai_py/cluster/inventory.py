@@ -160,3 +160,21 @@ def card_memory_mib(cards: Sequence[Card]) -> float:
     """Per-card memory for shares by memory: the smallest card, so a share fits every card."""
     sizes = [card.memory_mib for card in cards if card.memory_mib > 0]
     return min(sizes) if sizes else 0.0
+
+
+def group_cards(annotations: Mapping[str, Any]) -> dict[str, str]:
+    """GPU group -> card UUID, as the operator's cache records it (``kai.scheduler/gpu-group-cards``).
+
+    Also accepted in ``kai-py simulate`` input; an unreadable value is ignored (the
+    groups' cards are then unknown, which only keeps pinned pods off them).
+    """
+    raw = annotations.get(keys.GPU_GROUP_CARDS_ANNOTATION)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(str(raw))
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items() if v}

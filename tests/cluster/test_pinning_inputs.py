@@ -169,3 +169,50 @@ def test_bad_hami_requests_are_named(
         hami.translate(_pod(ann, **limits))
     assert str(caught.value).startswith("Pod ns/p: ")
     assert words in str(caught.value)
+
+
+def test_the_cache_gives_the_scheduler_cards_of_groups_nodes_and_blockers() -> None:
+    from kai_py.cluster.cache import NODES, PODS, ClusterCache
+
+    cache = ClusterCache()
+    inv = inventory.inventory_json([Card(0, "GPU-a"), Card(1, "GPU-b")], "nvml")
+    node = {
+        "metadata": {"name": "n1", "uid": "n", "annotations": {"kai.scheduler/gpu-inventory": inv}},
+        "status": {"allocatable": {"nvidia.com/gpu": "2", "cpu": "8", "memory": "8Gi"}},
+    }
+    reservation = {
+        "metadata": {
+            "name": "gpu-reservation-n1-g",
+            "namespace": "kai-resource-reservation",
+            "uid": "r",
+            "annotations": {
+                "kai.scheduler/gpu-groups": "g",
+                "run.ai/reserve_for_gpu_index": "GPU-b",
+            },
+        },
+        "spec": {"nodeName": "n1", "containers": []},
+    }
+    blocker = {
+        "metadata": {
+            "name": "gpu-blocker-x-0",
+            "namespace": "kai-resource-reservation",
+            "uid": "b",
+            "labels": {"kai.scheduler/gpu-blocker": "true"},
+        },
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    cache.observe(NODES, "ADDED", node)
+    cache.observe(PODS, "ADDED", reservation)
+    cache.observe(PODS, "ADDED", blocker)
+    (built,) = [cache.view(0.0).build(0.0).snapshot.nodes]
+    (n1,) = built
+    assert [c.uuid for c in n1.cards] == ["GPU-a", "GPU-b"]
+    assert n1.group_cards == {"g": "GPU-b"}
+    assert n1.allocatable.gpu == 1  # the blocker holds a card nothing else counts
+    cache.observe(PODS, "DELETED", reservation)
+    (n1,) = cache.view(0.0).build(0.0).snapshot.nodes
+    assert n1.group_cards == {}
