@@ -271,3 +271,48 @@ def test_operator_killed_mid_bind_leaves_no_blocker(
     finally:
         stop_operator(second)
     assert "Traceback" not in second.log, second.log
+
+
+def _group(name: str, min_member: int, priority: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"minMember": min_member, "queue": "team-a", "priorityClassName": priority},
+    }
+
+
+def test_pinned_gang_and_preemption_for_a_pinned_card(
+    cluster: ThreadedDevCluster, operator: Operator
+) -> None:
+    c = Cluster(cluster)
+    c.create("queues", _queue("team-a", gpu_quota=8, gpu_limit=8))
+    card = [gpu_uuid(BIG, i) for i in range(8)]
+
+    # A gang of two pinned to cards 2 and 3: both run, on exactly those cards.
+    c.create("podgroups", _group("gang", 2, "train"))
+    for i in range(2):
+        member = _pod(f"gang-{i}", [card[2], card[3]])
+        member["metadata"]["annotations"]["pod-group-name"] = "gang"
+        c.create("pods", member)
+    seen = [_seen(wait_for(lambda i=i: c.running(f"gang-{i}"), 30, f"gang-{i}")) for i in range(2)]
+    assert sorted(s[0] for s in seen) == sorted([card[2], card[3]])
+
+    # Low-priority work fills the rest of the queue's 8 GPUs on big-0 ...
+    for i in range(6):
+        low = _pod(f"low-{i}", [])
+        low["spec"]["nodeSelector"] = {"kubernetes.io/hostname": BIG}
+        c.create("pods", low)
+    lows = [wait_for(lambda i=i: c.running(f"low-{i}"), 30, f"low-{i}") for i in range(6)]
+    on_card7 = next(p["metadata"]["name"] for p in lows if _seen(p) == [card[7]])
+    # ... and a high-priority pod pinned to card 7 preempts exactly the pod on card 7.
+    c.create("podgroups", _group("urgent", 1, "inference"))
+    urgent = _pod("urgent", [card[7]])
+    urgent["metadata"]["annotations"]["pod-group-name"] = "urgent"
+    c.create("pods", urgent)
+    got = wait_for(lambda: c.running("urgent"), 40, "the urgent pinned pod Running")
+    assert _seen(got) == [card[7]]
+    pods, _ = cluster.call(cluster.store.list("pods", NS))
+    left = {p["metadata"]["name"] for p in pods if p["metadata"]["name"].startswith("low-")}
+    assert left == {f"low-{i}" for i in range(6)} - {on_card7}
+    wait_for(lambda: not c.blockers(), 10, "no blocker left")
