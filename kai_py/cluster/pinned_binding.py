@@ -36,12 +36,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
+from uuid import uuid4
 
 from kai_py.api import keys
 from kai_py.cluster import inventory, pins
 from kai_py.cluster.convert import WorkloadError, parse_time, pod_requests
 from kai_py.cluster.kube import Kube, KubeError, path_of
-from kai_py.cluster.reservation import reservation_failure, reserved_uuid
+from kai_py.cluster.reservation import reservation_failure, reservation_pod_name, reserved_uuid
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ BLOCKER_FOR_ANNOTATION: Final = "kai.scheduler/blocker-for"
 BLOCKER_EXPIRES_ANNOTATION: Final = "kai.scheduler/blocker-expires"
 BLOCKER_HOLDER_ANNOTATION: Final = "kai.scheduler/blocker-holder"
 #: This process: blockers of any other holder are left-overs once it starts.
-INSTANCE: Final = hashlib.sha256(f"{time.time()}-{id(object())}".encode()).hexdigest()[:12]
+INSTANCE: Final = uuid4().hex[:12]
 
 _node_locks: dict[str, threading.Lock] = {}
 _node_locks_guard = threading.Lock()
@@ -71,19 +72,12 @@ class Held:
     """A pinned bind in flight: the cards freed for it and the blockers still held."""
 
     node: str
-    pod: str  # namespace/name
+    pod: str  # namespace/name, for messages
     allowed: tuple[str, ...]
     wanted: tuple[str, ...]
     blockers: list[str] = field(default_factory=list)  # names still to delete
     namespace: str = keys.RESERVATION_NAMESPACE
     lock: threading.Lock | None = None
-
-
-def is_pinned(pod: Mapping[str, Any]) -> bool:
-    try:
-        return pins.pin_of(pod) is not None
-    except WorkloadError:
-        return True  # hold() reports it
 
 
 def _lock_of(node: str) -> threading.Lock:
@@ -212,8 +206,7 @@ class PinnedBinder:
         return held
 
     def _group_card(self, node: str, group: str) -> str | None:
-        from kai_py.cluster.reservation import reservation_pod_name
-
+        """The card of an existing group's reservation pod; None when the group is new."""
         try:
             res = self.kube.get(
                 path_of("", "v1", "pods", self.namespace, reservation_pod_name(node, group))
