@@ -180,6 +180,7 @@ class Binder:
             namespace=self.config.reservation_namespace,
             timeout=self.config.reservation_timeout,
             poll=self.config.poll_interval,
+            service_account=self.config.reservation_service_account,
             sleep=sleep,
             clock=clock,
         )

@@ -90,10 +90,18 @@ def _rfc3339(seconds: float) -> str:
 
 
 def blocker_manifest(
-    node: str, pod_key: str, index: int, *, image: str, namespace: str, ttl: float, now: float
+    node: str,
+    pod_key: str,
+    index: int,
+    *,
+    image: str,
+    namespace: str,
+    ttl: float,
+    now: float,
+    service_account: str | None = None,
 ) -> Json:
     digest = hashlib.sha256(f"{node}\0{pod_key}".encode()).hexdigest()[:10]
-    return {
+    manifest: Json = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -134,6 +142,10 @@ def blocker_manifest(
             ],
         },
     }
+    if service_account:
+        # The reservation program annotates its own pod: it needs the reservation pods' account.
+        manifest["spec"]["serviceAccountName"] = service_account
+    return manifest
 
 
 class PinnedBinder:
@@ -147,6 +159,7 @@ class PinnedBinder:
         namespace: str,
         timeout: float,
         poll: float,
+        service_account: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -155,6 +168,7 @@ class PinnedBinder:
         self.namespace = namespace
         self.timeout = timeout
         self.poll = poll
+        self.service_account = service_account
         self._sleep = sleep
         self._clock = clock
 
@@ -259,6 +273,7 @@ class PinnedBinder:
                 namespace=self.namespace,
                 ttl=ttl,
                 now=time.time(),
+                service_account=self.service_account,
             )
             name = manifest["metadata"]["name"]
             try:

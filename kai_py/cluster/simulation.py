@@ -298,6 +298,13 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
 
 
 def _gpu_text(gpus: dict[str, Any]) -> str:
+    text = _share_text(gpus)
+    if gpus.get("uuids"):
+        text += f" [{','.join(gpus['uuids'])}]"  # the pinned cards
+    return text
+
+
+def _share_text(gpus: dict[str, Any]) -> str:
     if gpus.get("memory"):
         return f"{gpus['memory']:g} MiB x{gpus['count']}" + (
             f" on {','.join(gpus['groups'])}" if gpus["groups"] else ""
