@@ -159,7 +159,11 @@ def test_pinned_pods_get_their_cards(cluster: ThreadedDevCluster, operator: Oper
     )
     assert recorded == card[7]
     wait_for(lambda: not c.blockers(), 10, "no blocker left")
-    assert any(f"on {card[7]}" in e for e in c.events("pinned") if e.startswith("Bound"))
+    wait_for(
+        lambda: any(e.startswith("Bound") and f"on {card[7]}" in e for e in c.events("pinned")),
+        10,
+        "the Bound event naming the card",
+    )
 
     # The article's two engines: the same two cards at 45 % each (HAMi's resources).
     hami_limits = {keys.GPU_RESOURCE: "2", keys.HAMI_GPUMEM_PERCENTAGE_RESOURCE: "45"}
@@ -312,7 +316,10 @@ def test_pinned_gang_and_preemption_for_a_pinned_card(
     c.create("pods", urgent)
     got = wait_for(lambda: c.running("urgent"), 40, "the urgent pinned pod Running")
     assert _seen(got) == [card[7]]
-    pods, _ = cluster.call(cluster.store.list("pods", NS))
-    left = {p["metadata"]["name"] for p in pods if p["metadata"]["name"].startswith("low-")}
-    assert left == {f"low-{i}" for i in range(6)} - {on_card7}
+    def lows_left() -> set[str]:
+        pods, _ = cluster.call(cluster.store.list("pods", NS))
+        return {p["metadata"]["name"] for p in pods if p["metadata"]["name"].startswith("low-")}
+
+    expected = {f"low-{i}" for i in range(6)} - {on_card7}
+    wait_for(lambda: lows_left() == expected, 10, f"only {on_card7} preempted")
     wait_for(lambda: not c.blockers(), 10, "no blocker left")
