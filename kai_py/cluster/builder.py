@@ -84,7 +84,21 @@ def inventory_warning(doc: Document, name: str, events: list[Event]) -> None:
 
 
 def hami_as_translated(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A pod with HAMi's GPU resources, as kai-py's webhook would have rewritten it."""
+    """A pod with HAMi's GPU resources, as kai-py's webhook would have rewritten it.
+
+    In a cluster the webhook rewrites such pods when they are created; one stored
+    with HAMi's resources (the webhook is not installed) can never start, since no
+    node advertises them, and is reported instead.
+    """
+    if (meta(body).get("annotations") or {}).get(hami.UNTRANSLATED_ANNOTATION):
+        raise WorkloadError(
+            pins_ref(body),
+            "spec.containers[].resources",
+            f"asks for HAMi's GPU resources ({keys.HAMI_GPUMEM_RESOURCE}, "
+            f"{keys.HAMI_GPUMEM_PERCENTAGE_RESOURCE} or {hami.GPUCORES_RESOURCE}), which no "
+            "node advertises; install kai-py's HAMi webhook so that they are translated "
+            "when the pod is created",
+        )
     try:
         translated = hami.translate(body)
     except hami.HamiError as exc:

@@ -36,7 +36,7 @@ from typing import Any, Final
 from kai_py.api import keys
 from kai_py.api.common import ManifestError
 from kai_py.api.queue import Queue as QueueModel
-from kai_py.cluster import pins
+from kai_py.cluster import hami, pins
 from kai_py.cluster.builder import Built, build
 from kai_py.cluster.convert import meta, parse_time
 from kai_py.cluster.inputs import Document
@@ -145,6 +145,13 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
     if spec.get("initContainers"):
         projected_spec["initContainers"] = _resources_only(spec.get("initContainers"))
     projected_meta = _meta(body)
+    if hami.needs_translation(body):
+        # Stored untranslated: the HAMi webhook did not run, and no node advertises
+        # these resources. The builder reports it instead of placing the pod.
+        projected_meta["annotations"] = {
+            **(projected_meta.get("annotations") or {}),
+            hami.UNTRANSLATED_ANNOTATION: "true",
+        }
     cards = pins.reported_uuids(body)
     if cards and keys.GPU_UUIDS_ANNOTATION not in (projected_meta.get("annotations") or {}):
         # The kubelet's report of the pod's cards, for pinned pods beside it.

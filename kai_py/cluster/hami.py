@@ -33,6 +33,8 @@ from kai_py.api import keys
 Json = dict[str, Any]
 
 TRANSLATION_ANNOTATION: Final = "kai.scheduler/hami-translation"
+#: Set by the operator's cache on a stored pod that still has HAMi's resources.
+UNTRANSLATED_ANNOTATION: Final = "kai.scheduler/hami-untranslated"
 GPUCORES_RESOURCE: Final = "nvidia.com/gpucores"
 MEMORY_LIMIT_ENV: Final = "CUDA_DEVICE_MEMORY_LIMIT"
 DISABLE_CONTROL_ENV: Final = "CUDA_DISABLE_CONTROL"

@@ -216,3 +216,33 @@ def test_the_cache_gives_the_scheduler_cards_of_groups_nodes_and_blockers() -> N
     cache.observe(PODS, "DELETED", reservation)
     (n1,) = cache.view(0.0).build(0.0).snapshot.nodes
     assert n1.group_cards == {}
+
+
+def test_in_a_cluster_an_untranslated_hami_pod_is_reported_not_placed() -> None:
+    from kai_py.cluster.cache import NODES, PODGROUPS, PODS, ClusterCache
+
+    cache = ClusterCache()
+    cache.observe(
+        NODES,
+        "ADDED",
+        {
+            "metadata": {"name": "n1", "uid": "n"},
+            "status": {"allocatable": {"nvidia.com/gpu": "2", "cpu": "8", "memory": "8Gi"}},
+        },
+    )
+    cache.observe(
+        PODGROUPS,
+        "ADDED",
+        {
+            "metadata": {"name": "g", "namespace": "ns", "uid": "g"},
+            "spec": {"minMember": 1, "queue": "default-queue"},
+        },
+    )
+    pod = _pod({"pod-group-name": "g"}, **{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "100"})
+    pod["metadata"]["uid"] = "p"
+    pod["spec"]["schedulerName"] = "kai-scheduler"
+    cache.observe(PODS, "ADDED", pod)
+    built = cache.view(0.0).build(0.0)
+    (event,) = [e for e in built.events if e.reason == "InvalidPod"]
+    assert event.name == "p"
+    assert "nvidia.com/gpumem" in event.message and "HAMi webhook" in event.message
