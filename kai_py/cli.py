@@ -7,6 +7,7 @@ does not pay for the emulator and ``kai-py simulate`` does not load Kopf.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,6 +79,16 @@ def _build_parser() -> argparse.ArgumentParser:
     reserve.add_argument("--kubeconfig", default=None, help="default: in-cluster config")
     reserve.add_argument("--no-wait", action="store_true", help="exit after reporting")
 
+    agent = sub.add_parser(
+        "node-agent",
+        help="publish this node's GPUs (NVML) on its Node, for pinning",
+        description="Read the node's GPUs through NVML and publish them in the Node's "
+        "kai.scheduler/gpu-inventory annotation (again when they change).",
+    )
+    agent.add_argument("--node", default=os.environ.get("NODE_NAME"), help="default: $NODE_NAME")
+    agent.add_argument("--kubeconfig", default=None, help="default: in-cluster config")
+    agent.add_argument("--interval", type=float, default=60.0, help="seconds between reads")
+    agent.add_argument("--once", action="store_true", help="publish once and exit")
     crds = sub.add_parser(
         "crds", help="write the CustomResourceDefinitions generated from the models"
     )
@@ -115,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             actions=args.actions,
             config_file=args.config,
         )
+    if args.command == "node-agent":
+        from kai_py.cluster.nodeagent import run_node_agent
+
+        return run_node_agent(args.node, args.kubeconfig, args.interval, args.once)
     if args.command == "reserve":
         from kai_py.cluster.reserve import run_reserve
 

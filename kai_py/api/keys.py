@@ -34,6 +34,23 @@ RECEIVED_RESOURCE_TYPE_ANNOTATION: Final = "received-resource-type"
 BATCH_MIN_MEMBER_ANNOTATION: Final = "kai.scheduler/batch-min-member"
 RESERVED_GPU_INDEX_ANNOTATION: Final = "run.ai/reserve_for_gpu_index"
 
+# GPU pinning (HAMi's pod annotations, unchanged) and the node inventory.
+USE_GPU_UUID_ANNOTATION: Final = "nvidia.com/use-gpuuuid"
+NOUSE_GPU_UUID_ANNOTATION: Final = "nvidia.com/nouse-gpuuuid"
+USE_GPU_TYPE_ANNOTATION: Final = "nvidia.com/use-gputype"
+NOUSE_GPU_TYPE_ANNOTATION: Final = "nvidia.com/nouse-gputype"
+#: kai-py's node inventory: the node's cards as JSON (docs/pinning.md), by ``kai-py node-agent``.
+GPU_INVENTORY_ANNOTATION: Final = "kai.scheduler/gpu-inventory"
+#: HAMi's node registration, read where present (clusters moving from HAMi).
+HAMI_NODE_REGISTER_ANNOTATION: Final = "hami.io/node-nvidia-register"
+#: On a Node as the scheduler reads it: GPU group -> card UUID (JSON), from reservation pods.
+GPU_GROUP_CARDS_ANNOTATION: Final = "kai.scheduler/gpu-group-cards"
+#: The cards a pinned pod was given (written by the binder after it verified them).
+GPU_UUIDS_ANNOTATION: Final = "kai.scheduler/gpu-uuids"
+#: HAMi's resources: N cards with a memory share of each.
+HAMI_GPUMEM_RESOURCE: Final = "nvidia.com/gpumem"
+HAMI_GPUMEM_PERCENTAGE_RESOURCE: Final = "nvidia.com/gpumem-percentage"
+
 # Preemptibility values
 PREEMPTIBLE: Final = "preemptible"
 NON_PREEMPTIBLE: Final = "non-preemptible"

@@ -36,6 +36,7 @@ from kai_py.cluster import reservation as rsv
 from kai_py.cluster.convert import parse_time
 from kai_py.cluster.eventpost import EventPoster, involved
 from kai_py.cluster.kube import Kube, KubeError, path_of
+from kai_py.cluster.pinned_binding import Held, PinnedBinder, PinnedBindError
 
 Json = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ class _Attempt:
     labelled: Json | None = None  # the pod as it was before labelling
     #: (path, uid) of each reservation pod whose card this attempt uses.
     reservations: list[tuple[str, str]] = field(default_factory=list)
+    pinned: Held | None = None  # a pinned pod's freed cards and blockers
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,16 @@ class Binder:
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._namespace_ready = False
+        self.pinned = PinnedBinder(
+            kube,
+            image=self.config.reservation_image,
+            namespace=self.config.reservation_namespace,
+            timeout=self.config.reservation_timeout,
+            poll=self.config.poll_interval,
+            service_account=self.config.reservation_service_account,
+            sleep=sleep,
+            clock=clock,
+        )
 
     # ---- one BindRequest -------------------------------------------------------------
 
@@ -190,6 +202,8 @@ class Binder:
         try:
             pod, message = self._attempt(req, attempt)
         except Exception as exc:
+            if isinstance(exc, PinnedBindError):
+                exc = BindError(exc.reason, final=exc.final)
             error = exc if isinstance(exc, BindError) else BindError(_describe(exc))
             self._rollback(req, attempt)
             return self._failed(req, pod, attempt, error, attempts_before + 1)
@@ -248,11 +262,13 @@ class Binder:
                 )
             raise BindError(f'pod is already bound to node "{bound}"', final=True)
         self._check_node(req.node)
+        attempt.pinned = self.pinned.hold(req.node, pod, req.kind, req.groups)
         if req.kind == "Fraction":
             if not req.groups:
                 raise BindError("a Fraction request must name its GPU groups", final=True)
             for group in req.groups:
                 attempt.uuids.append(self._reserve(req, group, attempt))
+            self.pinned.check_groups(attempt.pinned, attempt.uuids)
             pod = self._label(req, pod, attempt)
             self._write_configmaps(req, pod, attempt)
             # The card may have gone since it reported its UUID (reservation pod deleted):
@@ -261,9 +277,20 @@ class Binder:
         self._bind(req, pod)
         if req.kind == "Fraction":
             self._card_kept_after_binding(req, pod, attempt)
+        cards = self.pinned.settle(
+            attempt.pinned,
+            req.namespace,
+            req.pod_name,
+            req.kind,
+            attempt.uuids,
+            str((pod.get("metadata") or {}).get("uid") or "") or None,
+        )
+        self.pinned.release(attempt.pinned)
         message = f"Pod {req.namespace}/{req.pod_name} bound to node {req.node}"
         if req.kind == "Fraction":
             message += f" on {rsv.gpus_text(req.groups, attempt.uuids, req.portion)}"
+        elif cards:
+            message += f" on {', '.join(cards)}"
         return pod, message
 
     def _get_pod(self, req: _Request) -> Json:
@@ -507,6 +534,7 @@ class Binder:
 
     def _rollback(self, req: _Request, attempt: _Attempt) -> None:
         """Undo what the failed attempt did; every step is tried, failures only logged."""
+        self.pinned.release(attempt.pinned)
         if attempt.labelled is not None:
             self._quietly(
                 self.kube.patch,

@@ -19,6 +19,7 @@ from kai_py.api import keys
 from kai_py.api.common import ManifestError
 from kai_py.api.podgroup import PodGroup
 from kai_py.api.queue import Queue as QueueModel
+from kai_py.cluster import hami, inventory, pins
 from kai_py.cluster.convert import (
     WorkloadError,
     meta,
@@ -71,6 +72,44 @@ def _dev_cluster_nodes(doc: Document, first_index: int) -> list[Node]:
             manifest = node_manifest(name, group, first_index + len(made), "1970-01-01T00:00:00Z")
             made.append(node_from_manifest(manifest))
     return made
+
+
+def inventory_warning(doc: Document, name: str, events: list[Event]) -> None:
+    """A Warning on a Node whose GPU inventory cannot be read (it gets no pinned pods)."""
+    try:
+        inventory.node_cards(meta(doc.body).get("annotations") or {})
+    except inventory.InventoryError as exc:
+        message = f"{doc.source}: Node {name}: {exc}; pinned pods will not be placed on it"
+        events.append(Event("Node", "", name, "Warning", "InvalidGpuInventory", message))
+
+
+def hami_as_translated(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A pod with HAMi's GPU resources, as kai-py's webhook would have rewritten it.
+
+    In a cluster the webhook rewrites such pods when they are created; one stored
+    with HAMi's resources (the webhook is not installed) can never start, since no
+    node advertises them, and is reported instead.
+    """
+    if (meta(body).get("annotations") or {}).get(hami.UNTRANSLATED_ANNOTATION):
+        raise WorkloadError(
+            pins_ref(body),
+            "spec.containers[].resources",
+            f"asks for HAMi's GPU resources ({keys.HAMI_GPUMEM_RESOURCE}, "
+            f"{keys.HAMI_GPUMEM_PERCENTAGE_RESOURCE} or {hami.GPUCORES_RESOURCE}), which no "
+            "node advertises; install kai-py's HAMi webhook so that they are translated "
+            "when the pod is created",
+        )
+    try:
+        translated = hami.translate(body)
+    except hami.HamiError as exc:
+        who = pins_ref(body)
+        raise WorkloadError(who, "HAMi resources", str(exc).removeprefix(f"{who}: ")) from None
+    return body if translated is None else translated[0]
+
+
+def pins_ref(body: Mapping[str, Any]) -> str:
+    m = meta(body)
+    return f"Pod {m.get('namespace') or 'default'}/{m.get('name')}"
 
 
 def _name(doc: Document) -> str:
@@ -179,6 +218,7 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
                 nodes.append(node_from_manifest(doc.body))
             except WorkloadError as exc:
                 fatal.append(f"{doc.source}: {exc}")
+            inventory_warning(doc, name, events)
         elif kind == "Queue":
             try:
                 model = QueueModel.from_manifest(doc.body)
@@ -443,7 +483,15 @@ def _add_pod(
             built.events.append(Event("Pod", ns, name, "Warning", "PodGroupNotFound", message))
         jobs[(ns, grouped.name)] = job
     try:
+        body = hami_as_translated(body)
         task = task_from_pod(body, job.uid, status, built.snapshot.now)
+        task.pin = pins.pin_of(body)
+        if status is not TaskStatus.PENDING:
+            task.gpu_uuids = pins.reported_uuids(body)
+        for note in pins.pin_notes(body):
+            built.events.append(
+                Event("Pod", ns, name, "Warning", "GpuPinIgnored", f"{doc.source}: {note}")
+            )
     except WorkloadError as exc:
         message = f"{doc.source}: {exc}"
         job.errors.append(message)

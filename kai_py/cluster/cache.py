@@ -32,6 +32,7 @@ taken on the loop may be built in a worker thread.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,10 +41,12 @@ from typing import Any, Final
 from kai_py.api import keys
 from kai_py.api.common import ManifestError
 from kai_py.api.queue import Queue as QueueModel
+from kai_py.cluster import hami, pins
 from kai_py.cluster import reservation as rsv
 from kai_py.cluster.builder import Built, build
 from kai_py.cluster.convert import meta, parse_time
 from kai_py.cluster.inputs import Document
+from kai_py.cluster.pinned_binding import BLOCKER_LABEL
 from kai_py.scheduler.model import Config
 from kai_py.scheduler.session import Event
 
@@ -92,6 +95,8 @@ _POD_SPEC_KEYS: Final = (
     "tolerations",
     "priorityClassName",
 )
+#: The node annotations the scheduler reads: its GPU inventory (for pinned pods).
+_NODE_ANNOTATIONS: Final = (keys.GPU_INVENTORY_ANNOTATION, keys.HAMI_NODE_REGISTER_ANNOTATION)
 _POD_STATUS_KEYS: Final = ("phase", "startTime", "nominatedNodeName", "conditions")
 
 
@@ -165,21 +170,44 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
     projected_spec["containers"] = _resources_only(spec.get("containers"))
     if spec.get("initContainers"):
         projected_spec["initContainers"] = _resources_only(spec.get("initContainers"))
+    projected_meta = _meta(body)
+    if hami.needs_translation(body):
+        # Stored untranslated: the HAMi webhook did not run, and no node advertises
+        # these resources. The builder reports it instead of placing the pod.
+        projected_meta["annotations"] = {
+            **(projected_meta.get("annotations") or {}),
+            hami.UNTRANSLATED_ANNOTATION: "true",
+        }
+    cards = pins.reported_uuids(body)
+    if cards and keys.GPU_UUIDS_ANNOTATION not in (projected_meta.get("annotations") or {}):
+        # The kubelet's report of the pod's cards, for pinned pods beside it.
+        annotations = {**(projected_meta.get("annotations") or {})}
+        annotations[keys.GPU_UUIDS_ANNOTATION] = ",".join(cards)
+        projected_meta["annotations"] = annotations
     return True, {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": _meta(body),
+        "metadata": projected_meta,
         "spec": projected_spec,
         "status": {k: status[k] for k in _POD_STATUS_KEYS if status.get(k) is not None},
     }
 
 
+def _is_blocker(body: Mapping[str, Any]) -> bool:
+    return (meta(body).get("labels") or {}).get(BLOCKER_LABEL) == "true"
+
+
 def project_node(body: Mapping[str, Any]) -> Json:
     status = body.get("status") or {}
+    projected = _meta(body, ("name", "uid", "resourceVersion", "labels", "creationTimestamp"))
+    annotations = meta(body).get("annotations") or {}
+    inventory = {k: annotations[k] for k in _NODE_ANNOTATIONS if k in annotations}
+    if inventory:
+        projected["annotations"] = inventory
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": _meta(body, ("name", "uid", "resourceVersion", "labels", "creationTimestamp")),
+        "metadata": projected,
         "spec": dict(body.get("spec") or {}),
         "status": {k: status[k] for k in ("allocatable", "capacity", "conditions") if k in status},
     }
@@ -239,6 +267,8 @@ class ClusterCache:
         self.foreign_pods: dict[Key, Json] = {}
         #: Reservation pods (kai-resource-reservation) that hold a card, by key.
         self.reservations: dict[Key, Json] = {}
+        #: Reservation pods' reported cards: (node, GPU group, UUID), for pinned pods.
+        self.group_cards: dict[Key, tuple[str, str, str]] = {}
         #: Bumped on every change; a cycle over an unchanged cache could be skipped.
         self.generation = 0
         # Warm-up: uids a first LIST returned that the watch has not delivered yet.
@@ -275,6 +305,10 @@ class ClusterCache:
         ours_store, foreign = self.objects[PODS], self.foreign_pods
         uid = str(meta(body).get("uid") or "")
         if key[0] == keys.RESERVATION_NAMESPACE:
+            self._observe_reservation(key, deleted, body)
+        if key[0] == keys.RESERVATION_NAMESPACE and not _is_blocker(body):
+            # A pinned bind's blockers fall through: they are counted as other
+            # schedulers' pods, holding cards nothing else counts.
             if deleted:
                 return self._drop(self.reservations, key, uid)
             if not self._newer(self.reservations.get(key), body):
@@ -299,6 +333,20 @@ class ClusterCache:
             (ours_store if ours else foreign)[key] = projection
         self.generation += 1
         return True
+
+    def _observe_reservation(self, key: Key, deleted: bool, body: Mapping[str, Any]) -> None:
+        m = meta(body)
+        uuid = (m.get("annotations") or {}).get(keys.RESERVED_GPU_INDEX_ANNOTATION)
+        group = (m.get("annotations") or {}).get(keys.GPU_GROUPS_ANNOTATION)
+        node = (body.get("spec") or {}).get("nodeName")
+        if deleted or not (uuid and group and node) or _is_blocker(body):
+            if self.group_cards.pop(key, None) is not None:
+                self.generation += 1
+            return
+        entry = (str(node), str(group), str(uuid))
+        if self.group_cards.get(key) != entry:
+            self.group_cards[key] = entry
+            self.generation += 1
 
     def _drop(self, store: dict[Key, Json], key: Key, uid: str) -> bool:
         current = store.get(key)
@@ -389,9 +437,14 @@ class ClusterCache:
         api_version, kind_name = _KIND_NAMES[QUEUES]
         for name, body in queues.items():
             docs.append(Document(f"Queue {name}", _with_type(body, api_version, kind_name)))
+        cards_by_node: dict[str, dict[str, str]] = {}
+        for node_name, gpu_group, card in self.group_cards.values():
+            cards_by_node.setdefault(node_name, {})[gpu_group] = card
         for kind in (NODES, PRIORITY_CLASSES):
             api_version, kind_name = _KIND_NAMES[kind]
             for key, body in self.objects[kind].items():
+                if kind == NODES and key[1] in cards_by_node:
+                    body = _with_group_cards(body, cards_by_node[key[1]])
                 docs.append(
                     Document(f"{kind_name} {key[1]}", _with_type(body, api_version, kind_name))
                 )
@@ -503,6 +556,15 @@ def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Ev
                     message = f"Queue {member} is not used: spec.parentQueue: parents form a cycle: {loop}"
                     events.append(Event("Queue", "", member, "Warning", "InvalidQueue", message))
     return good, events
+
+
+def _with_group_cards(node: Json, cards: Mapping[str, str]) -> Json:
+    """The node with the cards its GPU groups sit on (what the reservation pods reported)."""
+    m = dict(meta(node))
+    annotations = dict(m.get("annotations") or {})
+    annotations[keys.GPU_GROUP_CARDS_ANNOTATION] = json.dumps(dict(sorted(cards.items())))
+    m["annotations"] = annotations
+    return {**node, "metadata": m}
 
 
 def _with_type(body: Json, api_version: str, kind: str) -> Json:

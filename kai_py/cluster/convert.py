@@ -15,6 +15,7 @@ from typing import Any
 
 from kai_py.api import keys
 from kai_py.api.quantities import parse_quantity
+from kai_py.cluster import inventory
 from kai_py.scheduler.model import (
     Node,
     PodAffinityTerm,
@@ -103,8 +104,17 @@ def node_from_manifest(obj: Manifest) -> Node:
         Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "")))
         for t in spec.get("taints") or []
     )
+    try:
+        cards = inventory.node_cards(meta(obj).get("annotations") or {})
+    except inventory.InventoryError:
+        cards = ()  # the builder reports it; the node stays usable for unpinned pods
+    if gpu_memory <= 0:
+        # GPU Feature Discovery's label wins; the inventory fills in where it is missing.
+        gpu_memory = inventory.card_memory_mib(cards)
     return Node(
         name=name,
+        cards=cards,
+        group_cards=inventory.group_cards(meta(obj).get("annotations") or {}),
         allocatable=resource_vector(who, "status.allocatable", allocatable),
         labels=labels,
         taints=taints,

@@ -151,6 +151,7 @@ class Simulation:
                     # status.nominatedNodeName) so that it gets first claim on them.
                     task.nominated_node = None if task.claim_now else task.node_name
                     task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+                    task.gpu_uuids = ()
                     self.outcome.statuses.pop(task.uid, None)
                 elif task.status is TaskStatus.EVICTED:
                     self.outcome.evicted[task.key] = task
@@ -178,6 +179,7 @@ class Simulation:
             created=self.now,
             role=task.role,
             task_priority=task.task_priority,
+            pin=task.pin,
         )
 
 
@@ -211,6 +213,8 @@ def _pod_entry(task: Task, override: str | None) -> dict[str, Any]:
             gpus["memory"] = task.gpu_memory_mib
     elif task.request.gpu:
         gpus = {"count": task.request.gpu, "portion": 1.0, "groups": []}
+    if placed and task.gpu_uuids:
+        gpus["uuids"] = list(task.gpu_uuids)  # the cards, where known (pinned pods)
     return {"status": status, "node": task.node_name if placed else None, "gpus": gpus}
 
 
@@ -305,6 +309,13 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
 
 
 def _gpu_text(gpus: dict[str, Any]) -> str:
+    text = _share_text(gpus)
+    if gpus.get("uuids"):
+        text += f" [{','.join(gpus['uuids'])}]"  # the pinned cards
+    return text
+
+
+def _share_text(gpus: dict[str, Any]) -> str:
     if gpus.get("memory"):
         return f"{gpus['memory']:g} MiB x{gpus['count']}" + (
             f" on {','.join(gpus['groups'])}" if gpus["groups"] else ""

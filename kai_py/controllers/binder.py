@@ -177,3 +177,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
 
 
 register(kopf.get_default_registry())
+
+# The pinned binds' blocker clean-up runs wherever the binder does.
+from kai_py.controllers import pinning as _pinning  # noqa: E402, F401

@@ -10,6 +10,7 @@ on a real GPU node, because the scheduler reads GPU memory from them.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from kai_py.api import keys
 from kai_py.emulator.nodes.annotations import EMULATED_NODE
+from kai_py.emulator.nodes.devices import gpu_uuid
 from kai_py.emulator.nodes.quantity import QuantityError, parse_quantity
 
 API_VERSION: Final = "kai-py.dev/v1"
@@ -267,6 +269,28 @@ def node_conditions(now: str) -> list[dict[str, str]]:
     return conditions
 
 
+def gpu_inventory(name: str, group: NodeGroup) -> str:
+    """The node's cards as ``kai-py node-agent`` publishes them (docs/pinning.md, version 1).
+
+    The UUIDs are the ones the simulated device plugin hands out.
+    """
+    product = group.gpu_product.replace("NVIDIA-", "NVIDIA ", 1)
+    memory = group.gpu_memory_mib() or 0
+    cards = [
+        {
+            "index": index,
+            "uuid": gpu_uuid(name, index),
+            "product": product,
+            "memoryMiB": memory,
+            "health": "Healthy",
+        }
+        for index in range(group.gpus)
+    ]
+    return json.dumps(
+        {"version": 1, "source": "kai-py-emulator", "cards": cards}, separators=(",", ":")
+    )
+
+
 def node_manifest(name: str, group: NodeGroup, index: int, now: str) -> dict[str, Any]:
     """The Node object as the kubelet registers it (status included).
 
@@ -298,6 +322,11 @@ def node_manifest(name: str, group: NodeGroup, index: int, now: str) -> dict[str
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
                 EMULATED_NODE: "true",
+                **(
+                    {keys.GPU_INVENTORY_ANNOTATION: gpu_inventory(name, group)}
+                    if group.gpus
+                    else {}
+                ),
                 **group.annotations,
             },
         },

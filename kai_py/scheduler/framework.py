@@ -74,9 +74,9 @@ class Framework:
 
 
 def default_framework(config: Config) -> Framework:
-    from kai_py.scheduler.plugins import nodeorder, predicates, priority, proportion
+    from kai_py.scheduler.plugins import nodeorder, pinning, predicates, priority, proportion
 
     framework = Framework()
-    for plugin in (predicates, priority, proportion, nodeorder):
+    for plugin in (predicates, pinning, priority, proportion, nodeorder):
         plugin.register(framework, config)
     return framework

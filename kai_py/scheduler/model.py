@@ -105,6 +105,49 @@ class PodAffinityTerm:
         )
 
 
+@dataclass(slots=True, frozen=True)
+class Card:
+    """One physical GPU of a node, as its inventory reports it (for pinning)."""
+
+    index: int
+    uuid: str
+    product: str = ""
+    memory_mib: float = 0.0
+    healthy: bool = True
+
+
+@dataclass(slots=True, frozen=True)
+class GpuPin:
+    """Which cards a pod may use (HAMi's pod annotations), already validated.
+
+    ``use_*`` are allow lists, ``nouse_*`` deny lists; a deny list of the same kind is
+    ignored when an allow list is present, as HAMi does. Types match as a
+    case-insensitive substring of the card's product name.
+    """
+
+    use_uuids: tuple[str, ...] = ()
+    nouse_uuids: tuple[str, ...] = ()
+    use_types: tuple[str, ...] = ()
+    nouse_types: tuple[str, ...] = ()
+    text: str = ""  # the annotations as the user wrote them, for messages
+
+    def allows(self, card: Card) -> bool:
+        if not card.healthy:
+            return False
+        if self.use_uuids:
+            if card.uuid not in self.use_uuids:
+                return False
+        elif card.uuid in self.nouse_uuids:
+            return False
+        product = card.product.lower()
+        if self.use_types:
+            if not any(t.lower() in product for t in self.use_types):
+                return False
+        elif any(t.lower() in product for t in self.nouse_types):
+            return False
+        return True
+
+
 @dataclass(slots=True)
 class GpuGroup:
     """One GPU card shared by fractional pods (label ``runai-gpu-group``)."""
@@ -142,6 +185,8 @@ class Node:
     ready: bool = True
     unschedulable: bool = False
     gpu_memory_mib: float = 0.0  # per card, from nvidia.com/gpu.memory; 0 = unknown
+    cards: tuple[Card, ...] = ()  # the node's GPU inventory; empty = not published
+    group_cards: dict[str, str] = field(default_factory=dict)  # GPU group -> card UUID, when known
     # session state
     used: Res = field(default_factory=Res)
     releasing: Res = field(default_factory=Res)
@@ -193,6 +238,10 @@ class Task:
     # The node this pending pod was pipelined to last cycle (pod status.nominatedNodeName):
     # what was freed for it goes to it first.
     nominated_node: str | None = None
+    pin: GpuPin | None = None  # nvidia.com/use-gpuuuid and friends; None = any card
+    # The cards this task holds (one per GPU group for a shared task), when known:
+    # reported for running pods, chosen by the scheduler for pinned pods it places.
+    gpu_uuids: tuple[str, ...] = ()
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
     _shape: tuple[object, ...] | None = field(default=None, repr=False)
@@ -251,6 +300,7 @@ class Task:
             self.gpu_memory_mib > 0,
             self.pod_affinity,
             self.pod_anti_affinity,
+            self.pin,
         )
 
 

@@ -11,6 +11,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from kai_py.scheduler import pinning
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 from kai_py.scheduler.predicates import PredicateCache
@@ -58,6 +59,8 @@ class Placer:
             free = node.free_gpus_future()
         else:
             free = min(node.free_gpus_now(), node.free_gpus_future())
+        if task.pin is not None and not pinning.whole_fits(task, node, future):
+            return False
         return need <= free + EPS and self._fits_plain(task, node, future)
 
     def _shared_groups(self, task: Task, node: Node, future: bool) -> tuple[str, ...] | None:
@@ -70,7 +73,10 @@ class Placer:
         # so does each whole card being released. Offer no more of them than that.
         future_cards = math.floor(node.free_gpus_future() + EPS)
         free_later = 0
+        pinned = task.pin is not None
         for group in node.groups.values():
+            if pinned and not pinning.group_allowed(task, node, group.id):
+                continue
             held_later = group.used - group.releasing + group.pipelined
             if held_later + portion > 1 + EPS:
                 continue
@@ -88,6 +94,8 @@ class Placer:
             free_cards = future_cards - free_later
         else:
             free_cards = math.floor(min(node.free_gpus_now(), node.free_gpus_future()) + EPS)
+        if pinned:
+            free_cards = min(free_cards, len(pinning.free_for_new_group(task, node, future)))
         new_ids: list[str] = []
         index = 0
         while len(new_ids) < min(free_cards, task.gpu_devices):
@@ -198,11 +206,20 @@ class Placer:
             causes[reason] += 1
         parts = ", ".join(f"{count} {cause}" for cause, count in sorted(causes.items()))
         text = f"0/{len(s.nodes)} nodes are available: {parts}."
+        never = pinning.never_satisfiable(task, s.nodes.values())
+        if never:
+            text += f" The GPU pin cannot be satisfied: {never}."
         self._no_fit[key] = text
         return text
 
     def _resource_shortfall(self, task: Task, node: Node) -> str:
         idle = node.idle
+        if task.pin is not None and self._fits_plain(task, node, True):
+            portion = task.portion_on(node) if task.is_shared else 0.0
+            if portion <= 1 + EPS and task.request.gpu <= node.free_gpus_future() + EPS:
+                why = pinning.shortfall(task, node)
+                if why is not None:
+                    return why
         if task.is_shared:
             portion = task.portion_on(node)
             if portion > 1 + EPS:

@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kai_py.scheduler import pinning
 from kai_py.scheduler.fairshare import compute_fair_shares
 from kai_py.scheduler.model import GpuGroup, Job, Node, Queue, Snapshot, Task, TaskStatus
 from kai_py.scheduler.nodeindex import NodeIndex
@@ -278,6 +279,9 @@ class Statement:
         job = s.jobs[task.job_uid]
         task.node_name = node.name
         task.gpu_groups = groups
+        if task.pin is not None:
+            # Which allowed cards it takes, so the next pinned task sees them taken.
+            task.gpu_uuids = pinning.choose_cards(task, node, groups, pipelined)
         task.status = TaskStatus.PIPELINED if pipelined else TaskStatus.ALLOCATED
         task.claim_now = not pipelined
         s._node_add(node, task)
@@ -308,6 +312,8 @@ class Statement:
                 s._queue_add(job, task.gpu_on(rec.node), task, -1.0, placed=True)
                 s._node_remove(rec.node, task)
                 task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+                if task.pin is not None:
+                    task.gpu_uuids = ()
                 task.claim_now = True
                 s.release_generation += 1
             elif rec.op is Op.PIPELINE:

@@ -349,4 +349,5 @@ def shadow_of(task: Task) -> Task:
         role=task.role,
         task_priority=task.task_priority,
         shadow=True,
+        pin=task.pin,  # a moved pinned pod may only land on its own cards
     )

@@ -1,0 +1,180 @@
+"""A node's GPU inventory: kai-py's annotation, and HAMi's where that is all there is.
+
+kai-py's annotation ``kai.scheduler/gpu-inventory`` (written by
+``kai-py node-agent`` and by the emulator's simulated nodes) holds JSON of
+this shape, version 1 (docs/pinning.md)::
+
+    {"version": 1, "source": "nvml",
+     "cards": [{"index": 0, "uuid": "GPU-...", "product": "NVIDIA A100-SXM4-80GB",
+                "memoryMiB": 81920, "health": "Healthy"}]}
+
+HAMi's device plugin registers a node's cards in ``hami.io/node-nvidia-register``:
+older releases as ``UUID,split,memMiB,cores,type,numa,healthy`` items joined
+by ``:``, newer ones as a JSON list of objects (``id``, ``index``, ``devmem``,
+``type``, ``health``). kai-py's own annotation wins when both are present.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from kai_py.api import keys
+from kai_py.scheduler.model import Card
+
+INVENTORY_VERSION: Final = 1
+HEALTHY: Final = "Healthy"
+UNHEALTHY: Final = "Unhealthy"
+
+
+class InventoryError(ValueError):
+    """An inventory annotation that cannot be read; the message names annotation and value."""
+
+
+def inventory_json(cards: Sequence[Card], source: str) -> str:
+    """The annotation value for ``cards`` (stable key order, so unchanged cards do not rewrite)."""
+    return json.dumps(
+        {
+            "version": INVENTORY_VERSION,
+            "source": source,
+            "cards": [
+                {
+                    "index": card.index,
+                    "uuid": card.uuid,
+                    "product": card.product,
+                    "memoryMiB": int(card.memory_mib),
+                    "health": HEALTHY if card.healthy else UNHEALTHY,
+                }
+                for card in sorted(cards, key=lambda c: c.index)
+            ],
+        },
+        separators=(",", ":"),
+    )
+
+
+def _bad(annotation: str, raw: str, why: str) -> InventoryError:
+    shown = raw if len(raw) <= 120 else raw[:117] + "..."
+    return InventoryError(f"annotation {annotation}: {why} (value {shown!r})")
+
+
+def parse_inventory(raw: str) -> tuple[Card, ...]:
+    name = keys.GPU_INVENTORY_ANNOTATION
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise _bad(name, raw, f"not JSON: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cards"), list):
+        raise _bad(name, raw, 'expected an object with a "cards" list')
+    if doc.get("version", INVENTORY_VERSION) != INVENTORY_VERSION:
+        raise _bad(name, raw, f"unknown version {doc.get('version')!r}")
+    cards = []
+    for i, item in enumerate(doc["cards"]):
+        if not isinstance(item, dict) or not isinstance(item.get("uuid"), str):
+            raise _bad(name, raw, f"cards[{i}] needs a uuid")
+        try:
+            index = int(item.get("index", i))
+            memory = float(item.get("memoryMiB") or 0)
+        except (TypeError, ValueError):
+            raise _bad(name, raw, f"cards[{i}]: index and memoryMiB must be numbers") from None
+        cards.append(
+            Card(
+                index=index,
+                uuid=item["uuid"],
+                product=str(item.get("product") or ""),
+                memory_mib=memory,
+                healthy=str(item.get("health", HEALTHY)) == HEALTHY,
+            )
+        )
+    return _checked(name, raw, cards)
+
+
+def parse_hami_register(raw: str) -> tuple[Card, ...]:
+    name = keys.HAMI_NODE_REGISTER_ANNOTATION
+    text = raw.strip()
+    cards: list[Card] = []
+    if text.startswith("["):
+        try:
+            items = json.loads(text)
+        except ValueError as exc:
+            raise _bad(name, raw, f"not JSON: {exc}") from None
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+                raise _bad(name, raw, f"item {i} needs an id")
+            cards.append(
+                Card(
+                    index=int(item.get("index", i)),
+                    uuid=item["id"],
+                    product=_hami_product(str(item.get("type") or "")),
+                    memory_mib=float(item.get("devmem") or 0),
+                    healthy=bool(item.get("health", True)),
+                )
+            )
+        return _checked(name, raw, cards)
+    for i, part in enumerate(p for p in text.split(":") if p.strip()):
+        fields = part.split(",")
+        if len(fields) < 7:
+            raise _bad(name, raw, f"device {i} has {len(fields)} fields, 7 expected")
+        try:
+            memory = float(fields[2])
+        except ValueError:
+            raise _bad(name, raw, f"device {i}: memory {fields[2]!r} is not a number") from None
+        cards.append(
+            Card(
+                index=i,
+                uuid=fields[0].strip(),
+                product=_hami_product(fields[4]),
+                memory_mib=memory,
+                healthy=fields[6].strip().lower() == "true",
+            )
+        )
+    return _checked(name, raw, cards)
+
+
+def _hami_product(kind: str) -> str:
+    # HAMi prefixes the vendor ("NVIDIA-NVIDIA A100..."); the product name follows.
+    return kind[len("NVIDIA-") :] if kind.startswith("NVIDIA-NVIDIA") else kind
+
+
+def _checked(annotation: str, raw: str, cards: list[Card]) -> tuple[Card, ...]:
+    seen: set[str] = set()
+    for card in cards:
+        if card.uuid in seen:
+            raise _bad(annotation, raw, f"card {card.uuid} is listed twice")
+        seen.add(card.uuid)
+    return tuple(sorted(cards, key=lambda c: c.index))
+
+
+def node_cards(annotations: Mapping[str, Any]) -> tuple[Card, ...]:
+    """The node's cards: kai-py's annotation, else HAMi's, else none."""
+    raw = annotations.get(keys.GPU_INVENTORY_ANNOTATION)
+    if raw:
+        return parse_inventory(str(raw))
+    raw = annotations.get(keys.HAMI_NODE_REGISTER_ANNOTATION)
+    if raw:
+        return parse_hami_register(str(raw))
+    return ()
+
+
+def card_memory_mib(cards: Sequence[Card]) -> float:
+    """Per-card memory for shares by memory: the smallest card, so a share fits every card."""
+    sizes = [card.memory_mib for card in cards if card.memory_mib > 0]
+    return min(sizes) if sizes else 0.0
+
+
+def group_cards(annotations: Mapping[str, Any]) -> dict[str, str]:
+    """GPU group -> card UUID, as the operator's cache records it (``kai.scheduler/gpu-group-cards``).
+
+    Also accepted in ``kai-py simulate`` input; an unreadable value is ignored (the
+    groups' cards are then unknown, which only keeps pinned pods off them).
+    """
+    raw = annotations.get(keys.GPU_GROUP_CARDS_ANNOTATION)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(str(raw))
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items() if v}

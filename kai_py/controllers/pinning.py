@@ -1,0 +1,64 @@
+"""Blockers of pinned binds: none survives the process that made them.
+
+A pinned bind holds a node's other free cards with short-lived blocker pods
+(``kai_py.cluster.pinned_binding``). If the operator dies mid-bind, they
+would hold those cards for nothing: at start-up every blocker of another
+process is deleted (before any bind of this process can start, since Kopf
+runs start-up handlers first), and a periodic pass deletes expired ones.
+Registered with the binder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Final
+
+import kopf
+
+from kai_py.cluster.binding import BinderConfig
+from kai_py.cluster.kube import Kube, load_api_client
+from kai_py.cluster.pinned_binding import sweep_blockers
+
+log = logging.getLogger(__name__)
+
+_TASK_KEY: Final = "pinning-blocker-sweeper"
+SWEEP_PERIOD: Final = 30.0
+
+
+async def start(memo: Any, **_: Any) -> None:
+    kube = Kube(load_api_client())
+    namespace = BinderConfig.from_env().reservation_namespace
+    deleted = await asyncio.to_thread(sweep_blockers, kube, namespace, startup=True)
+    if deleted:
+        log.warning("deleted blocker pods left by an earlier binder: %s", ", ".join(deleted))
+    memo[_TASK_KEY] = asyncio.create_task(_sweep_forever(kube, namespace))
+
+
+async def stop(memo: Any, **_: Any) -> None:
+    task = memo.get(_TASK_KEY)
+    if isinstance(task, asyncio.Task):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _sweep_forever(kube: Kube, namespace: str) -> None:
+    while True:
+        await asyncio.sleep(SWEEP_PERIOD)
+        try:
+            deleted = await asyncio.to_thread(sweep_blockers, kube, namespace, startup=False)
+        except Exception as exc:  # the next pass tries again
+            log.warning("blocker clean-up failed: %s", exc)
+            continue
+        if deleted:
+            log.warning("deleted expired blocker pods: %s", ", ".join(deleted))
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    kopf.on.startup(registry=registry, id="pinning-blockers-start")(start)
+    kopf.on.cleanup(registry=registry, id="pinning-blockers-stop")(stop)
+
+
+register(kopf.get_default_registry())

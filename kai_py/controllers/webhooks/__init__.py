@@ -1,0 +1,1 @@
+"""Kopf admission handlers of kai-py (mutating and validating webhooks)."""
