@@ -23,6 +23,7 @@ from typing import Any, Final
 import kopf
 
 from kai_py.api import keys
+from kai_py.cluster import metrics
 from kai_py.cluster.binding import Binder, BinderConfig, is_pending
 from kai_py.cluster.kube import Kube, load_api_client
 
@@ -92,6 +93,7 @@ def _pending(body: Any, **_: Any) -> bool:
 
 def bind(body: Any, retry: int, memo: Any, **_: Any) -> None:
     outcome = _binder(memo).reconcile(dict(body), retry)
+    metrics.record_binder(outcome.phase, outcome.retry_in)
     if outcome.retry_in is not None:
         raise kopf.TemporaryError(outcome.reason, delay=outcome.retry_in)
 

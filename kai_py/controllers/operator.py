@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import kopf
 
+from kai_py.cluster import metrics
 from kai_py.controllers.settings import OperatorSettings, configure
 
 log = logging.getLogger("kai_py.operator")
@@ -52,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if exc.name != module:
                 raise
             log.warning("%s is not part of this kai-py; running without it", module)
+    metrics.serve(settings.metrics_port)  # every role serves /metrics, not only the scheduler
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(

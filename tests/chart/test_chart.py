@@ -76,9 +76,7 @@ def other() -> list[Json]:
     return render(OTHER_VALUES)
 
 
-def test_every_object_is_a_named_kubernetes_object(
-    default: list[Json], other: list[Json]
-) -> None:
+def test_every_object_is_a_named_kubernetes_object(default: list[Json], other: list[Json]) -> None:
     for objects in (default, other):
         keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects]
         assert len(keys) == len(set(keys)), "an object is rendered twice"
@@ -192,7 +190,12 @@ def test_deployments_by_mode_and_their_arguments(default: list[Json], other: lis
         }
 
     per_role = args(default)
-    assert set(per_role) == {"kai-py-scheduler", "kai-py-binder", "kai-py-podgrouper", "kai-py-webhooks"}
+    assert set(per_role) == {
+        "kai-py-scheduler",
+        "kai-py-binder",
+        "kai-py-podgrouper",
+        "kai-py-webhooks",
+    }
     assert "--controllers=binder" in per_role["kai-py-binder"]
     assert "--scheduler-name=kai-scheduler" in per_role["kai-py-scheduler"]
     assert not any("--leader-elect" in a for a in per_role.values())
