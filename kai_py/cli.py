@@ -1,4 +1,4 @@
-"""The one entry point: ``kai-py simulate | crds | dev``.
+"""The one entry point: ``kai-py simulate | run | reserve | crds | dev``.
 
 Each sub-command imports its implementation lazily so that ``kai-py crds``
 does not pay for the emulator and ``kai-py simulate`` does not load Kopf.
@@ -11,11 +11,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kai_py import __version__
+
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kai-py", description="A KAI-compatible batch and GPU scheduler for Kubernetes."
     )
+    parser.add_argument("--version", action="version", version=f"kai-py {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sim = sub.add_parser(
@@ -61,12 +64,17 @@ def _build_parser() -> argparse.ArgumentParser:
     reserve.add_argument("--no-wait", action="store_true", help="exit after reporting")
 
     crds = sub.add_parser(
-        "crds", help="write the CustomResourceDefinitions generated from the models"
+        "crds",
+        help="write the CustomResourceDefinitions generated from the models",
+        description="Write the Queue, PodGroup and BindRequest CRDs generated from kai_py/api/.",
     )
     crds.add_argument("--output-dir", "-o", type=Path, default=Path("crds"))
 
     dev = sub.add_parser(
-        "dev", help="start an emulated cluster with GPU nodes that kubectl can use"
+        "dev",
+        help="start an emulated cluster with GPU nodes that kubectl can use",
+        description="Start an emulated Kubernetes cluster with GPU nodes, KAI's install "
+        "objects and the kai-py operator; prints the export KUBECONFIG=... line.",
     )
     dev.add_argument("--cluster", type=Path, default=None, help="cluster description (YAML)")
     dev.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import kopf
 
 from kai_py.cluster import metrics
+from kai_py.controllers import access, logs
 from kai_py.controllers.settings import OperatorSettings, configure
 
 log = logging.getLogger("kai_py.operator")
@@ -33,6 +34,9 @@ CONTROLLERS = {
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kai-py run", description="Run the kai-py operator.")
     OperatorSettings.add_arguments(parser)
+    parser.add_argument(
+        "--kubeconfig", default=None, help="default: $KUBECONFIG, ~/.kube/config, or in-cluster"
+    )
     return parser
 
 
@@ -43,7 +47,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--schedule-period: must be above 0")  # exits 2, as argparse does
     settings = OperatorSettings.from_args(args)
     configure(settings)
-    logging.basicConfig(level=logging.INFO if not settings.verbose else logging.DEBUG)
+    logs.configure(verbose=settings.verbose)
+    if args.kubeconfig:
+        access.use_kubeconfig(args.kubeconfig)
+    problem = access.check_access(args.kubeconfig)
+    if problem:
+        print(f"kai-py run: {problem}", file=sys.stderr)
+        return 1
     # Importing registers the handlers with Kopf's default registry.
     for part in settings.controllers:
         module = CONTROLLERS[part]
