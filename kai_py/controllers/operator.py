@@ -28,6 +28,7 @@ CONTROLLERS = {
     "scheduler": "kai_py.controllers.scheduling",
     "binder": "kai_py.controllers.binder",
     "podgrouper": "kai_py.controllers.grouper",
+    "webhooks": "kai_py.controllers.webhooks.server",
 }
 
 

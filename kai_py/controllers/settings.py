@@ -10,14 +10,17 @@ from kai_py.api import keys
 
 #: The parts of the operator, by the names ``--controllers`` takes.
 CONTROLLER_NAMES: Final = ("scheduler", "binder", "podgrouper")
+#: Parts that run only when named: the admission webhooks need a TLS certificate.
+OPTIONAL_CONTROLLERS: Final = ("webhooks",)
 
 
 def _controllers(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in CONTROLLER_NAMES]
+    known = (*CONTROLLER_NAMES, *OPTIONAL_CONTROLLERS)
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {', '.join(CONTROLLER_NAMES)}, got {text!r}"
+            f"expected a comma-separated list of {', '.join(known)}, got {text!r}"
         )
     return names
 
@@ -70,8 +73,8 @@ class OperatorSettings:
             "--controllers",
             type=_controllers,
             default=CONTROLLER_NAMES,
-            help="which parts to run, comma-separated (default: scheduler,binder,podgrouper); "
-            "e.g. one process per part, as KAI deploys them",
+            help="which parts to run, comma-separated (default: scheduler,binder,podgrouper; "
+            "also: webhooks); e.g. one process per part, as KAI deploys them",
         )
         parser.add_argument("--verbose", action="store_true")
 

@@ -1,0 +1,1 @@
+"""Kopf admission webhooks of kai-py (``kai-py run --controllers webhooks``)."""
