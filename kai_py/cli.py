@@ -80,6 +80,14 @@ def _build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")
     dev.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     dev.add_argument("--no-operator", action="store_true", help="run the emulator alone")
+    dev.add_argument(
+        "--apply",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="create the objects of these YAML files or folders once the cluster is up",
+    )
     return parser
 
 
@@ -121,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kubeconfig=args.kubeconfig,
             port=args.port,
             no_operator=args.no_operator,
+            apply=args.apply,
         )
     raise AssertionError(f"unhandled command {args.command}")
 

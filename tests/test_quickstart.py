@@ -38,6 +38,7 @@ class Dev:
     def __init__(self, kubeconfig: Path) -> None:
         self.kubeconfig = kubeconfig
         self.binary = _kubectl_binary()
+        self.applies = True  # the test applies the quickstart with kubectl
 
     def kubectl(self, *args: str) -> str:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
@@ -65,13 +66,15 @@ def _wait(check: Callable[[], T | None], timeout: float, what: str) -> T:
         time.sleep(0.3)
 
 
-@pytest.fixture
-def dev(tmp_path: Path) -> Iterator[Dev]:
+@pytest.fixture(params=["kubectl apply", "kai-py dev --apply"])
+def dev(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Dev]:
+    """`kai-py dev`; with the second parameter it applies the quickstart itself (README)."""
     kubeconfig = tmp_path / "kubeconfig"
+    extra = ["--apply", "examples/quickstart/"] if request.param == "kai-py dev --apply" else []
     log = (tmp_path / "dev.log").open("wb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
     process = subprocess.Popen(
-        [sys.executable, "-m", "kai_py.cli", "dev", "--kubeconfig", str(kubeconfig)],
+        [sys.executable, "-m", "kai_py.cli", "dev", "--kubeconfig", str(kubeconfig), *extra],
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
@@ -80,7 +83,9 @@ def dev(tmp_path: Path) -> Iterator[Dev]:
     log.close()
     try:
         _wait(kubeconfig.is_file, 30, "kai-py dev to write its kubeconfig")
-        yield Dev(kubeconfig)
+        running = Dev(kubeconfig)
+        running.applies = not extra
+        yield running
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -104,7 +109,8 @@ def test_the_quickstart_runs_as_the_readme_says(dev: Dev) -> None:
     assert "default-queue" in dev.kubectl("get", "queues")
 
     started = time.monotonic()
-    dev.kubectl("apply", "-f", "examples/quickstart/")
+    if dev.applies:
+        dev.kubectl("apply", "-f", "examples/quickstart/")
     team_a = _wait(lambda: _running(dev, "team-a", 5), 60, "team-a: 4 training pods and eval")
     team_b = _wait(lambda: _running(dev, "team-b", 4), 60, "team-b: 2 servers, 2 notebooks")
     print(f"\nquickstart applied -> all 9 pods Running: {time.monotonic() - started:.1f}s")
