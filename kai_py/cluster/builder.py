@@ -218,6 +218,19 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
                 fatal.append(f"{doc.source}: {exc}")
         elif kind in IGNORED_KINDS:
             continue
+        elif kind == "BindRequest":
+            # A snapshot of a live cluster holds them; the pods they name count as they are.
+            events.append(
+                Event(
+                    "BindRequest",
+                    _ns(doc),
+                    name,
+                    "Normal",
+                    "Ignored",
+                    f"{doc.source}: BindRequest {_ns(doc)}/{name} is ignored: kai-py simulate "
+                    "decides from the pods as they are (bound or pending)",
+                )
+            )
         else:
             fatal.append(
                 f"{doc.source}: {kind or '(no kind)'} {name}: kind: unknown kind {kind!r}; kai-py simulate "
