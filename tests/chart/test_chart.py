@@ -24,7 +24,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
     # kai_py/controllers/scheduling.py (watches, warm-up/resync LISTs) and kai_py/cluster/writer.py
     "scheduler": {
         KOPF_CRDS,
-        ("", "nodes,pods", "get,list,watch"),
+        ("", "nodes,pods", "list,watch"),
         ("", "pods/status", "patch"),  # nominatedNodeName, PodScheduled condition
         ("", "pods/eviction", "create"),  # reclaim, preempt, consolidation
         ("", "events", "create,patch"),  # Events, and their aggregated counts
