@@ -266,3 +266,10 @@ def test_bad_values_are_refused_by_the_schema(values: Json, field: str) -> None:
     with pytest.raises(helm.HelmError) as err:
         chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
     assert field in str(err.value)
+
+
+@pytest.mark.parametrize("values", [{}, OTHER_VALUES], ids=["default", "second-set"])
+def test_helm_lint_is_clean(values: Json) -> None:
+    report = helm.lint(str(CHART), values, strict=True)
+    problems = [m for m in report["messages"] if m["severity"] >= 2]  # warnings and errors
+    assert report["errors"] == [] and problems == [], report
