@@ -132,7 +132,7 @@ def test_the_image_is_this_version_by_default(default: list[Json]) -> None:
 
 def test_rbac_per_role_is_exactly_what_the_code_calls(default: list[Json]) -> None:
     roles = by_kind(default, "ClusterRole")
-    got = {name.removeprefix(f"{RELEASE}-kai-py-"): _rules(role) for name, role in roles.items()}
+    got = {name.removeprefix(f"{RELEASE}-"): _rules(role) for name, role in roles.items()}
     assert got == EXPECTED_RULES
     with_binding = [r for r, rules in got.items() if any("pods/binding" in x[1] for x in rules)]
     assert with_binding == ["binder"]
@@ -213,7 +213,7 @@ def test_deployments_by_mode_and_their_arguments(default: list[Json], other: lis
     assert "ServiceMonitor" not in {o["kind"] for o in default}
     leases = by_kind(other, "Role")["kai-py-leader-election"]
     assert _rules(leases) == {("coordination.k8s.io", "leases", "get,create,update")}
-    groups = {r for r in _rules(by_kind(other, "ClusterRole")[f"{RELEASE}-kai-py-podgrouper"])}
+    groups = {r for r in _rules(by_kind(other, "ClusterRole")[f"{RELEASE}-podgrouper"])}
     assert ("apps,batch,kubeflow.org,ray.io", "*", "get") in groups
 
 
