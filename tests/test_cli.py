@@ -74,3 +74,12 @@ def test_run_with_an_unreachable_server_says_so(tmp_path: Path) -> None:
         "kai-py run: cannot reach the API server at http://127.0.0.1:9: "
         "[Errno 111] Connection refused"
     ]
+
+
+def test_dev_apply_of_a_missing_path_is_refused_before_starting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["dev", "--apply", str(tmp_path / "nope.yaml")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"kai-py dev: --apply: {tmp_path / 'nope.yaml'} does not exist"
+    )
