@@ -1,4 +1,4 @@
-"""The one entry point: ``kai-py simulate | crds | dev``.
+"""The one entry point: ``kai-py simulate | run | reserve | crds | dev``.
 
 Each sub-command imports its implementation lazily so that ``kai-py crds``
 does not pay for the emulator and ``kai-py simulate`` does not load Kopf.
@@ -12,11 +12,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kai_py import __version__
+
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kai-py", description="A KAI-compatible batch and GPU scheduler for Kubernetes."
     )
+    parser.add_argument("--version", action="version", version=f"kai-py {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sim = sub.add_parser(
@@ -90,17 +93,30 @@ def _build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--interval", type=float, default=60.0, help="seconds between reads")
     agent.add_argument("--once", action="store_true", help="publish once and exit")
     crds = sub.add_parser(
-        "crds", help="write the CustomResourceDefinitions generated from the models"
+        "crds",
+        help="write the CustomResourceDefinitions generated from the models",
+        description="Write the Queue, PodGroup and BindRequest CRDs generated from kai_py/api/.",
     )
     crds.add_argument("--output-dir", "-o", type=Path, default=Path("crds"))
 
     dev = sub.add_parser(
-        "dev", help="start an emulated cluster with GPU nodes that kubectl can use"
+        "dev",
+        help="start an emulated cluster with GPU nodes that kubectl can use",
+        description="Start an emulated Kubernetes cluster with GPU nodes, KAI's install "
+        "objects and the kai-py operator; prints the export KUBECONFIG=... line.",
     )
     dev.add_argument("--cluster", type=Path, default=None, help="cluster description (YAML)")
     dev.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")
     dev.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     dev.add_argument("--no-operator", action="store_true", help="run the emulator alone")
+    dev.add_argument(
+        "--apply",
+        type=Path,
+        nargs="+",
+        default=[],
+        metavar="PATH",
+        help="create the objects of these YAML files or folders once the cluster is up",
+    )
     return parser
 
 
@@ -148,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kubeconfig=args.kubeconfig,
             port=args.port,
             no_operator=args.no_operator,
+            apply=args.apply,
         )
     raise AssertionError(f"unhandled command {args.command}")
 

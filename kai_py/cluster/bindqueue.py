@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 from kai_py.api import keys
+from kai_py.cluster import metrics
 from kai_py.cluster.binding import Binder, Outcome, is_pending
 from kai_py.cluster.kube import path_of
 
@@ -82,6 +83,7 @@ class BindQueue:
         finally:
             self._inflight.discard(uid)
         self.outcomes[uid] = outcome
+        metrics.record_binder(outcome.phase, outcome.retry_in)
         if outcome.retry_in is not None:
             self._due[uid] = self._clock() + outcome.retry_in
             self._attempts[uid] = outcome.failed_attempts

@@ -123,6 +123,15 @@ def _name(doc: Document) -> str:
     return str(name)
 
 
+def _at(source: str, text: str) -> str:
+    """``source: text``, unless the text already starts with the source.
+
+    In the operator a document's source is the object itself ("Pod ns/name"),
+    which the text names already: "Pod a/b: Pod a/b: ..." says nothing twice.
+    """
+    return text if text.startswith(f"{source}:") or text == source else f"{source}: {text}"
+
+
 def _ns(doc: Document) -> str:
     return str(meta(doc.body).get("namespace") or "default")
 
@@ -258,6 +267,19 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
                 fatal.append(f"{doc.source}: {exc}")
         elif kind in IGNORED_KINDS:
             continue
+        elif kind == "BindRequest":
+            # A snapshot of a live cluster holds them; the pods they name count as they are.
+            events.append(
+                Event(
+                    "BindRequest",
+                    _ns(doc),
+                    name,
+                    "Normal",
+                    "Ignored",
+                    f"{doc.source}: BindRequest {_ns(doc)}/{name} is ignored: kai-py simulate "
+                    "decides from the pods as they are (bound or pending)",
+                )
+            )
         else:
             fatal.append(
                 f"{doc.source}: {kind or '(no kind)'} {name}: kind: unknown kind {kind!r}; kai-py simulate "
@@ -350,12 +372,12 @@ def _priority(name: str | None, classes: dict[str, int], errors: list[str], who:
 def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Event]) -> Job:
     m = meta(doc.body)
     ns, name = _ns(doc), str(m["name"])
-    who = f"{doc.source}: PodGroup {ns}/{name}"
+    who = _at(doc.source, f"PodGroup {ns}/{name}")
     errors: list[str] = []
     try:
         pg = PodGroup.from_manifest(doc.body)
     except ManifestError as exc:
-        errors.extend(f"{doc.source}: {line}" for line in str(exc).splitlines())
+        errors.extend(_at(doc.source, line) for line in str(exc).splitlines())
         pg = None
     spec = pg.spec if pg is not None else None
     priority = _priority(spec.priority_class_name if spec else None, classes, errors, who)
@@ -458,16 +480,17 @@ def _add_pod(
     grouped = group_for_pod(body, owners)
     for warning in grouped.warnings:
         built.events.append(
-            Event("Pod", ns, name, "Warning", "PodGrouperWarning", f"{doc.source}: {warning}")
+            Event("Pod", ns, name, "Warning", "PodGrouperWarning", _at(doc.source, str(warning)))
         )
     job = jobs.get((ns, grouped.name))
     if job is None:
         if grouped.podgroup is not None:
             job = _job_from_podgroup(Document(doc.source, grouped.podgroup), classes, built.events)
         else:
-            message = (
-                f"{doc.source}: Pod {ns}/{name}: metadata.annotations[{keys.POD_GROUP_ANNOTATION}]: "
-                f"PodGroup {grouped.name!r} does not exist in namespace {ns}"
+            message = _at(
+                doc.source,
+                f"Pod {ns}/{name}: metadata.annotations[{keys.POD_GROUP_ANNOTATION}]: "
+                f"PodGroup {grouped.name!r} does not exist in namespace {ns}",
             )
             job = Job(
                 uid=f"missing:{ns}/{grouped.name}",
@@ -493,7 +516,7 @@ def _add_pod(
                 Event("Pod", ns, name, "Warning", "GpuPinIgnored", f"{doc.source}: {note}")
             )
     except WorkloadError as exc:
-        message = f"{doc.source}: {exc}"
+        message = _at(doc.source, str(exc))
         job.errors.append(message)
         built.events.append(Event("Pod", ns, name, "Warning", "InvalidPod", message))
         task = Task(
@@ -509,8 +532,8 @@ def _add_pod(
             task.status, task.node_name = status, str(spec.get("nodeName"))
     _warn_unapplied(body, ns, name, status, doc.source, built)
     if task.node_name is not None and task.node_name not in node_names:
-        message = (
-            f"{doc.source}: Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"
+        message = _at(
+            doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"
         )
         built.events.append(Event("Pod", ns, name, "Warning", "NodeNotFound", message))
         return

@@ -19,6 +19,8 @@ from urllib.parse import quote
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from kai_py.cluster import metrics
+
 Json = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -100,11 +102,14 @@ class Kube:
             )
             response.read()  # type: ignore[no-untyped-call]
         except k8s.ApiException as exc:
+            metrics.record_api_error(method, int(exc.status or 0))
             raise _error(int(exc.status or 0), str(exc.reason or ""), exc.body) from None
         except Exception as exc:  # connection refused, timeouts, TLS
+            metrics.record_api_error(method, 0)
             raise KubeError(0, type(exc).__name__, str(exc)) from None
         data = response.data or b""
         if not 200 <= int(response.status) < 300:
+            metrics.record_api_error(method, int(response.status))
             raise _error(int(response.status), str(response.reason or ""), data)
         if not data:
             return {}

@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from kai_py.api import keys
+from kai_py.api import install, keys
 
 Json = dict[str, Any]
 
@@ -38,7 +38,8 @@ PORTION_KEY: Final = "GPU_PORTION"
 GPU_KEYS: Final = (VISIBLE_DEVICES_KEY, PORTION_KEY)
 
 DEFAULT_BACKOFF_LIMIT: Final = 3
-DEFAULT_RESERVATION_IMAGE: Final = "ghcr.io/kai-py/kai-py:latest"
+#: The image the repository's Dockerfile builds, tagged with this version (the chart's default).
+DEFAULT_RESERVATION_IMAGE: Final = install.DEFAULT_IMAGE
 
 _MAX_POD_NAME: Final = 253
 _MAX_LABEL: Final = 63

@@ -11,6 +11,7 @@ Releasing: they hold their resources and never come back.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ class Outcome:
     evictions: list[EvictionRecord] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     last: Decisions | None = None
+    #: The cycle of each of ``events`` (0: found while reading the input).
+    event_cycles: list[int] = field(default_factory=list)
 
 
 def latest_time(docs: Sequence[Document]) -> float:
@@ -84,6 +87,7 @@ class Simulation:
         self.built = build(docs, self.now, config or Config(placement=placement))
         self.jobs = {j.uid: j for j in self.built.snapshot.jobs}
         self.outcome = Outcome(0, self.built, {}, {}, events=list(self.built.events))
+        self.outcome.event_cycles = [0] * len(self.built.events)
         self._recreated = 0
         self._last_pipelined: set[tuple[str, str | None]] = set()
 
@@ -116,6 +120,7 @@ class Simulation:
                 out.moved[ev.task.uid] = ev.moved_to
             out.evictions.append(self._record(ev, out.cycles))
         out.events.extend(decisions.events)
+        out.event_cycles.extend([out.cycles] * len(decisions.events))
         changed = bool(decisions.binds or decisions.evictions)
         if decisions.pipelined and not self._same_pipelining(decisions):
             changed = True
@@ -275,16 +280,19 @@ def to_json(outcome: Outcome) -> dict[str, Any]:
             {"pod": e.pod, "action": e.action, "by": e.by, "cycle": e.cycle, "message": e.message}
             for e in outcome.evictions
         ],
-        "events": _events(outcome.events),
+        "events": _events(outcome.events, outcome.event_cycles),
         "queues": queue_entries(outcome),
         "podgroups": podgroup_entries(outcome),
     }
 
 
-def _events(events: list[Event]) -> list[dict[str, Any]]:
-    """Events as `kubectl get events` shows them: the same event repeated is one, with a count."""
+def _events(events: list[Event], cycles: Sequence[int] = ()) -> list[dict[str, Any]]:
+    """Events as `kubectl get events` shows them: the same event repeated is one, with a count.
+
+    ``cycle`` is the first cycle that made it (0: found while reading the input).
+    """
     merged: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
-    for e in events:
+    for i, e in enumerate(events):
         key = (e.kind, e.object, e.type, e.reason, e.message)
         if key in merged:
             merged[key]["count"] += 1
@@ -296,6 +304,7 @@ def _events(events: list[Event]) -> list[dict[str, Any]]:
                 "reason": e.reason,
                 "message": e.message,
                 "count": 1,
+                "cycle": cycles[i] if i < len(cycles) else 0,
             }
     return list(merged.values())
 
@@ -327,24 +336,69 @@ def _share_text(gpus: dict[str, Any]) -> str:
     return f"{gpus['count']:g}" if gpus["count"] else "-"
 
 
+def _queue_tree(outcome: Outcome, names: Sequence[str]) -> list[tuple[str, str]]:
+    """(queue, the name drawn with its place in the tree), parents before children."""
+    parent = {q.name: q.parent for q in outcome.built.snapshot.queues}
+    children: dict[str | None, list[str]] = {}
+    for name in names:
+        above = parent.get(name)
+        children.setdefault(above if above in names else None, []).append(name)
+    drawn: list[tuple[str, str]] = []
+
+    def walk(name: str, prefix: str, last: bool, top: bool) -> None:
+        drawn.append((name, name if top else f"{prefix}{'└─ ' if last else '├─ '}{name}"))
+        below = sorted(children.get(name, []))
+        for i, child in enumerate(below):
+            walk(
+                child,
+                "" if top else prefix + ("   " if last else "│  "),
+                i == len(below) - 1,
+                False,
+            )
+
+    for root in sorted(children.get(None, [])):
+        walk(root, "", True, True)
+    return drawn
+
+
+def _pending_reasons(data: dict[str, Any], outcome: Outcome) -> dict[str, str]:
+    """Pod key -> why its group waits (the first reason of the last cycle)."""
+    reasons: dict[str, str] = {}
+    groups = data["podgroups"]
+    for job in outcome.built.snapshot.jobs:
+        first = (groups.get(job.key) or {}).get("reasons") or []
+        if first:
+            text = f"{first[0].get('reason')}: {first[0].get('message')}"
+            for task in job.tasks:
+                reasons[task.key] = text
+    return reasons
+
+
 def write_text(outcome: Outcome, out: TextIO) -> None:
     data = to_json(outcome)
     out.write(f"Cycles run: {data['cycles']}\n\nPODS\n")
-    rows = [["POD", "STATUS", "NODE", "GPUS"]]
+    why = _pending_reasons(data, outcome)
+    rows = [["POD", "STATUS", "NODE", "GPUS", "REASON"]]
     for key, p in data["pods"].items():
-        rows.append([key, p["status"], p["node"] or "-", _gpu_text(p["gpus"])])
+        reason = why.get(key, "") if p["status"] == "Pending" else ""
+        rows.append([key, p["status"], p["node"] or "-", _gpu_text(p["gpus"]), reason or "-"])
     _table(rows, out)
-    out.write("\nQUEUES (GPU: deserved / fair share / allocated; -1 = unlimited)\n")
-    qrows = [["QUEUE", "DESERVED", "FAIR SHARE", "ALLOCATED", "CPU ALLOC (m)", "MEM ALLOC (GB)"]]
-    for name, q in data["queues"].items():
+    out.write(
+        "\nQUEUES (GPUs in devices, CPU in cores, memory in GiB; fair share and allocated "
+        "of the last cycle; -1 = unlimited)\n"
+    )
+    qrows = [["QUEUE", "GPU DESERVED", "GPU FAIR SHARE", "GPU ALLOC", "CPU ALLOC", "MEM ALLOC"]]
+    queues = data["queues"]
+    for name, drawn in _queue_tree(outcome, list(queues)):
+        q = queues[name]
         qrows.append(
             [
-                name,
+                drawn,
                 f"{q['deserved']['gpu']:g}",
                 f"{q['fairShare']['gpu']:g}",
                 f"{q['allocated']['gpu']:g}",
-                f"{q['allocated']['cpu']:g}",
-                f"{q['allocated']['memory'] / 1e9:g}",
+                f"{q['allocated']['cpu'] / 1000:g}",
+                f"{q['allocated']['memory'] / 2**30:.3g}",
             ]
         )
     _table(qrows, out)
@@ -354,13 +408,14 @@ def write_text(outcome: Outcome, out: TextIO) -> None:
         for e in data["evictions"]:
             erows.append([str(e["cycle"]), e["pod"], e["action"], e["by"] or "-"])
         _table(erows, out)
-    out.write("\nEVENTS\n")
+    out.write("\nEVENTS (cycle 0: found while reading the input)\n")
     if not data["events"]:
         out.write("(none)\n")
     for e in data["events"]:
         times = f" (x{e['count']})" if e["count"] > 1 else ""
         out.write(
-            f"{e['type']:<8} {e['reason']:<18} {e['kind']} {e['object']}{times}: {e['message']}\n"
+            f"{e['cycle']:>5}  {e['type']:<8} {e['reason']:<18} {e['kind']} {e['object']}{times}: "
+            f"{e['message']}\n"
         )
 
 
@@ -446,9 +501,16 @@ def run_cli(
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2
-    if output == "json":
-        json.dump(to_json(outcome), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        write_text(outcome, sys.stdout)
+    try:
+        if output == "json":
+            json.dump(to_json(outcome), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            write_text(outcome, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`kai-py simulate ... | head`): no traceback, and
+        # no second error when Python flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return 0

@@ -40,6 +40,7 @@ from typing import Any, Final
 from kai_py.api import keys
 from kai_py.api.bindrequest import BindRequest, BindRequestSpec, ReceivedGPU
 from kai_py.api.quantities import ResourceAmounts, from_resource_map, to_resource_map
+from kai_py.cluster import metrics
 from kai_py.cluster.builder import Built
 from kai_py.cluster.cache import BINDREQUESTS, ClusterCache, View
 from kai_py.cluster.convert import meta, parse_time
@@ -757,6 +758,8 @@ class Writer:
             return
         outcome.done += 1
         log.debug("%s: done in %.3fs", write.what, time.monotonic() - started)
+        if write.what.startswith("bind "):
+            metrics.record_bind_write(time.monotonic() - started)
         if write.done is not None:
             try:
                 write.done(answer)

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import kopf
 
-from kai_py.controllers import leadership
+from kai_py.cluster import metrics
+from kai_py.controllers import access, leadership, logs
 from kai_py.controllers.settings import OperatorSettings, configure
 
 log = logging.getLogger("kai_py.operator")
@@ -27,12 +28,16 @@ CONTROLLERS = {
     "scheduler": "kai_py.controllers.scheduling",
     "binder": "kai_py.controllers.binder",
     "podgrouper": "kai_py.controllers.grouper",
+    "webhooks": "kai_py.controllers.webhooks.server",
 }
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kai-py run", description="Run the kai-py operator.")
     OperatorSettings.add_arguments(parser)
+    parser.add_argument(
+        "--kubeconfig", default=None, help="default: $KUBECONFIG, ~/.kube/config, or in-cluster"
+    )
     return parser
 
 
@@ -44,7 +49,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = OperatorSettings.from_args(args)
     configure(settings)
     leadership.configure(settings)
-    logging.basicConfig(level=logging.INFO if not settings.verbose else logging.DEBUG)
+    logs.configure(verbose=settings.verbose)
+    if args.kubeconfig:
+        access.use_kubeconfig(args.kubeconfig)
+    problem = access.check_access(args.kubeconfig)
+    if problem:
+        print(f"kai-py run: {problem}", file=sys.stderr)
+        return 1
     # Importing registers the handlers with Kopf's default registry.
     for part in settings.controllers:
         module = CONTROLLERS[part]
@@ -54,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if exc.name != module:
                 raise
             log.warning("%s is not part of this kai-py; running without it", module)
+    metrics.serve(settings.metrics_port)  # every role serves /metrics, not only the scheduler
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(
             kopf.operator(

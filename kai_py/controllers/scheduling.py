@@ -24,9 +24,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import kopf
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Histogram
 
 from kai_py.api import keys
+from kai_py.cluster import metrics
 from kai_py.cluster.cache import (
     BINDREQUESTS,
     KINDS,
@@ -51,7 +52,7 @@ from kai_py.cluster.writer import (
 )
 from kai_py.controllers import leadership
 from kai_py.controllers.settings import OperatorSettings, current
-from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.cycle import configured_actions, run_cycle
 
 log = logging.getLogger("kai_py.scheduling")
 
@@ -180,8 +181,7 @@ async def start_loop(**_: Any) -> None:
         cache=ClusterCache(settings.scheduler_name),
         recorder=EventRecorder(refresh=settings.event_refresh),
     )
-    if settings.metrics_port is not None:
-        start_http_server(settings.metrics_port)
+    metrics.serve(settings.metrics_port)
     s.kube = Kube(await asyncio.to_thread(load_api_client))
     s.background = BackgroundWriter(s.kube)
     s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
@@ -274,6 +274,8 @@ async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
             s.last_error = text
         elapsed = time.monotonic() - started
         CYCLE_SECONDS.observe(elapsed)
+        metrics.record_cycle(elapsed, ok=s.last_error is None)
+        metrics.record_cache({kind: len(objs) for kind, objs in s.cache.objects.items()})
         await asyncio.sleep(max(0.0, s.settings.schedule_period - elapsed))
     log.info("not leading any more: scheduling stops until this process leads again")
 
@@ -302,13 +304,19 @@ async def run_one_cycle(s: LoopState) -> Outcome:
         await writer.apply(cleanup)
         view = s.cache.view(now)
     config = replace(s.settings.scheduler, placement=s.settings.placement)
+    opened = time.perf_counter()
     try:
         built = await asyncio.to_thread(view.build, now, config)
     except InputError as exc:
         # The cluster's objects as a whole cannot be scheduled (e.g. a queue cycle).
         raise RuntimeError(f"cannot build a snapshot: {exc}") from None
-    decisions = await asyncio.to_thread(run_cycle, built.snapshot)
+    metrics.record_open_session(time.perf_counter() - opened)
+    actions = metrics.timed_actions(configured_actions(config))
+    decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions)
+    closing = time.perf_counter()
     writes = plan(view, built, decisions, now, s.recorder, s.cache)
+    metrics.record_close_session(time.perf_counter() - closing)
+    metrics.record_decisions(decisions, built.snapshot, s.cache.objects[QUEUES].values())
     outcome = await writer.apply(writes)
     s.cycles += 1
     s.last_outcome = outcome

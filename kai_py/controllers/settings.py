@@ -16,14 +16,17 @@ from kai_py.scheduler.model import Config
 
 #: The parts of the operator, by the names ``--controllers`` takes.
 CONTROLLER_NAMES: Final = ("scheduler", "binder", "podgrouper")
+#: Parts that run only when named: the admission webhooks need a TLS certificate.
+OPTIONAL_CONTROLLERS: Final = ("webhooks",)
 
 
 def _controllers(text: str) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
-    unknown = [n for n in names if n not in CONTROLLER_NAMES]
+    known = (*CONTROLLER_NAMES, *OPTIONAL_CONTROLLERS)
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise argparse.ArgumentTypeError(
-            f"expected a comma-separated list of {', '.join(CONTROLLER_NAMES)}, got {text!r}"
+            f"expected a comma-separated list of {', '.join(known)}, got {text!r}"
         )
     return names
 
@@ -93,8 +96,8 @@ class OperatorSettings:
             "--controllers",
             type=_controllers,
             default=CONTROLLER_NAMES,
-            help="which parts to run, comma-separated (default: scheduler,binder,podgrouper); "
-            "e.g. one process per part, as KAI deploys them",
+            help="which parts to run, comma-separated (default: scheduler,binder,podgrouper; "
+            "also: webhooks); e.g. one process per part, as KAI deploys them",
         )
         parser.add_argument(
             "--leader-elect",
@@ -105,8 +108,9 @@ class OperatorSettings:
         )
         parser.add_argument(
             "--lease-name",
-            default="kai-py-operator",
-            help="name of the leader-election Lease (default: %(default)s)",
+            default=None,
+            help="name of the leader-election Lease (default: kai-py-operator for all "
+            "parts, else kai-py- and the parts run, e.g. kai-py-binder)",
         )
         parser.add_argument(
             "--lease-namespace",
@@ -141,10 +145,27 @@ class OperatorSettings:
             event_refresh=max(0.0, args.event_refresh),
             metrics_port=args.metrics_port,
             controllers=tuple(args.controllers),
-            leader_elect=in_cluster() if args.leader_elect is None else bool(args.leader_elect),
-            lease_name=args.lease_name,
+            leader_elect=_elects(args.leader_elect, args.controllers),
+            lease_name=args.lease_name or lease_name_for(args.controllers),
             lease_namespace=args.lease_namespace or pod_namespace() or "kai-scheduler",
         )
+
+
+def _elects(flag: bool | None, controllers: tuple[str, ...]) -> bool:
+    """Elect a leader only for parts that must run once (the webhooks serve on every
+    replica); by default only in a cluster."""
+    if not any(part in CONTROLLER_NAMES for part in controllers):
+        return False
+    return in_cluster() if flag is None else bool(flag)
+
+
+def lease_name_for(controllers: tuple[str, ...]) -> str:
+    """One Lease per set of parts: a binder Deployment and a scheduler Deployment each
+    elect their own leader instead of one of them standing by for ever."""
+    parts = [part for part in CONTROLLER_NAMES if part in controllers]
+    if parts == list(CONTROLLER_NAMES):
+        return "kai-py-operator"
+    return "kai-py-" + "-".join(parts)
 
 
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

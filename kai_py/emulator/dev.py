@@ -20,12 +20,16 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import yaml
 
 from kai_py.api import keys
 from kai_py.emulator.cluster_spec import ClusterSpec, ClusterSpecError, load_cluster
 from kai_py.emulator.dev_cluster import DevCluster
+from kai_py.emulator.errors import ApiError
 
 #: The module that will run the kai-py operator (``python -m <module>``).
 #: Until it exists, ``kai-py dev`` runs the emulator alone and says so.
@@ -57,7 +61,54 @@ def _summary(spec: ClusterSpec) -> str:
     return what
 
 
-async def _serve(spec: ClusterSpec, kubeconfig: Path | None, port: int, no_operator: bool) -> int:
+def read_manifests(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    """The objects in YAML files, or in the *.yaml / *.yml files of folders (sorted)."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml")))
+        else:
+            files.append(path)
+    objects: list[dict[str, Any]] = []
+    for file in files:
+        for doc in yaml.safe_load_all(file.read_text(encoding="utf-8")):
+            if isinstance(doc, dict):
+                objects.append(doc)
+    return objects
+
+
+async def apply_manifests(cluster: DevCluster, objects: list[dict[str, Any]]) -> list[str]:
+    """Create each object, as `kubectl create` would; returns one problem line per failure."""
+    problems: list[str] = []
+    for obj in objects:
+        group, _, version = str(obj.get("apiVersion") or "").rpartition("/")
+        kind = str(obj.get("kind") or "")
+        name = str((obj.get("metadata") or {}).get("name") or "?")
+        found = [
+            rt for rt in cluster.store.registry.in_group_version(group, version) if rt.kind == kind
+        ]
+        if not found:
+            problems.append(
+                f"{kind} {name}: the cluster does not serve {obj.get('apiVersion')} {kind}"
+            )
+            continue
+        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+        try:
+            await cluster.store.create(
+                found[0], obj, namespace=namespace if found[0].namespaced else None
+            )
+        except ApiError as exc:
+            problems.append(f"{kind} {name}: {exc.message}")
+    return problems
+
+
+async def _serve(
+    spec: ClusterSpec,
+    kubeconfig: Path | None,
+    port: int,
+    no_operator: bool,
+    apply: Sequence[Path] = (),
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -78,10 +129,22 @@ async def _serve(spec: ClusterSpec, kubeconfig: Path | None, port: int, no_opera
             )
             return 1
         _say(f"kai-py dev: emulated cluster at {cluster.url}: {_summary(spec)}")
-        _say(f"kai-py dev: CRDs applied; namespace {keys.RESERVATION_NAMESPACE} created")
+        _say(
+            "kai-py dev: CRDs, KAI's PriorityClasses and default queues applied; "
+            f"namespace {keys.RESERVATION_NAMESPACE} created"
+        )
         _say(f"export KUBECONFIG={Path(cluster.kubeconfig_path).resolve()}")
         if not no_operator:
             operator = _start_operator(cluster.kubeconfig_path)
+        if apply:
+            objects = read_manifests(apply)
+            problems = await apply_manifests(cluster, objects)
+            for problem in problems:
+                _say(f"kai-py dev: cannot apply {problem}", sys.stderr)
+            _say(
+                f"kai-py dev: applied {len(objects) - len(problems)} objects from "
+                f"{', '.join(str(p) for p in apply)}; watch them with: kubectl get pods -A"
+            )
         _say("kai-py dev: running; Ctrl-C stops it")
         while not stop.is_set():
             waiter = asyncio.ensure_future(stop.wait())
@@ -133,7 +196,11 @@ def _stop_operator(process: subprocess.Popen[bytes]) -> None:
 
 
 def run_dev(
-    cluster_file: Path | None, kubeconfig: Path | None, port: int, no_operator: bool
+    cluster_file: Path | None,
+    kubeconfig: Path | None,
+    port: int,
+    no_operator: bool,
+    apply: Sequence[Path] = (),
 ) -> int:
     """The ``kai-py dev`` command; returns the exit code."""
     try:
@@ -141,10 +208,19 @@ def run_dev(
     except ClusterSpecError as exc:
         _say(f"kai-py dev: bad cluster file: {exc}", sys.stderr)
         return 2
+    missing = [str(p) for p in apply if not p.exists()]
+    if missing:
+        _say(f"kai-py dev: --apply: {', '.join(missing)} does not exist", sys.stderr)
+        return 2
+    try:
+        read_manifests(apply)
+    except (OSError, yaml.YAMLError) as exc:
+        _say(f"kai-py dev: --apply: cannot read the manifests: {exc}", sys.stderr)
+        return 2
     if not 0 <= port <= 65535:
         _say(f"kai-py dev: --port {port} is not a TCP port (0-65535)", sys.stderr)
         return 2
     try:
-        return asyncio.run(_serve(spec, kubeconfig, port, no_operator))
+        return asyncio.run(_serve(spec, kubeconfig, port, no_operator, apply))
     except KeyboardInterrupt:  # a second Ctrl-C while stopping
         return 130

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from kai_py.api import keys
+from kai_py.api.install import install_objects
 from kai_py.emulator.cluster_spec import ClusterSpec, default_cluster
 from kai_py.emulator.controllers.client import Json
 from kai_py.emulator.controllers.manager import ControllerManager
@@ -212,6 +213,12 @@ class DevCluster:
                 except ApiError as exc:
                     if exc.code != 409:
                         raise
+            # What the Helm chart installs besides the CRDs: KAI's PriorityClasses,
+            # the default queues (real objects, as `kubectl get queues` shows them)
+            # and the reservation ServiceAccount.
+            for obj in install_objects():
+                with contextlib.suppress(ApiError):  # 409: there already (restarted store)
+                    await self.store.create(str(obj["kind"]), obj)
 
     async def stop(self) -> None:
         """Stop nodes, controllers and the server; the state stays for ``start``."""

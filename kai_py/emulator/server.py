@@ -33,6 +33,7 @@ from .faults import FaultSet
 from .kubeconfig import write_kubeconfig
 from .patches import json_patch, merge_patch
 from .protobuf import ProtobufError
+from .rbac import Authorizer
 from .resources import ResourceType
 from .store import Store
 from .tables import to_table
@@ -128,6 +129,8 @@ class EmulatedAPIServer:
         self.port = port
         self.store = store if store is not None else Store(history_size=history_size)
         self.faults = FaultSet()
+        #: RBAC for ServiceAccount tokens (``rbac.Authorizer``); None allows everything.
+        self.rbac: Authorizer | None = None
         self.bookmark_interval = bookmark_interval
         self.webhooks = WebhookDispatcher(self.store, service_resolver=service_resolver)
         self.store.admission = self.webhooks
@@ -313,6 +316,16 @@ class EmulatedAPIServer:
             await asyncio.sleep(delay)
         if fault is not None:
             raise fault
+        if self.rbac is not None:
+            await self.rbac.check(
+                request.headers.get("Authorization"),
+                verb,
+                req.rt.group,
+                resource,
+                req.rt.plural,
+                req.namespace,
+                req.name,
+            )
         store = self.store
         rt = req.rt
         dry_run = "All" in q.getall("dryRun", [])

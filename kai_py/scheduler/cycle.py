@@ -10,7 +10,7 @@ from kai_py.scheduler.actions.preempt import preempt
 from kai_py.scheduler.actions.reclaim import reclaim
 from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.actions.victims import MOVED_SUFFIX
-from kai_py.scheduler.model import DEFAULT_ACTIONS, Job, Snapshot, Task, TaskStatus
+from kai_py.scheduler.model import DEFAULT_ACTIONS, Config, Job, Snapshot, Task, TaskStatus
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import format_quantity
 from kai_py.scheduler.session import Decisions, Eviction, Op, QueueFigures, Session
@@ -32,12 +32,17 @@ def default_actions() -> list[tuple[str, Action]]:
     return [(name, ACTIONS[name]) for name in DEFAULT_ACTIONS]
 
 
+def configured_actions(config: Config) -> list[tuple[str, Action]]:
+    """The actions a configuration names, in its order."""
+    return [(name, ACTIONS[name]) for name in config.actions]
+
+
 def run_cycle(snapshot: Snapshot, actions: list[tuple[str, Action]] | None = None) -> Decisions:
     """One cycle; the actions are the given ones, else those of the snapshot's config."""
     session = Session(snapshot)
     placer = Placer(session)
     if actions is None:
-        actions = [(name, ACTIONS[name]) for name in snapshot.config.actions]
+        actions = configured_actions(snapshot.config)
     for _, action in actions:
         action(session, placer)
     return close(session)

@@ -100,6 +100,7 @@ def test_json_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         "reason": "Scheduled",
         "message": "Successfully assigned pod ml/a to node gpu-1",
         "count": 1,
+        "cycle": 1,
     } in events
     # Until nothing changes: the bind cycle, then one that changes nothing.
     assert data["cycles"] == 2

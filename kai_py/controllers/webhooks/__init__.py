@@ -1,1 +1,1 @@
-"""Kopf admission handlers of kai-py (mutating and validating webhooks)."""
+"""Kopf admission webhooks of kai-py (``kai-py run --controllers webhooks``)."""

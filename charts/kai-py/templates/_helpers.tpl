@@ -1,0 +1,84 @@
+{{/* Names and labels shared by every template. */}}
+{{- define "kai-py.name" -}}kai-py{{- end -}}
+
+{{- define "kai-py.labels" -}}
+app.kubernetes.io/name: kai-py
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "kai-py.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The roles that run as Deployments, by deploymentMode. */}}
+{{- define "kai-py.deployments" -}}
+{{- if eq .Values.deploymentMode "single" -}}
+all: scheduler,binder,podgrouper
+{{- else -}}
+scheduler: scheduler
+binder: binder
+podgrouper: podgrouper
+{{- end -}}
+{{- end -}}
+
+{{/* The ServiceAccount of a role ("all" in single mode). */}}
+{{- define "kai-py.serviceAccount" -}}
+{{- if eq .role "all" -}}kai-py{{- else -}}kai-py-{{ .role }}{{- end -}}
+{{- end -}}
+
+{{/* The options every `kai-py run` gets. */}}
+{{- define "kai-py.runArgs" -}}
+- --scheduler-name={{ .Values.schedulerName }}
+- --schedule-period={{ .Values.schedulePeriod }}
+- --placement={{ .Values.placement }}
+- --metrics-port={{ .Values.metrics.port }}
+- --liveness=http://0.0.0.0:{{ .Values.healthPort }}/healthz
+{{- if .Values.leaderElection.enabled }}
+- --leader-elect
+{{- end }}
+{{- if eq .Values.logLevel "debug" }}
+- --verbose
+{{- end }}
+{{- end -}}
+
+{{/* Environment of every kai-py container. */}}
+{{- define "kai-py.env" -}}
+- name: KAI_PY_LOG_FORMAT
+  value: {{ .Values.logFormat | quote }}
+- name: POD_NAME
+  valueFrom: {fieldRef: {fieldPath: metadata.name}}
+- name: POD_NAMESPACE
+  valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+{{- end -}}
+
+{{- define "kai-py.podSpecCommon" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets: {{ toYaml . | nindent 2 }}
+{{- end }}
+securityContext: {{ toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.nodeSelector }}
+nodeSelector: {{ toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations: {{ toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity: {{ toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "kai-py.probes" -}}
+livenessProbe:
+  httpGet: {path: /healthz, port: health}
+  initialDelaySeconds: 10
+  periodSeconds: 20
+  timeoutSeconds: 5
+  failureThreshold: 3
+readinessProbe:
+  httpGet: {path: /healthz, port: health}
+  periodSeconds: 10
+  timeoutSeconds: 5
+{{- end -}}

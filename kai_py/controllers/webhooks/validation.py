@@ -1,0 +1,103 @@
+"""Validation of Queues, PodGroups and pods' GPU annotations, before they are stored.
+
+The same rules ``kai-py simulate`` applies to its input, said at admission
+time, with messages that name the object, the field and the value. Each
+function is pure: the webhook handlers (``server.py``) fetch what they need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kai_py.api.common import ManifestError
+from kai_py.api.podgroup import PodGroup
+from kai_py.api.queue import UNLIMITED, Queue, queue_warnings
+from kai_py.cluster.convert import WorkloadError, gpu_share
+
+Json = Mapping[str, Any]
+
+
+@dataclass
+class Verdict:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _show(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict:
+    """A Queue, against the Queues that exist (by name; the old version of this one too).
+
+    ``queues`` None: they could not be read; the parent is not checked then.
+    """
+    verdict = Verdict()
+    try:
+        queue = Queue.from_manifest(manifest)
+    except ManifestError as exc:
+        verdict.errors.append(str(exc))
+        return verdict
+    name = queue.metadata.name or "?"
+    parent = queue.spec.parent_queue
+    if parent and queues is not None:
+        if parent == name:
+            verdict.errors.append(
+                f'Queue "{name}": spec.parentQueue: "{parent}" is the queue itself'
+            )
+        elif parent not in queues:
+            verdict.errors.append(
+                f'Queue "{name}": spec.parentQueue: queue "{parent}" does not exist'
+            )
+        else:
+            parents = {
+                n: str(((q.get("spec") or {}).get("parentQueue")) or "") for n, q in queues.items()
+            }
+            parents[name] = parent
+            chain, current = [name], parent
+            while current in parents:
+                if current == name:
+                    verdict.errors.append(
+                        f'Queue "{name}": spec.parentQueue: "{parent}" makes the parents a '
+                        f"cycle: {' -> '.join([*chain, name])}"
+                    )
+                    break
+                if current in chain:
+                    break  # a cycle above that does not pass through this queue
+                chain.append(current)
+                current = parents[current]
+    for resource, settings in queue.spec.resources.items():
+        limited = settings.limit_is_set and settings.limit != UNLIMITED
+        if limited and settings.quota != UNLIMITED and settings.quota > settings.limit:
+            verdict.errors.append(
+                f'Queue "{name}": spec.resources.{resource}.quota: '
+                f"{_show(settings.quota)} is above spec.resources.{resource}.limit "
+                f"{_show(settings.limit)}"
+            )
+    verdict.warnings.extend(queue_warnings(queue))
+    return verdict
+
+
+def validate_podgroup(manifest: Json, queue_exists: Callable[[str], bool]) -> Verdict:
+    verdict = Verdict()
+    try:
+        group = PodGroup.from_manifest(manifest)
+    except ManifestError as exc:
+        verdict.errors.append(str(exc))
+        return verdict
+    queue = group.spec.queue
+    if queue and not queue_exists(queue):
+        verdict.errors.append(f'PodGroup "{group.ref}": spec.queue: queue "{queue}" does not exist')
+    return verdict
+
+
+def validate_pod_gpu(manifest: Json) -> Verdict:
+    """The gpu-fraction, gpu-memory and gpu-fraction-num-devices annotations."""
+    verdict = Verdict()
+    try:
+        gpu_share(manifest)
+    except WorkloadError as exc:
+        verdict.errors.append(str(exc))
+    return verdict

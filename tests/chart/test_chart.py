@@ -1,0 +1,275 @@
+"""charts/kai-py rendered by Helm's engine: objects, RBAC, CRDs and install objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+from chart_helpers import CHART, NAMESPACE, OTHER_VALUES, RELEASE, ROOT, by_kind, render
+
+from kai_py import __version__
+from kai_py.api import install
+from kai_py.api.crdgen import render_crds
+
+Json = dict[str, Any]
+
+KOPF_CRDS = ("apiextensions.k8s.io", "customresourcedefinitions", "list,watch")
+
+#: The rules of each role, as (apiGroup, resources, verbs), written down from the
+#: API calls of the code each role runs. Changing what a role calls means changing
+#: this table and the chart together.
+EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
+    # kai_py/controllers/scheduling.py (watches, warm-up/resync LISTs) and kai_py/cluster/writer.py
+    "scheduler": {
+        KOPF_CRDS,
+        ("", "nodes,pods", "list,watch"),
+        ("", "pods/status", "patch"),  # nominatedNodeName, PodScheduled condition
+        ("", "pods/eviction", "create"),  # reclaim, preempt, consolidation
+        ("", "events", "create,patch"),  # Events, and their aggregated counts
+        ("scheduling.k8s.io", "priorityclasses", "list,watch"),
+        ("scheduling.run.ai", "queues", "list,watch"),
+        ("scheduling.run.ai", "podgroups", "list,watch,patch"),  # stale-since annotation
+        ("scheduling.run.ai", "queues/status,podgroups/status", "patch"),
+        ("scheduling.run.ai", "bindrequests", "list,watch,create,delete"),
+    },
+    # kai_py/controllers/binder.py and kai_py/cluster/binding.py
+    "binder": {
+        KOPF_CRDS,
+        ("", "pods", "get,list,watch,create,patch,delete"),  # reservation pods, group label
+        ("", "pods/binding", "create"),
+        ("", "nodes", "get"),
+        ("", "namespaces", "create"),  # the reservation namespace when missing
+        ("", "configmaps", "create,patch,delete"),  # the GPU ConfigMap
+        ("", "events", "create"),
+        ("scheduling.run.ai", "bindrequests", "get,list,watch,patch"),  # Kopf's progress too
+        ("scheduling.run.ai", "bindrequests/status", "patch"),
+    },
+    # kai_py/controllers/grouper.py and kai_py/cluster/podgrouping.py
+    "podgrouper": {
+        KOPF_CRDS,
+        ("", "pods", "get,list,watch,patch"),  # the pod-group-name annotation
+        ("", "events", "create"),
+        ("scheduling.run.ai", "podgroups", "list,watch,create"),
+        ("apps,batch,kubeflow.org", "*", "get"),  # owners of pods
+    },
+    # kai_py/controllers/webhooks/validation.py: a Queue's parent and the tree above it
+    "webhooks": {("scheduling.run.ai", "queues", "get,list")},
+}
+
+
+def _rules(role: Json) -> set[tuple[str, str, str]]:
+    return {
+        (",".join(r["apiGroups"]), ",".join(r["resources"]), ",".join(r["verbs"]))
+        for r in role["rules"]
+    }
+
+
+@pytest.fixture(scope="module")
+def default() -> list[Json]:
+    return render()
+
+
+@pytest.fixture(scope="module")
+def other() -> list[Json]:
+    return render(OTHER_VALUES)
+
+
+def test_every_object_is_a_named_kubernetes_object(default: list[Json], other: list[Json]) -> None:
+    for objects in (default, other):
+        keys = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects]
+        assert len(keys) == len(set(keys)), "an object is rendered twice"
+        for obj in objects:
+            assert obj["apiVersion"] and obj["kind"] and obj["metadata"]["name"]
+    print(f"\nrendered objects: default values {len(default)}, second set {len(other)}")
+
+
+def test_crds_are_the_generated_ones() -> None:
+    generated = render_crds()
+    in_chart = {p.name: p.read_text() for p in (CHART / "crds").glob("*.yaml")}
+    in_repo = {p.name: p.read_text() for p in (ROOT / "crds").glob("*.yaml")}
+    assert in_chart == in_repo == generated
+
+
+def test_install_objects_are_kai_py_devs(default: list[Json]) -> None:
+    def strip(obj: Json) -> Json:
+        meta = {k: v for k, v in obj["metadata"].items() if k not in ("labels", "annotations")}
+        return {**obj, "metadata": meta}
+
+    rendered = {
+        (o["kind"], o["metadata"]["name"]): strip(o)
+        for o in default
+        if o["kind"] in ("PriorityClass", "Queue", "Namespace")
+        or (o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "kai-resource-reservation")
+    }
+    expected = {(o["kind"], o["metadata"]["name"]): o for o in install.install_objects()}
+    assert rendered == expected
+    values = {o["metadata"]["name"]: o["value"] for o in default if o["kind"] == "PriorityClass"}
+    assert values == {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+    queues = by_kind(default, "Queue")
+    assert queues["default-queue"]["spec"]["parentQueue"] == "default-parent-queue"
+    # Queues stay on uninstall (they block nothing); KAI keeps them too.
+    assert all(
+        q["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep" for q in queues.values()
+    )
+
+
+def test_the_image_is_this_version_by_default(default: list[Json]) -> None:
+    meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert meta["appVersion"] == __version__
+    images = {
+        c["image"]
+        for d in by_kind(default, "Deployment").values()
+        for c in d["spec"]["template"]["spec"]["containers"]
+    }
+    assert images == {install.DEFAULT_IMAGE}
+    binder = by_kind(default, "Deployment")["kai-py-binder"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in binder["containers"][0]["env"]}
+    assert env["KAI_PY_RESERVATION_IMAGE"] == install.DEFAULT_IMAGE
+    assert env["KAI_PY_RESERVATION_SERVICE_ACCOUNT"] == install.RESERVATION_SERVICE_ACCOUNT
+
+
+def test_rbac_per_role_is_exactly_what_the_code_calls(default: list[Json]) -> None:
+    roles = by_kind(default, "ClusterRole")
+    got = {name.removeprefix(f"{RELEASE}-"): _rules(role) for name, role in roles.items()}
+    assert got == EXPECTED_RULES
+    with_binding = [r for r, rules in got.items() if any("pods/binding" in x[1] for x in rules)]
+    assert with_binding == ["binder"]
+    for role, rules in got.items():
+        print(f"\nRBAC rules, {role}: {len(rules)}")
+    reservation = by_kind(default, "Role")["kai-resource-reservation"]
+    assert _rules(reservation) == {("", "pods", "patch")}
+
+
+def test_every_account_used_exists_and_is_bound(default: list[Json], other: list[Json]) -> None:
+    for objects in (default, other):
+        accounts = {
+            (o["metadata"]["namespace"], o["metadata"]["name"])
+            for o in objects
+            if o["kind"] == "ServiceAccount"
+        }
+        bound = {
+            (s["namespace"], s["name"])
+            for o in objects
+            if o["kind"] in ("ClusterRoleBinding", "RoleBinding")
+            for s in o["subjects"]
+        }
+        used = {
+            (o["metadata"]["namespace"], o["spec"]["template"]["spec"]["serviceAccountName"])
+            for o in objects
+            if o["kind"] in ("Deployment", "DaemonSet")
+        }
+        assert used <= accounts and used <= bound and bound <= accounts
+
+
+def test_pods_are_locked_down_and_probed(default: list[Json], other: list[Json]) -> None:
+    for objects in (default, other):
+        for obj in objects:
+            if obj["kind"] not in ("Deployment", "DaemonSet"):
+                continue
+            pod = obj["spec"]["template"]["spec"]
+            assert pod["securityContext"]["runAsNonRoot"] is True
+            assert isinstance(pod["securityContext"]["runAsUser"], int)
+            for c in pod["containers"]:
+                sc = c["securityContext"]
+                assert sc["readOnlyRootFilesystem"] is True
+                assert sc["allowPrivilegeEscalation"] is False
+                assert sc["capabilities"]["drop"] == ["ALL"]
+                assert "resources" in c
+                if obj["kind"] == "Deployment":
+                    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+                    assert c["readinessProbe"]
+
+
+def test_deployments_by_mode_and_their_arguments(default: list[Json], other: list[Json]) -> None:
+    def args(objects: list[Json]) -> dict[str, list[str]]:
+        return {
+            name: d["spec"]["template"]["spec"]["containers"][0]["args"]
+            for name, d in by_kind(objects, "Deployment").items()
+        }
+
+    per_role = args(default)
+    assert set(per_role) == {
+        "kai-py-scheduler",
+        "kai-py-binder",
+        "kai-py-podgrouper",
+        "kai-py-webhooks",
+    }
+    assert "--controllers=binder" in per_role["kai-py-binder"]
+    assert "--scheduler-name=kai-scheduler" in per_role["kai-py-scheduler"]
+    assert not any("--leader-elect" in a for a in per_role.values())
+
+    single = args(other)
+    assert set(single) == {"kai-py", "kai-py-webhooks"}
+    assert "--controllers=scheduler,binder,podgrouper" in single["kai-py"]
+    for option in ("--scheduler-name=my-scheduler", "--placement=spread", "--leader-elect"):
+        assert option in single["kai-py"]
+    assert by_kind(other, "Deployment")["kai-py"]["spec"]["replicas"] == 2
+    assert by_kind(other, "DaemonSet")["kai-py-node-agent"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"] == ["node-agent"]
+    assert "ServiceMonitor" in {o["kind"] for o in other}
+    assert "ServiceMonitor" not in {o["kind"] for o in default}
+    leases = by_kind(other, "Role")["kai-py-leader-election"]
+    assert _rules(leases) == {("coordination.k8s.io", "leases", "get,create,update")}
+    groups = {r for r in _rules(by_kind(other, "ClusterRole")[f"{RELEASE}-podgrouper"])}
+    assert ("apps,batch,kubeflow.org,ray.io", "*", "get") in groups
+
+
+def test_webhooks_failure_policy_and_certificate(default: list[Json], other: list[Json]) -> None:
+    for objects, policy in ((default, "Ignore"), (other, "Fail")):
+        configs = [
+            *by_kind(objects, "MutatingWebhookConfiguration").values(),
+            *by_kind(objects, "ValidatingWebhookConfiguration").values(),
+        ]
+        hooks = [h for c in configs for h in c["webhooks"]]
+        assert {h["failurePolicy"] for h in hooks} == {policy}
+        secret = by_kind(objects, "Secret")["kai-py-webhooks-tls"]
+        assert {h["clientConfig"]["caBundle"] for h in hooks} == {secret["data"]["ca.crt"]}
+        # The webhooks never see the pods of kai-py itself nor its reservation pods.
+        for hook in hooks:
+            if "namespaceSelector" in hook:
+                excluded = hook["namespaceSelector"]["matchExpressions"][0]["values"]
+                assert {NAMESPACE, "kai-resource-reservation", "kube-system"} <= set(excluded)
+    env = {
+        e["name"]: e.get("value")
+        for e in by_kind(other, "Deployment")["kai-py-webhooks"]["spec"]["template"]["spec"][
+            "containers"
+        ][0]["env"]
+    }
+    assert env["KAI_PY_FRACTION_RUNTIME_CLASS"] == "nvidia"
+
+
+def test_the_dashboard_is_in_the_chart(default: list[Json]) -> None:
+    import json
+
+    dashboard = json.loads(by_kind(default, "ConfigMap")["kai-py-dashboard"]["data"]["kai-py.json"])
+    exprs = " ".join(
+        t["expr"] for p in dashboard["panels"] for t in p.get("targets", []) if "expr" in t
+    )
+    for name in ("kai_e2e_scheduling_latency_milliseconds", "kai_queue_allocated_gpus"):
+        assert name in exprs
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"placement": "random"}, "placement"),
+        ({"webhooks": {"failurePolicy": "Sometimes"}}, "failurePolicy"),
+        ({"deploymentMode": "many"}, "deploymentMode"),
+        ({"schedulePeriod": 0}, "schedulePeriod"),
+    ],
+)
+def test_bad_values_are_refused_by_the_schema(values: Json, field: str) -> None:
+    chart = helm.Chart.load(str(CHART))
+    with pytest.raises(helm.HelmError) as err:
+        chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    assert field in str(err.value)
+
+
+@pytest.mark.parametrize("values", [{}, OTHER_VALUES], ids=["default", "second-set"])
+def test_helm_lint_is_clean(values: Json) -> None:
+    report = helm.lint(str(CHART), values, strict=True)
+    problems = [m for m in report["messages"] if m["severity"] >= 2]  # warnings and errors
+    assert report["errors"] == [] and problems == [], report

@@ -1,0 +1,143 @@
+"""The webhook role (`kai-py run --controllers webhooks`) called by the emulated API server."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from operator_helpers import Operator, pod, queue, start_operator, stop_operator, wait_for
+
+from kai_py.emulator.dev_cluster import ThreadedDevCluster
+
+NS = "team-a"
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _certificate(folder: Path) -> Path:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make the webhook's self-signed certificate")
+    folder.mkdir()
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(folder / "tls.key"), "-out", str(folder / "tls.crt")),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    shutil.copy(folder / "tls.crt", folder / "ca.crt")
+    return folder
+
+
+@pytest.fixture
+def webhooks(
+    cluster: ThreadedDevCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Operator]:
+    monkeypatch.setenv("KAI_PY_WEBHOOK_CERT_DIR", str(_certificate(tmp_path / "tls")))
+    monkeypatch.setenv("KAI_PY_WEBHOOK_ADDR", "127.0.0.1")
+    monkeypatch.setenv("KAI_PY_WEBHOOK_PORT", str(_free_port()))
+    monkeypatch.setenv("KAI_PY_WEBHOOK_MANAGED", "kai-py.test")
+    monkeypatch.setenv("KAI_PY_FRACTION_RUNTIME_CLASS", "nvidia")
+    running = start_operator(
+        cluster.kubeconfig_path, tmp_path / "webhooks.log", "--controllers", "webhooks"
+    )
+    try:
+        yield running
+    finally:
+        stop_operator(running)
+    assert "Traceback" not in running.log, running.log
+
+
+def _wait_until_served(
+    cluster: ThreadedDevCluster, core: k8s.CoreV1Api, operator: Operator
+) -> None:
+    """Kopf registers its configurations, then listens: probe with a harmless pod."""
+
+    def registered() -> bool | None:
+        found, _ = cluster.call(cluster.store.list("validatingwebhookconfigurations"))
+        return True if found else None
+
+    wait_for(registered, timeout=30, what=f"the webhook configurations\n{operator.log}")
+
+    def admitted() -> bool | None:
+        body = pod("probe", NS, "g", gpus=1)
+        try:
+            core.create_namespaced_pod(NS, body, dry_run="All")
+        except k8s.ApiException as exc:
+            if "failed calling webhook" in str(exc.body):
+                return None
+            raise
+        return True
+
+    wait_for(admitted, timeout=30, what=f"the webhooks to answer\n{operator.log}")
+
+
+def _shared(name: str, annotation: dict[str, str]) -> dict[str, Any]:
+    body = pod(name, NS, "g", gpus=0)
+    body["metadata"]["annotations"].update(annotation)
+    body["spec"]["containers"].append({"name": "logger", "image": "busybox"})
+    return body
+
+
+def test_shared_pods_get_their_card_from_the_binders_configmap(
+    cluster: ThreadedDevCluster, webhooks: Operator, core: k8s.CoreV1Api
+) -> None:
+    _wait_until_served(cluster, core, webhooks)
+    core.create_namespaced_pod(NS, _shared("half", {"gpu-fraction": "0.5"}))
+    created = core.read_namespaced_pod("half", NS)
+    main, logger = created.spec.containers
+    env = {e.name: e for e in main.env}
+    assert env["NVIDIA_VISIBLE_DEVICES"].value_from.config_map_key_ref.name == "half-gpu"
+    assert env["GPU_PORTION"].value_from.config_map_key_ref.key == "GPU_PORTION"
+    assert [(e.name, e.value) for e in logger.env] == [("NVIDIA_VISIBLE_DEVICES", "void")]
+    assert created.spec.runtime_class_name == "nvidia"
+
+
+def test_bad_objects_are_refused_with_object_field_and_value(
+    cluster: ThreadedDevCluster,
+    webhooks: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _wait_until_served(cluster, core, webhooks)
+    with pytest.raises(k8s.ApiException) as refused:
+        core.create_namespaced_pod(NS, _shared("too-much", {"gpu-fraction": "1.5"}))
+    assert refused.value.status == 422
+    assert "Pod team-a/too-much: metadata.annotations[gpu-fraction]" in refused.value.body
+    assert "got '1.5'" in refused.value.body
+
+    with pytest.raises(k8s.ApiException) as orphan:
+        custom.create_cluster_custom_object(
+            "scheduling.run.ai", "v2", "queues", queue("lost", parent="nowhere")
+        )
+    assert 'Queue \\"lost\\": spec.parentQueue: queue \\"nowhere\\" does not exist' in (
+        orphan.value.body
+    )
+    custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue("root"))
+
+    group = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": NS},
+        "spec": {"minMember": 1, "queue": "ghost"},
+    }
+    with pytest.raises(k8s.ApiException) as ghost:
+        custom.create_namespaced_custom_object(
+            "scheduling.run.ai", "v2alpha2", NS, "podgroups", group
+        )
+    assert 'spec.queue: queue \\"ghost\\" does not exist' in ghost.value.body
+    group["spec"]["queue"] = "root"
+    custom.create_namespaced_custom_object("scheduling.run.ai", "v2alpha2", NS, "podgroups", group)
