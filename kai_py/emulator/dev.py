@@ -66,7 +66,7 @@ async def _serve(spec: ClusterSpec, kubeconfig: Path | None, port: int, no_opera
     if kubeconfig is None:
         tmpdir = tempfile.TemporaryDirectory(prefix="kai-py-dev-")
         kubeconfig = Path(tmpdir.name) / "kubeconfig"
-    cluster = DevCluster(spec, port=port, kubeconfig_path=kubeconfig)
+    cluster = DevCluster(spec, port=port, kubeconfig_path=kubeconfig, kubeflow_crds=True)
     operator: subprocess.Popen[bytes] | None = None
     try:
         try:
@@ -78,7 +78,9 @@ async def _serve(spec: ClusterSpec, kubeconfig: Path | None, port: int, no_opera
             )
             return 1
         _say(f"kai-py dev: emulated cluster at {cluster.url}: {_summary(spec)}")
-        _say(f"kai-py dev: CRDs applied; namespace {keys.RESERVATION_NAMESPACE} created")
+        _say(
+            f"kai-py dev: CRDs applied (kai-py and Kubeflow jobs); namespace {keys.RESERVATION_NAMESPACE} created"
+        )
         _say(f"export KUBECONFIG={Path(cluster.kubeconfig_path).resolve()}")
         if not no_operator:
             operator = _start_operator(cluster.kubeconfig_path)
