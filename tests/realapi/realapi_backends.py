@@ -9,8 +9,8 @@ kai-py CRDs, and the namespaces ``team-a`` and the reservation namespace.
 - ``real``: etcd and kube-apiserver (built by ``scripts/k8s-binaries.sh``),
   with the same simulated kubelets, device plugins, Job/ReplicaSet/
   Deployment controllers and default scheduler running against it over
-  HTTPS with an admin token (``HttpClient``). Nothing else runs: no
-  kube-controller-manager (no garbage collector, no namespace controller).
+  HTTPS with an admin token (``HttpClient``), and kube-controller-manager's
+  garbage collector; none of its other controllers.
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ def require_binaries() -> Path:
     """The binaries' folder; skips (outside CI only) or fails loudly when they are missing."""
     folder = binaries_dir()
     wanted = os.environ.get("KAI_PY_K8S_BIN")
-    if folder is None or not (folder / "kube-apiserver").exists() or not (folder / "etcd").exists():
+    names = ("kube-apiserver", "kube-controller-manager", "etcd")
+    if folder is None or not all((folder / name).exists() for name in names):
         if wanted or os.environ.get("CI"):
             raise AssertionError(
-                f"KAI_PY_K8S_BIN={wanted!r} but kube-apiserver/etcd are not there: "
+                f"KAI_PY_K8S_BIN={wanted!r} but {'/'.join(names)} are not all there: "
                 "run scripts/k8s-binaries.sh"
             )
         pytest.skip(

@@ -11,11 +11,13 @@ the default admission plugins, TLS, and an audit log (every request with
 its user, verb and resource), which tests read to learn what the operator
 asked of the API.
 
-It has no kube-controller-manager, scheduler or kubelets: the tests run
-kai-py's simulated kubelets and controllers against it over HTTP
-(:mod:`kai_py.emulator.controllers.http_client`), and do the one thing the
-controller manager would have done for them: a ``default`` ServiceAccount
-in each namespace.
+Of kube-controller-manager only the garbage collector runs (ownerReference
+cascades, foreground deletion), with the admin's credentials. There is no
+scheduler and no kubelet; the tests run kai-py's simulated kubelets, device
+plugins and Job/ReplicaSet/Deployment controllers against the server over
+HTTP (:mod:`kai_py.emulator.controllers.http_client`), and do what the
+controller manager's disabled controllers would have: a ``default``
+ServiceAccount in each namespace, the not-ready taint off a Ready node.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class RealApiServer:
     port: int = 0
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     startup_seconds: float = 0.0
+    #: kube-controller-manager's --controllers ("" runs none).
+    controllers: str = "garbage-collector-controller"
 
     @property
     def url(self) -> str:
@@ -168,6 +172,18 @@ class RealApiServer:
                 raise RuntimeError(f"kube-apiserver not ready:\n{self.log('kube-apiserver')}")
             time.sleep(0.25)
         self.write_kubeconfig(self.kubeconfig_path, ADMIN_TOKEN, "admin")
+        if self.controllers:
+            self._spawn(
+                "kube-controller-manager",
+                [
+                    str(self.bin_dir / "kube-controller-manager"),
+                    f"--kubeconfig={self.kubeconfig_path}",
+                    f"--controllers={self.controllers}",
+                    "--leader-elect=false",
+                    "--secure-port=0",
+                    "--v=0",
+                ],
+            )
         self.startup_seconds = time.monotonic() - t0
         return self
 

@@ -59,50 +59,35 @@ def test_pods_of_a_deleted_job_do_not_stay_terminating(
     )
     assert all(TRACKING in (p.metadata.finalizers or []) for p in pods)
     batch.delete_namespaced_job("gone", NS, propagation_policy="Background")
-    # What the garbage collector does (the real backend runs none): delete the dependents.
-    for p in pods:
-        try:
-            core.delete_namespaced_pod(p.metadata.name, NS)
-        except k8s.ApiException as exc:
-            if exc.status != 404:
-                raise
+    # The garbage collector deletes the pods; the Job controller must let them go.
     wait_for(lambda: not _pods(core, "gone"), timeout=30, what="the Job's pods gone")
 
 
 def test_a_job_deleted_in_the_foreground_makes_no_new_pods_and_goes(
-    tmp_path: Any,
+    backend: Backend, core: k8s.CoreV1Api, batch: k8s.BatchV1Api
 ) -> None:
-    """Emulator only: foreground deletion needs a garbage collector, which the real backend
-    (a kube-apiserver without kube-controller-manager) does not run."""
-    from kubernetes import config as k8s_config
-    from realapi_backends import backend_cluster
+    batch.create_namespaced_job(NS, _job("fg"))
+    first = wait_for(
+        lambda: (lambda ps: ps if len(ps) == 2 and all(p.spec.node_name for p in ps) else None)(
+            _pods(core, "fg")
+        ),
+        timeout=30,
+        what="two pods scheduled",
+    )
+    names = {p.metadata.name for p in first}
+    batch.delete_namespaced_job("fg", NS, propagation_policy="Foreground")
+    seen: set[str] = set()
 
-    with backend_cluster("emulator", tmp_path) as emulated:
-        api = k8s_config.new_client_from_config(config_file=emulated.kubeconfig_path)
-        core, batch = k8s.CoreV1Api(api), k8s.BatchV1Api(api)
-        batch.create_namespaced_job(NS, _job("fg"))
-        first = wait_for(
-            lambda: (lambda ps: ps if len(ps) == 2 and all(p.spec.node_name for p in ps) else None)(
-                _pods(core, "fg")
-            ),
-            timeout=30,
-            what="two pods scheduled",
-        )
-        names = {p.metadata.name for p in first}
-        batch.delete_namespaced_job("fg", NS, propagation_policy="Foreground")
-        seen: set[str] = set()
+    def job_gone() -> bool:
+        seen.update(p.metadata.name for p in _pods(core, "fg"))
+        try:
+            batch.read_namespaced_job("fg", NS)
+        except k8s.ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return False
 
-        def job_gone() -> bool:
-            seen.update(p.metadata.name for p in _pods(core, "fg"))
-            try:
-                batch.read_namespaced_job("fg", NS)
-            except k8s.ApiException as exc:
-                if exc.status == 404:
-                    return True
-                raise
-            return False
-
-        wait_for(job_gone, timeout=30, what="the Job gone")
-        assert seen <= names, f"new pods while the Job was being deleted: {seen - names}"
-        assert not _pods(core, "fg")
-        api.close()
+    wait_for(job_gone, timeout=40, what="the Job gone")
+    assert seen <= names, f"new pods while the Job was being deleted: {seen - names}"
+    assert not _pods(core, "fg")

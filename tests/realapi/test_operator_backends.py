@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 from operator_helpers import (
     Operator,
@@ -228,6 +229,8 @@ def test_reclaim_gives_a_queue_back_its_quota(
     assert len(reclaimed()) == 1
 
 
+# Only the binder: a scheduler would race the hand-written BindRequest with its own.
+@pytest.mark.parametrize("operator_args", [["--controllers", "binder"]])
 def test_a_failed_bind_rolls_back(
     backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
 ) -> None:

@@ -175,8 +175,9 @@ def scenario(api: k8s.ApiClient, logs: Any) -> None:
     wait_for(lambda: running("urgent-0"), timeout=60, what=f"urgent-0 Running\n{logs()}")
     evicted = [e for e in core.list_namespaced_event(NS).items if e.reason == "Evict"]
     assert evicted, logs()
-    # A failed bind, rolled back.
-    create_pod(core, pod("lost", NS, "pg-lost", gpus=1))
+    # A failed bind, rolled back (the pod asks more CPU than any node has, so the
+    # scheduler never makes a BindRequest of its own to race this one).
+    create_pod(core, pod("lost", NS, "pg-lost", gpus=1, cpu="1000"))
     uid = core.read_namespaced_pod("lost", NS).metadata.uid
     custom.create_namespaced_custom_object(
         "scheduling.run.ai",
