@@ -108,6 +108,14 @@ class RealApiServer:
         return (self.workdir / f"{name}.log").read_text(errors="replace")[-5000:]
 
     def start(self) -> RealApiServer:
+        """Start etcd, kube-apiserver and the controller manager; on failure stop what started."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> RealApiServer:
         t0 = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         if shutil.which("openssl") is None:
