@@ -117,7 +117,7 @@ async def _serve(
     if kubeconfig is None:
         tmpdir = tempfile.TemporaryDirectory(prefix="kai-py-dev-")
         kubeconfig = Path(tmpdir.name) / "kubeconfig"
-    cluster = DevCluster(spec, port=port, kubeconfig_path=kubeconfig)
+    cluster = DevCluster(spec, port=port, kubeconfig_path=kubeconfig, kubeflow_crds=True)
     operator: subprocess.Popen[bytes] | None = None
     try:
         try:
@@ -130,8 +130,8 @@ async def _serve(
             return 1
         _say(f"kai-py dev: emulated cluster at {cluster.url}: {_summary(spec)}")
         _say(
-            "kai-py dev: CRDs, KAI's PriorityClasses and default queues applied; "
-            f"namespace {keys.RESERVATION_NAMESPACE} created"
+            "kai-py dev: CRDs (kai-py and Kubeflow jobs), KAI's PriorityClasses and default "
+            f"queues applied; namespace {keys.RESERVATION_NAMESPACE} created"
         )
         _say(f"export KUBECONFIG={Path(cluster.kubeconfig_path).resolve()}")
         if not no_operator:

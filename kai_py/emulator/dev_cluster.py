@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 from kai_py.api import keys
 from kai_py.api.install import install_objects
+from kai_py.emulator import kubeflow
 from kai_py.emulator.cluster_spec import ClusterSpec, default_cluster
 from kai_py.emulator.controllers.client import Json
 from kai_py.emulator.controllers.manager import ControllerManager
@@ -82,6 +83,7 @@ class DevCluster:
         job_failure_backoff: float = 10.0,
         bookmark_interval: float = 10.0,
         node_faults: FaultSet | None = None,
+        kubeflow_crds: bool = False,
     ) -> None:
         self.spec = spec or default_cluster()
         self.clock: Clock = clock or SystemClock()
@@ -100,6 +102,7 @@ class DevCluster:
             "job_failure_backoff": job_failure_backoff,
         }
         self._apply_crds = apply_crds
+        self._kubeflow_crds = kubeflow_crds
         self.fleet: NodeFleet | None = None
         self.controllers: ControllerManager | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -207,7 +210,8 @@ class DevCluster:
                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
                 )
         if self._apply_crds:
-            for crd in kai_crds():
+            extra = kubeflow.kubeflow_crds() if self._kubeflow_crds else []
+            for crd in [*kai_crds(), *extra]:
                 try:
                     await self.store.create("customresourcedefinitions", crd)
                 except ApiError as exc:

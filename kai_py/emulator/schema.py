@@ -183,6 +183,7 @@ def _validate(
                     actual,
                 )
             )
+            _check_not(schema, value, path, errors)
             return
     if "enum" in schema and value not in schema["enum"]:
         supported = ", ".join(_quote(v) for v in schema["enum"])
@@ -214,15 +215,23 @@ def _validate(
                         has_value=False,
                     )
                 )
+    _check_not(schema, value, path, errors)
+
+
+def _check_not(schema: Schema, value: Any, path: str, errors: list[FieldError]) -> None:
+    """``not``: worded as kube-apiserver does, with no field path (``<nil>``) and value ``""``.
+
+    The real server checks it even when the value has the wrong type (so a
+    string under a numeric ``not`` fails it too); so does this.
+    """
     not_schema = schema.get("not")
     if not_schema and not _errors_of(not_schema, value, path):
         errors.append(
             FieldError(
-                path,
+                "<nil>",
                 "FieldValueInvalid",
-                f"{path} in body should not match the schema",
-                value,
-                has_value=False,
+                f'"{path}" must not validate the schema (not)',
+                "",
             )
         )
 

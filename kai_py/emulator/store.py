@@ -1266,8 +1266,8 @@ class Store:
         errors.extend(builtin_validation.validate(rt, obj, old))
         if errors:
             raise invalid(
-                rt.qualified_kind if rt.custom else rt.kind,
-                "" if rt.custom else rt.group,
+                rt.kind,
+                rt.group,
                 (obj.get("metadata") or {}).get("name", ""),
                 errors,
             )
@@ -1407,8 +1407,8 @@ class Store:
         added = [f for f in new["metadata"].get("finalizers") or [] if f not in old]
         if added:
             raise invalid(
-                rt.qualified_kind if rt.custom else rt.kind,
-                "" if rt.custom else rt.group,
+                rt.kind,
+                rt.group,
                 current["metadata"]["name"],
                 [
                     FieldError(

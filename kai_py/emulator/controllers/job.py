@@ -186,9 +186,17 @@ class JobController:
 
     async def reconcile(self, key: str) -> None:
         job = self.jobs.get(key)
+        await self._release_orphans(key, job)
         if job is None:
             return
         pods = self._owned_pods(job)
+        if (job.get("metadata") or {}).get("deletionTimestamp"):
+            # Being deleted (foreground: the garbage collector waits for the pods):
+            # make no new pods, and let go of the ones there, as kube's Job controller does.
+            for pod in pods:
+                if TRACKING_FINALIZER in ((pod.get("metadata") or {}).get("finalizers") or []):
+                    await self._remove_finalizer(pod)
+            return
         job = await self._track_finished(job, pods)
         pods = self._owned_pods(job)
         if is_finished(job):
@@ -296,6 +304,28 @@ class JobController:
         )
         self.jobs.remember(updated)
         return updated
+
+    async def _release_orphans(self, key: str, job: Json | None) -> None:
+        """Take the tracking finalizer off pods whose Job is gone (or was recreated).
+
+        Without this a pod of a deleted Job would stay Terminating for ever:
+        nothing else removes ``batch.kubernetes.io/job-tracking``.
+        """
+        ns, _, name = key.rpartition("/")
+        uid = (job.get("metadata") or {}).get("uid") if job else None
+        for pod in self.pods.values():
+            m = pod.get("metadata") or {}
+            if m.get("namespace") != ns or TRACKING_FINALIZER not in (m.get("finalizers") or []):
+                continue
+            for ref in m.get("ownerReferences") or []:
+                if (
+                    ref.get("controller")
+                    and ref.get("kind") == "Job"
+                    and ref.get("name") == name
+                    and ref.get("uid") != uid
+                ):
+                    await self._remove_finalizer(pod)
+                    break
 
     async def _remove_finalizer(self, pod: Json) -> None:
         m = pod.get("metadata") or {}

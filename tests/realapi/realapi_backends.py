@@ -1,0 +1,177 @@
+"""The two backends the same operator tests run on: the emulator and a real kube-apiserver.
+
+Both give a kubeconfig (an admin's) for a cluster with the operator tests'
+small fleet (``SMALL_CLUSTER``: two 4-GPU nodes and one CPU node), the
+kai-py CRDs, and the namespaces ``team-a`` and the reservation namespace.
+
+- ``emulator``: kai-py's own API server with its simulated kubelets and
+  controllers, in process (``ThreadedDevCluster``).
+- ``real``: etcd and kube-apiserver (built by ``scripts/k8s-binaries.sh``),
+  with the same simulated kubelets, device plugins, Job/ReplicaSet/
+  Deployment controllers and default scheduler running against it over
+  HTTPS with an admin token (``HttpClient``), and kube-controller-manager's
+  garbage collector; none of its other controllers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_helpers import SMALL_CLUSTER
+from realapi_server import ADMIN_TOKEN, RealApiServer, binaries_dir
+
+from kai_py.api import keys
+from kai_py.emulator.cluster_spec import ClusterSpec, parse_cluster
+from kai_py.emulator.controllers.client import NODES
+from kai_py.emulator.controllers.http_client import HttpClient
+from kai_py.emulator.controllers.manager import ControllerManager
+from kai_py.emulator.dev_cluster import ThreadedDevCluster, kai_crds
+from kai_py.emulator.nodes.fleet import NodeFleet
+from kai_py.emulator.threaded import LoopThread
+from kai_py.emulator.timesource import SystemClock
+
+BACKENDS = ["emulator", "real"]
+NOT_READY = "node.kubernetes.io/not-ready"
+
+
+def require_binaries() -> Path:
+    """The binaries' folder; skips (outside CI only) or fails loudly when they are missing."""
+    folder = binaries_dir()
+    wanted = os.environ.get("KAI_PY_K8S_BIN")
+    names = ("kube-apiserver", "kube-controller-manager", "etcd")
+    if folder is None or not all((folder / name).exists() for name in names):
+        if wanted or os.environ.get("CI"):
+            raise AssertionError(
+                f"KAI_PY_K8S_BIN={wanted!r} but {'/'.join(names)} are not all there: "
+                "run scripts/k8s-binaries.sh"
+            )
+        pytest.skip(
+            "no kube-apiserver/etcd built here: run scripts/k8s-binaries.sh (CI always does)"
+        )
+    return folder
+
+
+class SimulatedNodes(LoopThread):
+    """kai-py's kubelets, device plugins and built-in controllers, against a server over HTTP."""
+
+    def __init__(self, url: str, token: str, ca_file: str, spec: ClusterSpec) -> None:
+        super().__init__("kai-py-simulated-nodes")
+        self._args = (url, token, ca_file)
+        self._spec = spec
+        self._tasks: list[asyncio.Task[None]] = []
+        self._client: HttpClient | None = None
+        self.fleet: NodeFleet | None = None
+
+    def start(self) -> SimulatedNodes:
+        self._thread.start()
+
+        async def run() -> None:
+            self._client = HttpClient(*self._args)
+            clock = SystemClock()
+            self.fleet = NodeFleet(self._client, self._spec, clock)
+            controllers = ControllerManager(self._client, clock)
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self.fleet.run()), loop.create_task(controllers.run())]
+
+            async def ready() -> None:
+                assert self.fleet is not None
+                await self.fleet.ready.wait()
+                await controllers.ready.wait()
+
+            waiter = loop.create_task(ready())
+            done, _ = await asyncio.wait(
+                [waiter, *self._tasks], return_when=asyncio.FIRST_COMPLETED, timeout=60
+            )
+            if waiter not in done:
+                waiter.cancel()
+                for task in self._tasks:
+                    if task.done():
+                        task.result()
+                raise TimeoutError("the simulated nodes did not get ready")
+            await self._untaint_ready_nodes()
+
+        self.call(run(), timeout=90)
+        return self
+
+    async def _untaint_ready_nodes(self) -> None:
+        """What kube-controller-manager's node lifecycle controller does for a Ready node.
+
+        The real API server's TaintNodesByCondition admission plugin gives
+        every new Node the ``node.kubernetes.io/not-ready:NoSchedule`` taint;
+        the node lifecycle controller takes it away once the kubelet reports
+        Ready. No controller manager runs here, so this does it once.
+        """
+        assert self._client is not None
+        nodes, _ = await self._client.list(NODES)
+        for node in nodes:
+            taints = node.get("spec", {}).get("taints") or []
+            kept = [t for t in taints if t.get("key") != NOT_READY]
+            if kept != taints:
+                name = node["metadata"]["name"]
+                await self._client.patch(NODES, name, {"spec": {"taints": kept or None}})
+
+    def stop(self) -> None:
+        async def down() -> None:
+            for task in self._tasks:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if self._client is not None:
+                await self._client.close()
+
+        with contextlib.suppress(Exception):
+            self.call(down())
+        self._stop_loop()
+
+
+@dataclass
+class Backend:
+    name: str
+    kubeconfig_path: str
+    server: RealApiServer | None = None  # the real one, for what only it has (tokens, audit)
+    emulated: ThreadedDevCluster | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def start_real(workdir: Path, spec: ClusterSpec) -> tuple[RealApiServer, SimulatedNodes]:
+    server = RealApiServer(workdir, require_binaries())
+    try:
+        server.start()
+        server.apply_crds(kai_crds())
+        for ns in (*spec.namespaces, keys.RESERVATION_NAMESPACE, "default"):
+            server.namespace(ns)
+        nodes = SimulatedNodes(server.url, ADMIN_TOKEN, server.ca_file, spec).start()
+    except BaseException:
+        server.stop()
+        raise
+    print(f"real kube-apiserver ready in {server.startup_seconds:.1f} s")
+    return server, nodes
+
+
+@contextlib.contextmanager
+def backend_cluster(
+    name: str, tmp_path: Path, cluster: dict[str, Any] | None = None
+) -> Iterator[Backend]:
+    spec = parse_cluster(cluster or SMALL_CLUSTER, "test")
+    if name == "emulator":
+        with ThreadedDevCluster(
+            spec, kubeconfig_path=tmp_path / "kubeconfig", bookmark_interval=1.0
+        ) as running:
+            yield Backend(name, running.kubeconfig_path, emulated=running)
+        return
+    server, nodes = start_real(tmp_path / "real", spec)
+    try:
+        yield Backend(name, server.kubeconfig_path, server=server)
+    finally:
+        nodes.stop()
+        server.stop()

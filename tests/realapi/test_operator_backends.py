@@ -1,0 +1,306 @@
+"""The operator's integration tests, each run on both backends: the emulator and a real kube-apiserver.
+
+Only the Kubernetes API is used (the kubernetes client and the operator
+subprocess), so what passes here passes against a real API server with
+authentication, RBAC, admission and TLS, not only against the emulator.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from operator_helpers import (
+    Operator,
+    bindrequests,
+    create_pod,
+    create_podgroup,
+    create_queues,
+    events_of,
+    pod,
+    podgroup,
+    queue,
+    start_operator,
+    stop_operator,
+    wait_for,
+)
+from realapi_backends import Backend
+
+from kai_py.api import keys
+from kai_py.cluster import reservation as rsv
+
+NS = "team-a"
+RNS = keys.RESERVATION_NAMESPACE
+
+
+def _queues(custom: k8s.CustomObjectsApi) -> None:
+    create_queues(custom, queue("root"), queue("team-a", parent="root"))
+
+
+def _running(core: k8s.CoreV1Api, name: str, namespace: str = NS) -> Any:
+    p = core.read_namespaced_pod(name, namespace)
+    return p if p.status.phase == "Running" else None
+
+
+def _gone(core: k8s.CoreV1Api, name: str, namespace: str = NS) -> bool:
+    try:
+        core.read_namespaced_pod(name, namespace)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return False
+
+
+def _fraction_pod(name: str, group: str, fraction: str = "0.5") -> dict[str, Any]:
+    body = pod(name, NS, group, gpus=0)
+    body["metadata"]["annotations"][keys.GPU_FRACTION_ANNOTATION] = fraction
+    return body
+
+
+def test_a_jobs_pods_are_grouped_and_run(
+    backend: Backend,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+    batch: k8s.BatchV1Api,
+) -> None:
+    _queues(custom)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "train",
+            "namespace": NS,
+            "annotations": {keys.BATCH_MIN_MEMBER_ANNOTATION: "2"},
+            "labels": {keys.QUEUE_LABEL: "team-a"},
+        },
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "template": {
+                "spec": {
+                    "schedulerName": "kai-scheduler",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "resources": {"limits": {keys.GPU_RESOURCE: "1"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    batch.create_namespaced_job(NS, job)
+    uid = batch.read_namespaced_job("train", NS).metadata.uid
+    group = f"pg-train-{uid}"
+    pg = wait_for(
+        lambda: custom.get_namespaced_custom_object(
+            "scheduling.run.ai", "v2alpha2", NS, "podgroups", group
+        ),
+        timeout=30,
+        what=f"the Job's PodGroup\n{operator.log}",
+    )
+    assert pg["spec"]["minMember"] == 2
+    assert pg["spec"]["queue"] == "team-a"
+    assert pg["metadata"]["ownerReferences"][0]["uid"] == uid
+
+    def both_running() -> list[Any] | None:
+        pods = core.list_namespaced_pod(NS, label_selector="job-name=train").items
+        ok = len(pods) == 2 and all(p.status.phase == "Running" for p in pods)
+        return pods if ok else None
+
+    pods = wait_for(both_running, timeout=40, what=f"both pods Running\n{operator.log}")
+    assert {p.metadata.annotations[keys.POD_GROUP_ANNOTATION] for p in pods} == {group}
+    assert all(p.spec.node_name in ("gpu-0", "gpu-1") for p in pods)
+
+
+def test_a_gang_binds_together_or_not_at_all(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    _queues(custom)
+    # 3 pods of 3 GPUs on two 4-GPU nodes: the gang of 3 cannot fit, nothing binds.
+    create_podgroup(custom, podgroup("big", NS, "team-a", min_member=3))
+    for i in range(3):
+        create_pod(core, pod(f"big-{i}", NS, "big", gpus=3))
+
+    def unschedulable() -> list[Any]:
+        return [e for e in events_of(core, NS, "big") if e.reason == "Unschedulable"]
+
+    wait_for(unschedulable, timeout=30, what=f"an Unschedulable event\n{operator.log}")
+    assert not bindrequests(custom, NS)
+    assert not any(p.spec.node_name for p in core.list_namespaced_pod(NS).items)
+    # A gang of 2 that fits binds both, one per node.
+    create_podgroup(custom, podgroup("pair", NS, "team-a", min_member=2))
+    for i in range(2):
+        create_pod(core, pod(f"pair-{i}", NS, "pair", gpus=3))
+    for i in range(2):
+        wait_for(
+            lambda i=i: _running(core, f"pair-{i}"),
+            timeout=30,
+            what=f"pair-{i} Running\n{operator.log}",
+        )
+    nodes = {core.read_namespaced_pod(f"pair-{i}", NS).spec.node_name for i in range(2)}
+    assert nodes == {"gpu-0", "gpu-1"}
+    assert not any(core.read_namespaced_pod(f"big-{i}", NS).spec.node_name for i in range(3))
+
+
+def test_fractions_share_a_gpu_through_one_reservation_pod(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    _queues(custom)
+    for name in ("half-a", "half-b"):
+        create_podgroup(custom, podgroup(name, NS, "team-a"))
+        create_pod(core, _fraction_pod(name, name))
+    for name in ("half-a", "half-b"):
+        wait_for(
+            lambda n=name: _running(core, n), timeout=30, what=f"{name} Running\n{operator.log}"
+        )
+    a, b = (core.read_namespaced_pod(n, NS) for n in ("half-a", "half-b"))
+    assert a.spec.node_name == b.spec.node_name
+    group = a.metadata.labels[keys.GPU_GROUP_LABEL]
+    assert b.metadata.labels[keys.GPU_GROUP_LABEL] == group
+    holders = core.list_namespaced_pod(RNS).items
+    assert [h.metadata.name for h in holders] == [rsv.reservation_pod_name(a.spec.node_name, group)]
+    assert holders[0].spec.node_name == a.spec.node_name
+    core.delete_namespaced_pod("half-a", NS)
+    wait_for(lambda: _gone(core, "half-a"), timeout=30, what="half-a gone")
+    time.sleep(0.5)
+    assert core.list_namespaced_pod(RNS).items  # half-b still uses the card
+    core.delete_namespaced_pod("half-b", NS)
+    wait_for(lambda: not core.list_namespaced_pod(RNS).items, timeout=30, what="reservation gone")
+
+
+def test_a_higher_priority_job_preempts_with_an_evict_event(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    _queues(custom)
+    create_podgroup(custom, podgroup("low", NS, "team-a", min_member=1))
+    for i in range(2):
+        create_pod(core, pod(f"low-{i}", NS, "low", gpus=4))
+    for i in range(2):
+        wait_for(lambda i=i: _running(core, f"low-{i}"), timeout=30, what=f"low-{i} Running")
+    create_podgroup(custom, podgroup("high", NS, "team-a", priority_class="inference"))
+    create_pod(core, pod("high-0", NS, "high", gpus=4))
+
+    def evicted() -> list[Any]:
+        return [e for e in events_of(core, NS, "low") if e.reason == "Evict"]
+
+    events = wait_for(evicted, timeout=30, what=f"an Evict event\n{operator.log}")
+    assert "was preempted by higher priority workload team-a/high" in events[0].message
+    wait_for(lambda: _running(core, "high-0"), timeout=40, what=f"high-0 Running\n{operator.log}")
+    survivors = [n for n in ("low-0", "low-1") if not _gone(core, n)]
+    assert len(survivors) == 1
+    assert len(evicted()) == 1
+
+
+def test_reclaim_gives_a_queue_back_its_quota(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    create_queues(
+        custom,
+        queue("root"),
+        queue("team-a", parent="root", gpu_quota=4),
+        queue("team-b", parent="root", gpu_quota=4),
+    )
+    # team-b borrows all 8 GPUs while team-a is idle.
+    for i in range(2):
+        pg = podgroup(f"b{i}", NS, "team-b")
+        create_podgroup(custom, pg)
+        create_pod(core, pod(f"b{i}-0", NS, f"b{i}", gpus=4))
+    for i in range(2):
+        wait_for(lambda i=i: _running(core, f"b{i}-0"), timeout=30, what=f"b{i}-0 Running")
+    create_podgroup(custom, podgroup("a", NS, "team-a"))
+    create_pod(core, pod("a-0", NS, "a", gpus=4))
+
+    def reclaimed() -> list[Any]:
+        found = []
+        for i in range(2):
+            found += [e for e in events_of(core, NS, f"b{i}") if e.reason == "Evict"]
+        return found
+
+    events = wait_for(reclaimed, timeout=30, what=f"an Evict event on team-b\n{operator.log}")
+    assert "reclaim" in events[0].message.lower() or "team-a/a" in events[0].message
+    wait_for(lambda: _running(core, "a-0"), timeout=40, what=f"a-0 Running\n{operator.log}")
+    assert len(reclaimed()) == 1
+
+
+# Only the binder: a scheduler would race the hand-written BindRequest with its own.
+@pytest.mark.parametrize("operator_args", [["--controllers", "binder"]])
+def test_a_failed_bind_rolls_back(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    create_pod(core, _fraction_pod("lost", "pg-lost"))
+    uid = core.read_namespaced_pod("lost", NS).metadata.uid
+    br = {
+        "apiVersion": "scheduling.run.ai/v1alpha2",
+        "kind": "BindRequest",
+        "metadata": {
+            "name": "lost",
+            "namespace": NS,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "lost", "uid": uid}],
+        },
+        "spec": {
+            "podName": "lost",
+            "selectedNode": "no-such-node",
+            "receivedResourceType": "Fraction",
+            "receivedGPU": {"count": 1, "portion": "0.5"},
+            "selectedGPUGroups": ["g9"],
+            "backoffLimit": 2,
+        },
+    }
+    custom.create_namespaced_custom_object("scheduling.run.ai", "v1alpha2", NS, "bindrequests", br)
+
+    def failed() -> dict[str, Any] | None:
+        got = bindrequests(custom, NS).get("lost") or {}
+        return got if (got.get("status") or {}).get("phase") == "Failed" else None
+
+    got = wait_for(failed, timeout=30, what=f"BindRequest Failed\n{operator.log}")
+    assert got["status"]["failedAttempts"] == 2
+    errors = [e for e in events_of(core, NS, "lost") if e.reason == "BindingError"]
+    assert errors and all("no-such-node" in e.message for e in errors)
+    p = core.read_namespaced_pod("lost", NS)
+    assert not p.spec.node_name
+    assert keys.GPU_GROUP_LABEL not in (p.metadata.labels or {})
+    assert not core.list_namespaced_pod(RNS).items
+    names = {c.metadata.name for c in core.list_namespaced_config_map(NS).items}
+    assert "lost-gpu" not in names
+
+
+def test_an_operator_restarted_between_decision_and_bind_finishes_the_bind(
+    backend: Backend, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, tmp_path: Any
+) -> None:
+    _queues(custom)
+    # First only the scheduler: BindRequests are written, nobody binds them.
+    first = start_operator(
+        backend.kubeconfig_path, tmp_path / "first.log", "--controllers", "scheduler"
+    )
+    try:
+        create_podgroup(custom, podgroup("g", NS, "team-a", min_member=2))
+        for i in range(2):
+            create_pod(core, pod(f"g-{i}", NS, "g", gpus=2))
+        found = wait_for(
+            lambda: (lambda b: b if len(b) == 2 else None)(bindrequests(custom, NS)),
+            timeout=30,
+            what=f"two BindRequests\n{first.log}",
+        )
+    finally:
+        stop_operator(first)
+    assert first.process.returncode == 0, first.log
+    assert not any(p.spec.node_name for p in core.list_namespaced_pod(NS).items)
+    # Then the whole operator, as after a restart: it binds what was decided.
+    second = start_operator(backend.kubeconfig_path, tmp_path / "second.log")
+    try:
+        for name, br in found.items():
+            running = wait_for(
+                lambda n=name: _running(core, n), timeout=30, what=f"{name} Running\n{second.log}"
+            )
+            assert running.spec.node_name == br["spec"]["selectedNode"]
+    finally:
+        stop_operator(second)
+    assert "Traceback" not in first.log + second.log
+    assert second.process.returncode == 0, second.log
