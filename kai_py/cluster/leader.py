@@ -144,9 +144,17 @@ class LeaderElector:
                 "metadata": {"name": c.name, "namespace": c.namespace},
                 "spec": self._spec(None),
             }
-            self._ensure_namespace()
+            leases = path_of("coordination.k8s.io", "v1", "leases", c.namespace)
             try:
-                self.kube.create(path_of("coordination.k8s.io", "v1", "leases", c.namespace), body)
+                try:
+                    self.kube.create(leases, body)
+                except KubeError as missing:
+                    # The namespace is made only when it is missing: in a pod it is the
+                    # pod's own, so the Lease needs no right to create namespaces.
+                    if missing.code != 404:
+                        raise
+                    self._ensure_namespace()
+                    self.kube.create(leases, body)
             except KubeError as exc2:
                 if exc2.code == 409:
                     return False

@@ -26,7 +26,7 @@ OTHER_VALUES: Json = {
     "logFormat": "text",
     "logLevel": "debug",
     "deploymentMode": "single",
-    "leaderElection": {"enabled": True},
+    "leaderElection": {"enabled": False},
     "scheduler": {"replicas": 2, "resources": {"requests": {"cpu": "1"}}},
     "podgrouper": {
         "replicas": 1,

@@ -43,7 +43,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("", "namespaces", "create"),  # the reservation namespace when missing
         ("", "configmaps", "create,patch,delete"),  # the GPU ConfigMap
         ("", "events", "create"),
-        ("scheduling.run.ai", "bindrequests", "get,list,watch,patch"),  # Kopf's progress too
+        ("scheduling.run.ai", "bindrequests", "get,list,watch"),  # the bind queue
         ("scheduling.run.ai", "bindrequests/status", "patch"),
     },
     # kai_py/controllers/grouper.py and kai_py/cluster/podgrouping.py
@@ -51,7 +51,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         KOPF_CRDS,
         ("", "pods", "get,list,watch,patch"),  # the pod-group-name annotation
         ("", "events", "create"),
-        ("scheduling.run.ai", "podgroups", "list,watch,create"),
+        ("scheduling.run.ai", "podgroups", "get,list,watch,create"),  # get: a 409 on create is read back
         ("apps,batch,kubeflow.org", "*", "get"),  # owners of pods
     },
     # kai_py/controllers/webhooks/validation.py: a Queue's parent and the tree above it
@@ -198,12 +198,15 @@ def test_deployments_by_mode_and_their_arguments(default: list[Json], other: lis
     }
     assert "--controllers=binder" in per_role["kai-py-binder"]
     assert "--scheduler-name=kai-scheduler" in per_role["kai-py-scheduler"]
-    assert not any("--leader-elect" in a for a in per_role.values())
+    # Leader election by default; the webhooks serve on every replica (the operator
+    # never elects for --controllers webhooks, whatever the flag says).
+    assert all("--leader-elect" in a for a in per_role.values())
+    assert "Role" in {o["kind"] for o in default}
 
     single = args(other)
     assert set(single) == {"kai-py", "kai-py-webhooks"}
     assert "--controllers=scheduler,binder,podgrouper" in single["kai-py"]
-    for option in ("--scheduler-name=my-scheduler", "--placement=spread", "--leader-elect"):
+    for option in ("--scheduler-name=my-scheduler", "--placement=spread", "--no-leader-elect"):
         assert option in single["kai-py"]
     assert by_kind(other, "Deployment")["kai-py"]["spec"]["replicas"] == 2
     assert by_kind(other, "DaemonSet")["kai-py-node-agent"]["spec"]["template"]["spec"][
@@ -211,7 +214,8 @@ def test_deployments_by_mode_and_their_arguments(default: list[Json], other: lis
     ][0]["args"] == ["node-agent"]
     assert "ServiceMonitor" in {o["kind"] for o in other}
     assert "ServiceMonitor" not in {o["kind"] for o in default}
-    leases = by_kind(other, "Role")["kai-py-leader-election"]
+    assert "kai-py-leader-election" not in by_kind(other, "Role")
+    leases = by_kind(default, "Role")["kai-py-leader-election"]
     assert _rules(leases) == {("coordination.k8s.io", "leases", "get,create,update")}
     groups = {r for r in _rules(by_kind(other, "ClusterRole")[f"{RELEASE}-podgrouper"])}
     assert ("apps,batch,kubeflow.org,ray.io", "*", "get") in groups
@@ -273,3 +277,24 @@ def test_helm_lint_is_clean(values: Json) -> None:
     report = helm.lint(str(CHART), values, strict=True)
     problems = [m for m in report["messages"] if m["severity"] >= 2]  # warnings and errors
     assert report["errors"] == [] and problems == [], report
+
+
+def test_every_webhook_path_is_served_and_hami_goes_first(default: list[Json]) -> None:
+    import kopf
+
+    import kai_py.controllers.webhooks.server  # noqa: F401  (registers the handlers)
+
+    registry = kopf.get_default_registry()
+    served = {h.id for h in registry._webhooks.get_all_handlers()}
+    mutating = by_kind(default, "MutatingWebhookConfiguration")
+    validating = by_kind(default, "ValidatingWebhookConfiguration")
+    paths = [
+        h["clientConfig"]["service"]["path"].lstrip("/")
+        for c in (*mutating.values(), *validating.values())
+        for h in c["webhooks"]
+    ]
+    assert set(paths) == served
+    # HAMi's resources become kai-py's sharing before the device-access mutation sees the pod.
+    [config] = mutating.values()
+    order = [h["clientConfig"]["service"]["path"] for h in config["webhooks"]]
+    assert order == ["/hami-resources", "/pods-deviceaccess"]

@@ -1,6 +1,7 @@
 """Fixtures of the real-API-server tier: a backend (emulator or real), clients, the operator.
 
-The operator tests' helpers (``operator_helpers``) are reused by import.
+The operator tests' helpers (``operator_helpers``) and the chart's renderer
+(``chart_helpers``) are reused by import.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chart"))
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config

@@ -38,6 +38,8 @@ podgrouper: podgrouper
 - --liveness=http://0.0.0.0:{{ .Values.healthPort }}/healthz
 {{- if .Values.leaderElection.enabled }}
 - --leader-elect
+{{- else }}
+- --no-leader-elect
 {{- end }}
 {{- if eq .Values.logLevel "debug" }}
 - --verbose

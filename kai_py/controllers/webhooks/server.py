@@ -1,9 +1,11 @@
 """The webhook role: Kopf's admission server with kai-py's handlers.
 
 ``kai-py run --controllers webhooks`` imports this module. Each handler's id
-is its URL path (``/pods-deviceaccess``, ``/pods-validate``,
-``/queues-validate``, ``/podgroups-validate``), the paths the chart's
-webhook configurations name.
+is its URL path (``/hami-resources``, ``/pods-deviceaccess``,
+``/pods-validate``, ``/queues-validate``, ``/podgroups-validate``), the paths
+the chart's webhook configurations name. HAMi's resources are translated
+first (``hami.py``): the pod they give is a shared-GPU pod the device-access
+mutation must see.
 
 Settings (environment; the chart sets them):
 
@@ -15,6 +17,7 @@ Settings (environment; the chart sets them):
 | ``KAI_PY_WEBHOOK_HOST`` | addr | host name in the URLs of configurations Kopf manages |
 | ``KAI_PY_WEBHOOK_MANAGED`` | none | let Kopf create webhook configurations of this name (``kai-py dev``, tests); the chart makes its own |
 | ``KAI_PY_FRACTION_RUNTIME_CLASS`` | none | ``runtimeClassName`` for pods that share a card |
+| ``KAI_PY_HAMI_CORE`` | off | give HAMi-core's memory cap to containers with a memory share |
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import kopf
 from kai_py.api import keys
 from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
 from kai_py.controllers import settings as operator_settings
-from kai_py.controllers.webhooks import deviceaccess, validation
+from kai_py.controllers.webhooks import deviceaccess, hami, validation
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,9 @@ def _named(body: Mapping[str, Any], namespace: str | None) -> dict[str, Any]:
 def _deny(errors: list[str]) -> None:
     if errors:
         raise kopf.AdmissionError("; ".join(errors), code=422)
+
+
+hami.register(kopf.get_default_registry(), operator_settings.current().scheduler_name)
 
 
 @kopf.on.mutate("", "v1", "pods", id="pods-deviceaccess", operations=["CREATE"])
