@@ -36,7 +36,7 @@ OTHER_VALUES: Json = {
     "gpuSharing": {"runtimeClassName": "nvidia"},
     "webhooks": {"failurePolicy": "Fail", "excludeNamespaces": ["kube-system", "monitoring"]},
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
-    "nodeAgent": {"enabled": True},
+    "nodeAgent": {"enabled": False},
 }
 
 

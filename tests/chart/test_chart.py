@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import helm_python as helm
@@ -56,6 +58,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
     },
     # kai_py/controllers/webhooks/validation.py: a Queue's parent and the tree above it
     "webhooks": {("scheduling.run.ai", "queues", "get,list")},
+    # kai_py/cluster/nodeagent.py: reads its Node, patches the inventory annotation
+    "node-agent": {("", "nodes", "get,patch")},
 }
 
 
@@ -209,9 +213,11 @@ def test_deployments_by_mode_and_their_arguments(default: list[Json], other: lis
     for option in ("--scheduler-name=my-scheduler", "--placement=spread", "--no-leader-elect"):
         assert option in single["kai-py"]
     assert by_kind(other, "Deployment")["kai-py"]["spec"]["replicas"] == 2
-    assert by_kind(other, "DaemonSet")["kai-py-node-agent"]["spec"]["template"]["spec"][
-        "containers"
-    ][0]["args"] == ["node-agent"]
+    agent = by_kind(default, "DaemonSet")["kai-py-node-agent"]["spec"]["template"]["spec"]
+    assert agent["containers"][0]["args"] == ["node-agent"]
+    env = {e["name"]: e.get("value") for e in agent["containers"][0]["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"  # NVML without a card
+    assert "DaemonSet" not in {o["kind"] for o in other}
     assert "ServiceMonitor" in {o["kind"] for o in other}
     assert "ServiceMonitor" not in {o["kind"] for o in default}
     assert "kai-py-leader-election" not in by_kind(other, "Role")
@@ -280,12 +286,20 @@ def test_helm_lint_is_clean(values: Json) -> None:
 
 
 def test_every_webhook_path_is_served_and_hami_goes_first(default: list[Json]) -> None:
-    import kopf
-
-    import kai_py.controllers.webhooks.server  # noqa: F401  (registers the handlers)
-
-    registry = kopf.get_default_registry()
-    served = {h.id for h in registry._webhooks.get_all_handlers()}
+    # In a process of its own: importing the server registers its handlers on Kopf's
+    # default registry, which other tests' operators in this process would then serve.
+    listing = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import kopf, kai_py.controllers.webhooks.server\n"
+            "for h in kopf.get_default_registry()._webhooks.get_all_handlers(): print(h.id)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    served = set(listing.stdout.split())
     mutating = by_kind(default, "MutatingWebhookConfiguration")
     validating = by_kind(default, "ValidatingWebhookConfiguration")
     paths = [
