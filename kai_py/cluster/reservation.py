@@ -1,4 +1,4 @@
-"""The binder's pure decisions: names, manifests and messages (SEMANTICS.md section 4).
+"""The binder's pure decisions: names, manifests and messages (docs/operator.md, "Binding one request").
 
 Nothing here talks to Kubernetes, so every rule is unit-testable:
 

@@ -413,10 +413,10 @@ def write_text(outcome: Outcome, out: TextIO) -> None:
         out.write("(none)\n")
     for e in data["events"]:
         times = f" (x{e['count']})" if e["count"] > 1 else ""
-        out.write(
-            f"{e['cycle']:>5}  {e['type']:<8} {e['reason']:<18} {e['kind']} {e['object']}{times}: "
-            f"{e['message']}\n"
-        )
+        named = f"{e['kind']} {e['object']}"
+        # A message that names its object already (input problems do) is not prefixed again.
+        text = e["message"] if f"{named}: " in e["message"] else f"{named}: {e['message']}"
+        out.write(f"{e['cycle']:>5}  {e['type']:<8} {e['reason']:<18} {text}{times}\n")
 
 
 def parse_now(text: str) -> float:

@@ -32,7 +32,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -231,16 +231,36 @@ def _same_map(current: object, wanted: dict[str, int | str]) -> bool:
         return False
 
 
-def queue_status_patch(queue: Mapping[str, Any], figures: QueueFigures) -> Json | None:
+def queue_status_patch(
+    queue: Mapping[str, Any], figures: QueueFigures, children: Sequence[str] = ()
+) -> Json | None:
+    """The status a Queue should have, or None when it has it: its figures and the
+    names of its child queues (``kubectl get queues -o wide`` shows them)."""
     wanted = {
         "allocated": _resource_map(figures.allocated),
         "allocatedNonPreemptible": _resource_map(figures.allocated_non_preemptible),
         "requested": _resource_map(figures.requested),
     }
     status = queue.get("status") or {}
-    if all(_same_map(status.get(k), v) for k, v in wanted.items()):
+    same_children = list(status.get("childQueues") or []) == list(children)
+    if same_children and all(_same_map(status.get(k), v) for k, v in wanted.items()):
         return None
-    return with_uid({"status": wanted}, queue)
+    patch: Json = dict(wanted)
+    if not same_children:
+        patch["childQueues"] = list(children) or None  # null removes the field
+    return with_uid({"status": patch}, queue)
+
+
+def podgroup_phase(job: Job) -> str | None:
+    """Running once minMember of its pods hold their resources (bound or running),
+    Pending while some wait; None (unchanged) when no pod of it is live any more."""
+    holding = sum(1 for t in job.tasks if t.status in (TaskStatus.RUNNING, TaskStatus.ALLOCATED))
+    waiting = sum(1 for t in job.tasks if t.status in (TaskStatus.PENDING, TaskStatus.PIPELINED))
+    if holding and holding >= job.min_member:
+        return "Running"
+    if waiting or holding:
+        return "Pending"
+    return None
 
 
 @dataclass(slots=True, frozen=True)
@@ -329,7 +349,11 @@ def _condition_key(conds: object) -> list[tuple[object, ...]]:
 
 
 def podgroup_status_patch(
-    podgroup: Mapping[str, Any], reasons: list[Reason], resources: JobResources, now: float
+    podgroup: Mapping[str, Any],
+    reasons: list[Reason],
+    resources: JobResources,
+    now: float,
+    phase: str | None = None,
 ) -> Json | None:
     status = podgroup.get("status") or {}
     wanted_conditions = scheduling_conditions(reasons, now)
@@ -350,6 +374,8 @@ def podgroup_status_patch(
     current_resources = status.get("resourcesStatus") or {}
     if not all(_same_map(current_resources.get(k), v) for k, v in wanted_resources.items()):
         patch["resourcesStatus"] = wanted_resources
+    if phase is not None and status.get("phase") != phase:
+        patch["phase"] = phase
     return with_uid({"status": patch}, podgroup) if patch else None
 
 
@@ -618,7 +644,7 @@ def plan(
         if job is None:
             continue
         patch = podgroup_status_patch(
-            pg, decisions.reasons.get(uid, []), job_resources(job, nodes), now
+            pg, decisions.reasons.get(uid, []), job_resources(job, nodes), now, podgroup_phase(job)
         )
         if patch is not None:
             writes.append(
@@ -648,11 +674,15 @@ def plan(
                         key=f"podgroup-stale {ns}/{name}",
                     )
                 )
+    children: dict[str, list[str]] = {}
+    for q in sorted(built.snapshot.queues, key=lambda q: q.name):
+        if q.parent is not None:
+            children.setdefault(q.parent, []).append(q.name)
     for name, figures in decisions.queues.items():
         queue = view.queues.get(name)
         if queue is None:
             continue  # a queue the builder assumed (default-queue) that is not in the cluster
-        patch = queue_status_patch(queue, figures)
+        patch = queue_status_patch(queue, figures, children.get(name, []))
         if patch is not None:
             writes.append(
                 Write(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kai_py.scheduler import reasons
 from kai_py.scheduler.actions.allocate import allocate
 from kai_py.scheduler.actions.consolidation import consolidation
 from kai_py.scheduler.actions.preempt import preempt
@@ -104,8 +105,11 @@ def close(session: Session) -> Decisions:
         event_reason = "NotReady" if first.code == "NotReady" else "Unschedulable"
         session.event("PodGroup", job.namespace, job.name, "Warning", event_reason, message)
         if event_reason == "Unschedulable" and job.mark_unschedulable:
+            pod_message = _pod_message(job, first.code, message)
             for task in pending:
-                session.event("Pod", task.namespace, task.name, "Warning", "Unschedulable", message)
+                session.event(
+                    "Pod", task.namespace, task.name, "Warning", "Unschedulable", pod_message
+                )
     d.events.extend(events)
     for q in session.queues.values():
         d.queues[q.name] = QueueFigures(
@@ -116,6 +120,18 @@ def close(session: Session) -> Decisions:
             q.request.copy(),
         )
     return d
+
+
+def _pod_message(job: Job, code: str, message: str) -> str:
+    """What a pending pod's event says: the whole reason for a job of one pod; for a
+    gang, or bad input (the pod or its PodGroup has a Warning of its own already), a
+    short pointer to the PodGroup, which holds the whole reason once."""
+    if len(job.tasks) == 1 and code != reasons.INVALID_WORKLOAD:
+        return message
+    return (
+        f"Not scheduled ({code}) with PodGroup {job.key}; its events say why: "
+        f"kubectl describe podgroup {job.name} -n {job.namespace}"
+    )
 
 
 def _sentence(text: str) -> str:

@@ -1,6 +1,6 @@
 """Fair share: divide what the cluster has among the queue tree, per resource.
 
-SEMANTICS.md section 3. For each parent (the root holds the cluster total),
+docs/scheduling.md, "Fair share". For each parent (the root holds the cluster total),
 its fair share is split among its children in two phases: first each child
 gets its deserved quota up to what it can use, then what remains goes out
 over quota by queue priority, in rounds, in proportion to overQuotaWeight.

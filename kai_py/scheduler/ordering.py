@@ -1,4 +1,4 @@
-"""Queue order and job order (SEMANTICS.md section 3, "Order").
+"""Queue order and job order (docs/scheduling.md, "Allocate").
 
 ``JobPicker`` walks the queue tree from the root each time: at every level
 the child with the best key wins, a parent being judged with the best job of

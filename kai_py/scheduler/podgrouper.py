@@ -1,4 +1,4 @@
-"""The pod-grouper: which PodGroup a pod belongs to (SEMANTICS.md section 2).
+"""The pod-grouper: which PodGroup a pod belongs to (docs/operator.md, "The pod-grouper").
 
 A pure function over plain manifests (dicts), so the operator, the simulator
 and the tests share one implementation and nothing here talks to Kubernetes:

@@ -70,3 +70,57 @@ def test_the_operators_source_is_not_repeated() -> None:
 def test_a_files_name_still_leads() -> None:
     message = _invalid_pod_message("jobs.yaml#2")
     assert message.startswith("jobs.yaml#2: Pod ml/p: metadata.annotations[gpu-fraction]: ")
+
+
+# ------------------------------------------------------------ one message, one place
+def _cycle_events(*pods: dict[str, Any], min_member: int = 1) -> list[Any]:
+    from kai_py.scheduler.cycle import run_cycle
+
+    group = _group("g")
+    group["spec"]["minMember"] = min_member
+    docs = [
+        Document("nodes", NODE),
+        *(Document("queues", q) for q in QUEUES),
+        Document("groups", group),
+        *(Document(f"Pod ml/{p['metadata']['name']}", p) for p in pods),
+    ]
+    built = build(docs, 0.0, Config())
+    return [*built.events, *run_cycle(built.snapshot).events]
+
+
+def _whole(name: str, gpus: str) -> dict[str, Any]:
+    pod = _pod(name, "0.5")
+    del pod["metadata"]["annotations"]["gpu-fraction"]
+    pod["metadata"]["annotations"]["pod-group-name"] = "pg-g"
+    pod["spec"]["containers"] = [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]
+    return pod
+
+
+def test_a_gangs_reason_is_on_its_podgroup_and_its_pods_point_there() -> None:
+    events = _cycle_events(_whole("a", "3"), _whole("b", "3"), min_member=2)
+    (group,) = [e for e in events if e.kind == "PodGroup" and e.reason == "Unschedulable"]
+    pods = [e for e in events if e.kind == "Pod" and e.reason == "Unschedulable"]
+    assert {e.name for e in pods} == {"a", "b"}
+    assert "nvidia.com/gpu" in group.message or "GPU" in group.message
+    for event in pods:
+        assert event.message != group.message
+        assert "kubectl describe podgroup pg-g -n ml" in event.message
+        assert "PodGroup ml/pg-g" in event.message
+
+
+def test_a_single_pods_event_says_why_in_full() -> None:
+    events = _cycle_events(_whole("solo", "5"))
+    (group,) = [e for e in events if e.kind == "PodGroup" and e.reason == "Unschedulable"]
+    (pod,) = [e for e in events if e.kind == "Pod" and e.reason == "Unschedulable"]
+    assert pod.message == group.message
+
+
+def test_an_invalid_pod_gets_one_warning_with_the_cause() -> None:
+    bad = _pod("bad", "2")
+    bad["metadata"]["annotations"]["pod-group-name"] = "pg-g"
+    events = _cycle_events(bad)
+    (invalid,) = [e for e in events if e.kind == "Pod" and e.reason == "InvalidPod"]
+    (pointer,) = [e for e in events if e.kind == "Pod" and e.reason == "Unschedulable"]
+    assert "gpu-fraction" in invalid.message
+    assert "gpu-fraction" not in pointer.message  # the cause is said once, by InvalidPod
+    assert "InvalidWorkload" in pointer.message

@@ -182,6 +182,46 @@ def test_queue_status_in_kai_units_only_when_changed() -> None:
     assert queue_status_patch({"status": stored}, figures) is None
 
 
+def test_a_parent_queue_lists_its_children_once() -> None:
+    figures = QueueFigures(Res(), Res(), Res(), Res(), Res())
+    patch = queue_status_patch({"metadata": {"name": "dept"}}, figures, ["a", "b"])
+    assert patch is not None and patch["status"]["childQueues"] == ["a", "b"]
+    stored = {"status": {**patch["status"]}}
+    assert queue_status_patch(stored, figures, ["a", "b"]) is None
+    gone = queue_status_patch(stored, figures, [])  # its children were deleted
+    assert gone is not None and gone["status"]["childQueues"] is None
+
+
+def test_podgroup_phase_follows_min_member() -> None:
+    from kai_py.cluster.writer import podgroup_phase
+    from kai_py.scheduler.model import Job, TaskStatus
+
+    def job(*statuses: TaskStatus, min_member: int = 2) -> Job:
+        tasks = [
+            Task(uid=f"t{i}", namespace="ns", name=f"p{i}", job_uid="j", request=Res(), status=st)
+            for i, st in enumerate(statuses)
+        ]
+        return Job("j", "ns", "g", "q", 0, True, min_member, 0.0, tasks=tasks)
+
+    assert podgroup_phase(job(TaskStatus.PENDING, TaskStatus.PENDING)) == "Pending"
+    assert podgroup_phase(job(TaskStatus.RUNNING, TaskStatus.PENDING)) == "Pending"
+    assert podgroup_phase(job(TaskStatus.RUNNING, TaskStatus.ALLOCATED)) == "Running"
+    assert podgroup_phase(job(TaskStatus.RUNNING, min_member=1)) == "Running"
+    assert podgroup_phase(job()) is None  # nothing live: left as it was
+    patch = podgroup_status_patch(
+        {"status": {"phase": "Pending"}}, [], JobResources(Res(), Res(), Res()), 0.0, "Running"
+    )
+    assert patch is not None and patch["status"]["phase"] == "Running"
+    same = podgroup_status_patch(
+        {"status": {"phase": "Running", "resourcesStatus": patch["status"]["resourcesStatus"]}},
+        [],
+        JobResources(Res(), Res(), Res()),
+        0.0,
+        "Running",
+    )
+    assert same is None
+
+
 def test_podgroup_status_reasons_and_resources() -> None:
     reasons = [
         Reason(

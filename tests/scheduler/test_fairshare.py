@@ -1,4 +1,4 @@
-"""Fair share (SEMANTICS.md section 3) on hand-computed cases.
+"""Fair share (docs/scheduling.md, "Fair share") on hand-computed cases.
 
 ``compute_fair_shares`` is called directly on queues whose ``request`` is
 preset, so each case states exactly what every queue asks for.

@@ -9,7 +9,7 @@ jobs are added. Then the full cycle runs and these must hold:
 (a) an eviction is committed only for a job that is placed (bound or
     pipelined) in the same cycle; stale-gang evictions (``by`` None) excepted;
 (b) a non-preemptible job's pod is never evicted, except by stale-gang
-    eviction, which SEMANTICS.md says evicts *all* pods of a stale job;
+    eviction, which by design evicts *all* pods of a stale job;
 (c) a queue within its deserved GPU quota before the cycle never loses pods
     to reclaim (checked for every queue on the victim's side of the tree);
 (d) no GPU card over 100 %, no node's whole GPUs / CPU / memory over its

@@ -1,4 +1,4 @@
-"""Job order and queue order (SEMANTICS.md section 3, "Order"): each rule, in order."""
+"""Job order and queue order (docs/scheduling.md, "Allocate"): each rule, in order."""
 
 from __future__ import annotations
 

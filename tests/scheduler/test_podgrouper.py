@@ -1,4 +1,4 @@
-"""The pod-grouper rules of SEMANTICS.md section 2, one test (or more) per rule,
+"""The pod-grouper rules (docs/operator.md, "The pod-grouper"), one test (or more) per rule,
 and the bad inputs that must come back as PodGrouperWarning events."""
 
 from __future__ import annotations
