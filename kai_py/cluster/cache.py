@@ -253,9 +253,17 @@ class View:
     failed_bindrequests: list[Key] = field(default_factory=list)
     #: Problems found before the builder (queues left out), as Warning events.
     events: list[Event] = field(default_factory=list)
+    #: Queues left out, by name: why (their workloads are told, not "does not exist").
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def build(self, now: float, config: Config | None = None) -> Built:
-        return build(self.documents, now, config)
+        built = build(self.documents, now, config)
+        for job in built.snapshot.jobs:
+            if job.queue in self.left_out:
+                job.errors.append(
+                    f"PodGroup {job.namespace}/{job.name}: spec.queue: {self.left_out[job.queue]}"
+                )
+        return built
 
 
 class ClusterCache:
@@ -507,6 +515,7 @@ class ClusterCache:
             held_back=held_back,
             failed_bindrequests=failed,
             events=events,
+            left_out={e.name: e.message for e in events if e.reason == "InvalidQueue"},
         )
 
 

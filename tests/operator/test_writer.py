@@ -485,6 +485,29 @@ def test_a_bad_queue_is_left_out_with_a_warning_and_the_rest_is_used() -> None:
     view.build(NOW)  # no InputError: the snapshot is built from the rest
 
 
+def test_a_workload_of_a_left_out_queue_is_told_why_not_that_it_is_missing() -> None:
+    cache = ClusterCache()
+    cache.observe(
+        QUEUES,
+        None,
+        {"metadata": {"name": "orphan", "uid": "u-o"}, "spec": {"parentQueue": "gone"}},
+    )
+    cache.observe(
+        PODGROUPS,
+        None,
+        {
+            "metadata": {"name": "g", "namespace": "ns", "uid": "pg-g"},
+            "spec": {"minMember": 1, "queue": "orphan"},
+        },
+    )
+    cache.observe(PODS, None, _pod_body("p", "u-p"))
+    decisions = run_cycle(cache.view(NOW).build(NOW).snapshot)
+    (why,) = decisions.reasons["pg-g"]
+    assert "Queue orphan is not used" in why.message
+    assert "queue 'gone' does not exist" in why.message
+    assert "does not exist (QueueDoesNotExist)" not in why.message
+
+
 def test_resync_drops_what_a_fresh_listing_no_longer_has() -> None:
     cache = ClusterCache()
     cache.observe(PODS, None, _pod_body("kept", "u1"))  # resourceVersion 5
