@@ -227,8 +227,11 @@ def test_fractions_share_one_reservation_pod_which_goes_with_the_last_of_them(
         assert pod["metadata"]["labels"][keys.GPU_GROUP_LABEL] == "g1"
         # What the emulated kubelet gave the containers as NVIDIA_VISIBLE_DEVICES.
         assert pod["metadata"]["annotations"]["kai-py.dev/visible-devices"] == uuid
-        bound = events(cluster, pod_name, "Bound")
-        assert bound and "gpu-0" in bound[0]["message"] and uuid in bound[0]["message"]
+        # Binder events are posted from a background thread: they may trail the pod.
+        bound = wait_for(
+            lambda p=pod_name: events(cluster, p, "Bound"), what=f"{pod_name}'s Bound event"
+        )
+        assert "gpu-0" in bound[0]["message"] and uuid in bound[0]["message"]
     # The shared pods hold no card of their own: only the reservation pod does.
     assert cluster.cluster.kubelet("gpu-0").plugin.in_use() == 1
 

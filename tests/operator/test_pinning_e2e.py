@@ -321,5 +321,5 @@ def test_pinned_gang_and_preemption_for_a_pinned_card(
         return {p["metadata"]["name"] for p in pods if p["metadata"]["name"].startswith("low-")}
 
     expected = {f"low-{i}" for i in range(6)} - {on_card7}
-    wait_for(lambda: lows_left() == expected, 10, f"only {on_card7} preempted")
+    wait_for(lambda: lows_left() == expected, 30, f"only {on_card7} preempted")
     wait_for(lambda: not c.blockers(), 10, "no blocker left")
