@@ -622,7 +622,9 @@ def plan(
     for event in decisions.events:
         if event.kind == "Pod" and event.reason == "Unschedulable":
             pod = pods_by_key.get((event.namespace, event.name))
-            patch = unschedulable_patch(pod, event.message, now) if pod is not None else None
+            # The condition holds the whole reason, also where the event only points to it.
+            why = decisions.pending_reasons.get(f"{event.namespace}/{event.name}", event.message)
+            patch = unschedulable_patch(pod, why, now) if pod is not None else None
             if patch is not None:
                 writes.append(
                     Write(

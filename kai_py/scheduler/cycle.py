@@ -107,6 +107,7 @@ def close(session: Session) -> Decisions:
         if event_reason == "Unschedulable" and job.mark_unschedulable:
             pod_message = _pod_message(job, first.code, message)
             for task in pending:
+                d.pending_reasons[task.key] = message
                 session.event(
                     "Pod", task.namespace, task.name, "Warning", "Unschedulable", pod_message
                 )

@@ -77,6 +77,9 @@ class Decisions:
     queues: dict[str, QueueFigures] = field(default_factory=dict)
     # job uid -> since when it has run below minMember (None: it is not stale)
     stale_since: dict[str, float | None] = field(default_factory=dict)
+    # "namespace/name" of a pending pod -> its job's whole reason (the pod's condition
+    # says it in full; the pod's event may only point to the PodGroup)
+    pending_reasons: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True, frozen=True)
