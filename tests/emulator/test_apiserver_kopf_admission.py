@@ -34,6 +34,14 @@ OPERATOR = textwrap.dedent("""\
 """)
 
 
+def _filled(server: ThreadedServer, kinds: tuple[str, ...]) -> bool:
+    for kind in kinds:
+        found, _ = server.call(server.store.list(kind))
+        if not any(c.get("webhooks") for c in found):
+            return False
+    return True
+
+
 def test_kopf_webhooks_validate_and_mutate(
     server: ThreadedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -52,10 +60,18 @@ def test_kopf_webhooks_validate_and_mutate(
     ) as runner:
         deadline = time.monotonic() + 20
         configs: list[dict[str, object]] = []
-        while time.monotonic() < deadline and not configs:
-            configs, _ = server.call(store.list("validatingwebhookconfigurations"))
+        # Kopf creates a configuration empty and fills in its webhooks once its server
+        # listens: wait for the webhooks themselves.
+        while time.monotonic() < deadline and not _filled(
+            server,
+            (
+                "mutatingwebhookconfigurations",
+                "validatingwebhookconfigurations",
+            ),
+        ):
             time.sleep(0.1)
-        time.sleep(0.5)  # let Kopf's webhook server start listening
+        configs, _ = server.call(store.list("validatingwebhookconfigurations"))
+        time.sleep(0.2)  # the server answers right after it published its address
         created = server.call(store.create("widgets", widget("small", size=3)))
         with pytest.raises(ApiError) as err:
             server.call(store.create("widgets", widget("big", size=50)))

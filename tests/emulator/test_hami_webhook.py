@@ -30,6 +30,14 @@ OPERATOR = textwrap.dedent("""\
 """)
 
 
+def _filled(server: ThreadedServer, kinds: tuple[str, ...]) -> bool:
+    for kind in kinds:
+        found, _ = server.call(server.store.list(kind))
+        if not any(c.get("webhooks") for c in found):
+            return False
+    return True
+
+
 def _pod(
     name: str, limits: dict[str, str], env: list[dict[str, str]] | None = None
 ) -> dict[str, Any]:
@@ -65,11 +73,13 @@ def test_the_webhook_translates_hami_pods(
     service = _pod("svc", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"})
     with KopfRunner(["run", "--standalone", "-A", str(operator)], timeout=60) as runner:
         deadline = time.monotonic() + 20
-        configs: list[dict[str, object]] = []
-        while time.monotonic() < deadline and not configs:
-            configs, _ = server.call(store.list("mutatingwebhookconfigurations"))
+        # Kopf creates a configuration empty and fills in its webhooks once its server
+        # listens: wait for the webhooks themselves.
+        while time.monotonic() < deadline and not _filled(
+            server, ("mutatingwebhookconfigurations",)
+        ):
             time.sleep(0.1)
-        time.sleep(0.5)  # let Kopf's webhook server start listening
+        time.sleep(0.2)  # the server answers right after it published its address
         engine = server.call(store.create("pods", article))
         svc = server.call(store.create("pods", service))
         with pytest.raises(ApiError) as err:

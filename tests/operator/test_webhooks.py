@@ -67,8 +67,13 @@ def _wait_until_served(
     """Kopf registers its configurations, then listens: probe with a harmless pod."""
 
     def registered() -> bool | None:
-        found, _ = cluster.call(cluster.store.list("validatingwebhookconfigurations"))
-        return True if found else None
+        # Kopf creates each configuration empty, then fills in its webhooks once its
+        # server listens: wait for both to have them, or a probe would pass unchecked.
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            found, _ = cluster.call(cluster.store.list(kind))
+            if not any(c.get("webhooks") for c in found):
+                return None
+        return True
 
     wait_for(registered, timeout=30, what=f"the webhook configurations\n{operator.log}")
 
