@@ -40,10 +40,16 @@ class Dev:
         self.binary = _kubectl_binary()
         self.applies = True  # the test applies the quickstart with kubectl
 
-    def kubectl(self, *args: str) -> str:
+    def kubectl(self, *args: str, input: str | None = None) -> str:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
         done = subprocess.run(
-            [self.binary, *args], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+            [self.binary, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            input=input,
         )
         assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
         return done.stdout
@@ -83,6 +89,12 @@ def dev(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Dev]:
     log.close()
     try:
         _wait(kubeconfig.is_file, 30, "kai-py dev to write its kubeconfig")
+        # "running" comes once the operator serves its webhooks (and --apply is done).
+        _wait(
+            lambda: "kai-py dev: running" in (tmp_path / "dev.log").read_text(),
+            60,
+            "kai-py dev to say it is running",
+        )
         running = Dev(kubeconfig)
         running.applies = not extra
         yield running
@@ -137,3 +149,34 @@ def test_the_quickstart_runs_as_the_readme_says(dev: Dev) -> None:
     dev.kubectl("apply", "-f", "examples/dev-job.yaml")
     hello = _wait(lambda: _running(dev, "default", 2), 30, "hello-gpu's 2 pods")
     assert all(p["spec"]["schedulerName"] == "kai-scheduler" for p in hello)
+
+    # The operator serves the admission webhooks in `kai-py dev`: a shared pod reads its
+    # card from the binder's ConfigMap, and HAMi's memory share becomes kai-py's sharing.
+    eval_pod = next(p for p in team_a if p["metadata"]["name"] == "eval")
+    env = {e["name"]: e for e in eval_pod["spec"]["containers"][0].get("env") or []}
+    assert env["NVIDIA_VISIBLE_DEVICES"]["valueFrom"]["configMapKeyRef"]["key"]
+    hami = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "hami-engine", "namespace": "default"},
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [
+                {
+                    "name": "engine",
+                    "image": "busybox",
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "45"}
+                    },
+                }
+            ],
+        },
+    }
+    dev.kubectl("create", "-f", "-", input=json.dumps(hami))
+    engine = json.loads(dev.kubectl("get", "pod", "hami-engine", "-o", "json"))
+    assert engine["metadata"]["annotations"]["gpu-fraction"] == "0.45"
+    assert (
+        "nvidia.com/gpumem-percentage"
+        in engine["metadata"]["annotations"]["kai.scheduler/hami-translation"]
+    )
+    _wait(lambda: _running(dev, "default", 3), 30, "the HAMi pod Running beside hello-gpu")

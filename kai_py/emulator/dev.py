@@ -17,9 +17,11 @@ import contextlib
 import importlib.util
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -34,6 +36,10 @@ from kai_py.emulator.errors import ApiError
 #: The module that will run the kai-py operator (``python -m <module>``).
 #: Until it exists, ``kai-py dev`` runs the emulator alone and says so.
 OPERATOR_MODULE = "kai_py.controllers.operator"
+#: What the operator runs in ``kai-py dev``: every part, webhooks included.
+DEV_CONTROLLERS = "scheduler,binder,podgrouper,webhooks"
+#: The name of the webhook configurations Kopf keeps in the emulated cluster.
+DEV_WEBHOOKS = "kai-py-dev"
 
 
 def _say(message: str, stream: TextIO | None = None) -> None:
@@ -136,6 +142,11 @@ async def _serve(
         _say(f"export KUBECONFIG={Path(cluster.kubeconfig_path).resolve()}")
         if not no_operator:
             operator = _start_operator(cluster.kubeconfig_path)
+            # Objects applied before the webhooks answer would be admitted unmutated.
+            if operator is not None and await _webhooks_served(cluster, timeout=30):
+                _say("kai-py dev: admission webhooks served by the operator")
+            elif operator is not None:
+                _say("kai-py dev: the operator's webhooks are not up after 30 s", sys.stderr)
         if apply:
             objects = read_manifests(apply)
             problems = await apply_manifests(cluster, objects)
@@ -178,9 +189,43 @@ def _start_operator(kubeconfig: str) -> subprocess.Popen[bytes] | None:
             "alone (pods of kai-scheduler stay Pending)"
         )
         return None
-    env = dict(os.environ, KUBECONFIG=kubeconfig)
+    # The operator serves the admission webhooks too (HAMi's resources, device access,
+    # validation), over plain HTTP on loopback, with configurations Kopf keeps.
+    command = [*command, "--controllers", DEV_CONTROLLERS]
+    env = dict(
+        os.environ,
+        KUBECONFIG=kubeconfig,
+        KAI_PY_WEBHOOK_ADDR="127.0.0.1",
+        KAI_PY_WEBHOOK_PORT=str(_free_port()),
+        KAI_PY_WEBHOOK_MANAGED=DEV_WEBHOOKS,
+    )
+    env.pop("KAI_PY_WEBHOOK_CERT_DIR", None)
     _say(f"kai-py dev: starting the operator: {' '.join(command)}")
     return subprocess.Popen(command, env=env)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _webhooks_served(cluster: DevCluster, timeout: float) -> bool:
+    """Whether the operator's webhook configurations have their webhooks (Kopf makes
+    them empty, then fills them in once its server listens) within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        filled = True
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            found, _ = await cluster.store.list(kind)
+            filled = filled and any(
+                c.get("webhooks") and (c.get("metadata") or {}).get("name") == DEV_WEBHOOKS
+                for c in found
+            )
+        if filled:
+            return True
+        await asyncio.sleep(0.1)
+    return False
 
 
 def _stop_operator(process: subprocess.Popen[bytes]) -> None:

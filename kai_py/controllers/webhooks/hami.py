@@ -68,6 +68,7 @@ def register(
         "pods",
         id="hami-resources",
         operations={"CREATE"},
+        ignore_failures=True,  # failurePolicy Ignore where Kopf keeps the configuration
         registry=registry,
     )
     def translate_hami(body: Any, patch: Any, **_: Any) -> None:

@@ -95,10 +95,14 @@ def _deny(errors: list[str]) -> None:
         raise kopf.AdmissionError("; ".join(errors), code=422)
 
 
+# ignore_failures: configurations Kopf keeps (``kai-py dev``, tests) get failurePolicy
+# Ignore, the chart's default: a webhook that is down never locks out pod creation.
 hami.register(kopf.get_default_registry(), operator_settings.current().scheduler_name)
 
 
-@kopf.on.mutate("", "v1", "pods", id="pods-deviceaccess", operations=["CREATE"])
+@kopf.on.mutate(
+    "", "v1", "pods", id="pods-deviceaccess", operations=["CREATE"], ignore_failures=True
+)
 def pods_deviceaccess(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     runtime_class = os.environ.get("KAI_PY_FRACTION_RUNTIME_CLASS") or None
     scheduler = operator_settings.current().scheduler_name
@@ -109,7 +113,7 @@ def pods_deviceaccess(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
                 patch.spec[key] = value
 
 
-@kopf.on.validate("", "v1", "pods", id="pods-validate", operations=["CREATE"])
+@kopf.on.validate("", "v1", "pods", id="pods-validate", operations=["CREATE"], ignore_failures=True)
 def pods_validate(body: kopf.Body, namespace: str | None, **_: Any) -> None:
     if (body.get("spec") or {}).get("schedulerName") != operator_settings.current().scheduler_name:
         return
@@ -117,7 +121,12 @@ def pods_validate(body: kopf.Body, namespace: str | None, **_: Any) -> None:
 
 
 @kopf.on.validate(
-    keys.GROUP, keys.QUEUE_VERSION, "queues", id="queues-validate", operations=["CREATE", "UPDATE"]
+    keys.GROUP,
+    keys.QUEUE_VERSION,
+    "queues",
+    id="queues-validate",
+    operations=["CREATE", "UPDATE"],
+    ignore_failures=True,
 )
 def queues_validate(body: kopf.Body, warnings: list[str], **_: Any) -> None:
     try:
@@ -143,6 +152,7 @@ def queues_validate(body: kopf.Body, warnings: list[str], **_: Any) -> None:
     "podgroups",
     id="podgroups-validate",
     operations=["CREATE", "UPDATE"],
+    ignore_failures=True,
 )
 def podgroups_validate(body: kopf.Body, namespace: str | None, **_: Any) -> None:
     def queue_exists(name: str) -> bool:
