@@ -614,6 +614,28 @@ def plan(
                 skip_codes=(429,),
             )
         )
+    for uid in sorted({eviction.task.job_uid for eviction in decisions.evictions}):
+        # As KAI: the evicted job's PodGroup remembers when, so that its preemption
+        # delay counts from its last eviction (it does not take back at once).
+        pg = view.podgroups.get(uid)
+        if pg is None:
+            continue
+        ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
+        writes.append(
+            Write(
+                f"PodGroup {ns}/{name} last eviction",
+                "PATCH",
+                path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups", ns, name),
+                with_uid(
+                    {"metadata": {"annotations": {keys.LAST_EVICTION_ANNOTATION: rfc3339(now)}}},
+                    pg,
+                ),
+                content_type=MERGE_PATCH,
+                ok_codes=(404, 409),
+                lane=STATUS,
+                key=f"podgroup-evicted {ns}/{name}",
+            )
+        )
     uids = _uids(view)
     pods_by_key = {
         (str(meta(p).get("namespace") or "default"), str(meta(p).get("name"))): p

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from kai_py.api.bindrequest import BindRequest
 from kai_py.cluster.cache import BINDREQUESTS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 from kai_py.cluster.writer import (
@@ -359,6 +361,30 @@ def test_plan_from_the_cache_binds_and_a_live_bindrequest_counts_as_placed() -> 
     assert run_cycle(built.snapshot).binds == []
     [task] = built.snapshot.jobs[0].tasks
     assert task.node_name == "n1"
+
+
+def test_an_evicted_jobs_podgroup_records_when_for_its_preemption_delay() -> None:
+    from kai_py.scheduler.session import Decisions, Eviction
+
+    cache = _cache()
+    running = _pod_body("p1", "u1", nodeName="n1")
+    running["status"] = {"phase": "Running"}
+    cache.observe(PODS, "ADDED", running)
+    view = cache.view(NOW)
+    built = view.build(NOW)
+    [task] = built.snapshot.jobs[0].tasks
+    decisions = Decisions(evictions=[Eviction(task, "reclaim", None, "taken back")])
+    writes = plan(view, built, decisions, NOW, EventRecorder(), cache)
+    [mark] = [w for w in writes if w.what == "PodGroup ns/g last eviction"]
+    assert mark.path == "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/g"
+    assert mark.body is not None
+    stamp = mark.body["metadata"]["annotations"]["kai.scheduler/last-eviction-timestamp"]
+    assert mark.body["metadata"]["uid"] == "ug"
+    # Read back by the builder: the job's preemption delay counts from then.
+    pg = cache.objects[PODGROUPS][("ns", "g")]
+    pg["metadata"]["annotations"] = {"kai.scheduler/last-eviction-timestamp": stamp}
+    again = cache.view(NOW).build(NOW)
+    assert again.snapshot.jobs[0].last_evicted == pytest.approx(NOW, abs=1.0)
 
 
 def test_failed_or_orphaned_bindrequests_are_deleted_and_hold_their_pod_back() -> None:

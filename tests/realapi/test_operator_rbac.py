@@ -272,8 +272,8 @@ def covers(rule: tuple[str, str, str], used: tuple[str, str, str]) -> bool:
 ALSO_NEEDED: Rules = {
     # A Failed BindRequest is deleted and its pod decided again (only when a bind fails
     # before the pod is gone; the scenario's may lose the race with the pod's deletion).
-    # The stale-since annotation of a gang below minMember (stalegangeviction) is
-    # patched onto its PodGroup: the scenario's gangs are never stale.
+    # PodGroup annotations: stale-since of a gang below minMember (the scenario's gangs
+    # are never stale) and last-eviction-timestamp of an evicted job.
     "scheduler": {
         ("scheduling.run.ai", "bindrequests", "delete"),
         ("scheduling.run.ai", "podgroups", "patch"),
