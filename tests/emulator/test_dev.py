@@ -121,6 +121,7 @@ def test_dev_without_operator_flag_starts_the_operator_which_runs_a_pod(tmp_path
         lines = read_until(process, "starting the operator")
         assert lines[-1] == (
             f"kai-py dev: starting the operator: {sys.executable} -m kai_py.controllers.operator"
+            " --controllers scheduler,binder,podgrouper,webhooks"
         )
         assert any(line.startswith("export KUBECONFIG=") for line in lines)
         api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
