@@ -281,7 +281,9 @@ def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
 
 
 def _spread(values: list[float], unit: str = "", digits: int = 2) -> str:
-    return f"min {min(values):.{digits}f}{unit}, median {statistics.median(values):.{digits}f}{unit}"
+    return (
+        f"min {min(values):.{digits}f}{unit}, median {statistics.median(values):.{digits}f}{unit}"
+    )
 
 
 def main() -> int:

@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from kubernetes import client as k8s
@@ -37,9 +37,21 @@ class KubeError(Exception):
         self.message = message
 
 
-def load_api_client(kubeconfig: str | None = None) -> k8s.ApiClient:
+#: Connections kept open per ``ApiClient``: at least as many as threads that send
+#: requests at once (the binder's 32 bind workers, the write lanes' 8 + 8, Kopf's
+#: handler threads). urllib3's default (5 per core) is smaller: the requests over it
+#: each opened a connection of their own and logged "connection pool is full".
+CONNECTION_POOL_SIZE = 64
+
+
+def load_api_client(
+    kubeconfig: str | None = None, pool_size: int = CONNECTION_POOL_SIZE
+) -> k8s.ApiClient:
     """In-cluster config when running in a pod, else the kubeconfig ($KUBECONFIG or ~/.kube)."""
     configuration = k8s.Configuration()
+    configuration.connection_pool_maxsize = max(
+        int(configuration.connection_pool_maxsize or 0), pool_size
+    )
     if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
@@ -127,6 +139,66 @@ class Kube:
 
     def delete(self, path: str, body: Json | None = None) -> Json:
         return self.request("DELETE", path, body)
+
+
+#: Objects per page of a paginated LIST (``list_all``); kubectl asks for 500 too.
+LIST_PAGE_SIZE = 500
+
+
+class _Requests(Protocol):
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object = None,
+        *,
+        content_type: str = ...,
+        query: list[tuple[str, str]] | None = None,
+    ) -> Json: ...
+
+
+def list_all(
+    kube: _Requests,
+    path: str,
+    query: list[tuple[str, str]] | None = None,
+    *,
+    limit: int = LIST_PAGE_SIZE,
+) -> Json:
+    """A LIST in pages of ``limit`` objects (``limit`` / ``continue``), as one listing.
+
+    No answer holds more than one page, so a LIST of 100,000 pods is never one
+    response of hundreds of MB. The listing's ``metadata.resourceVersion`` is the first
+    page's: the server serves every page of one listing from that snapshot. A
+    ``continue`` token that expired meanwhile (410) starts the listing again, twice at
+    most.
+    """
+    for _ in range(3):
+        items: list[Any] = []
+        first: Json | None = None
+        token: str | None = None
+        while True:
+            page_query = [*(query or []), ("limit", str(limit))]
+            if token:
+                page_query.append(("continue", token))
+            try:
+                page = kube.request("GET", path, query=page_query)
+            except KubeError as exc:
+                if exc.code == 410 and token:
+                    break  # the snapshot expired between pages: list again
+                raise
+            if first is None:
+                first = page
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or None
+            if not token:
+                listing = {k: v for k, v in first.items() if k != "items"}
+                meta = dict(first.get("metadata") or {})
+                meta.pop("continue", None)
+                meta.pop("remainingItemCount", None)
+                listing["metadata"] = meta
+                listing["items"] = items
+                return listing
+    raise KubeError(410, "Expired", f"the listing of {path} kept expiring between pages")
 
 
 def _error(code: int, reason: str, body: object) -> KubeError:

@@ -32,12 +32,13 @@ from kai_py.cluster.binding import COMPONENT, Binder, BinderConfig, is_pending
 from kai_py.cluster.bindqueue import BindQueue
 from kai_py.cluster.eventpost import EventPoster
 from kai_py.cluster.kube import KubeError, RetryingKube, load_api_client
-from kai_py.controllers import leadership
+from kai_py.controllers import leadership, watches
 
 _MEMO_KEY: Final = "kai_py_binder"
 _QUEUE_KEY: Final = "kai_py_binder_queue"
 _SWEEPER_KEY: Final = "kai_py_binder_sweeper"
 _RECONCILER_KEY: Final = "kai_py_binder_reconciler"
+_WORK_KEY: Final = "kai_py_binder_pod_work"
 #: Seconds between passes over all BindRequests.
 RECONCILE_PERIOD: Final = 2.0
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ async def start(memo: Any, **_: Any) -> None:
     queue = BindQueue(binder, workers=BIND_WORKERS)
     memo[_MEMO_KEY] = binder
     memo[_QUEUE_KEY] = queue
+    memo[_WORK_KEY] = watches.SerialPerKey(8, "kai-py-binder-pods")
     memo[_SWEEPER_KEY] = asyncio.create_task(_sweep_forever(binder))
     memo[_RECONCILER_KEY] = asyncio.create_task(_reconcile_forever(queue))
 
@@ -90,6 +92,9 @@ async def stop(memo: Any, **_: Any) -> None:
     queue = memo.get(_QUEUE_KEY)
     if isinstance(queue, BindQueue):
         await queue.close()
+    work = memo.get(_WORK_KEY)
+    if isinstance(work, watches.SerialPerKey):
+        work.close()
     binder = memo.get(_MEMO_KEY)
     if isinstance(binder, Binder):
         binder.events.close()
@@ -166,14 +171,22 @@ def gpu_pod_event(type: str | None, body: Any, memo: Any, logger: Any, **_: Any)
         logger.info("released reservation pods %s", ", ".join(released))
 
 
+def _on_pod(type: str | None, body: dict[str, Any], memo: Any) -> None:
+    """The pod watch's listener (on the event loop): the clean-up runs in a thread."""
+    work = memo.get(_WORK_KEY)
+    if not isinstance(work, watches.SerialPerKey) or not _gpu_pod_event(type, body):
+        return
+    key = watches.pod_key(body)
+    logger = watches.ObjectLog(log, {"what": f"pod={key}"})
+    work.submit(key, lambda pod: gpu_pod_event(type, pod, memo, logger), body)
+
+
 def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.startup(registry=registry, id="binder-start")(start)
     kopf.on.cleanup(registry=registry, id="binder-stop")(stop)
     resource = (keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests")
     kopf.on.event(*resource, id="bind", registry=registry)(bindrequest_event)
-    kopf.on.event("", "v1", "pods", id="binder-gpu-pods", when=_gpu_pod_event, registry=registry)(
-        gpu_pod_event
-    )
+    watches.on_pods(registry, _on_pod)
 
 
 register(kopf.get_default_registry())

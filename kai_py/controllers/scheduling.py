@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -40,7 +41,7 @@ from kai_py.cluster.cache import (
 )
 from kai_py.cluster.convert import meta
 from kai_py.cluster.inputs import InputError
-from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
+from kai_py.cluster.kube import Kube, KubeError, list_all, load_api_client, path_of
 from kai_py.cluster.leader import Leadership
 from kai_py.cluster.writer import (
     BackgroundWriter,
@@ -50,7 +51,7 @@ from kai_py.cluster.writer import (
     bindrequest_writes,
     plan,
 )
-from kai_py.controllers import leadership
+from kai_py.controllers import leadership, watches
 from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 
@@ -133,16 +134,19 @@ class _QuietCacheHandlers(logging.Filter):
 logging.getLogger("kopf.objects").addFilter(_QuietCacheHandlers())
 
 
-def _observe(kind: str, event_type: str | None, body: kopf.Body) -> None:
+def _observe(kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
     try:
         state().cache.observe(kind, event_type, body)
     except Exception:  # one odd object must not stop the watch
         log.exception("cannot cache %s %s", kind, meta(body).get("name"))
 
 
-@kopf.on.event("", "v1", "pods")
-async def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+def pod_event(type: str | None, body: dict[str, Any], memo: Any) -> None:
     _observe(PODS, type, body)
+
+
+# Pods come from the operator's own pod watch (kai_py.controllers.watches), not Kopf's.
+watches.on_pods(kopf.get_default_registry(), pod_event)
 
 
 @kopf.on.event("", "v1", "nodes")
@@ -218,7 +222,7 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
     while pending:
         for kind in list(pending):
             try:
-                listing = await asyncio.to_thread(kube.get, _LIST_PATHS[kind])
+                listing = await asyncio.to_thread(list_all, kube, _LIST_PATHS[kind])
             except KubeError as exc:
                 if exc.code == 404:  # the resource is not served (e.g. CRDs not installed)
                     log.warning("cannot list %s (%s); scheduling without them", kind, exc)
@@ -285,7 +289,7 @@ async def resync(s: LoopState) -> None:
     assert s.kube is not None
     for kind in KINDS:
         try:
-            listing = await asyncio.to_thread(s.kube.get, _LIST_PATHS[kind])
+            listing = await asyncio.to_thread(list_all, s.kube, _LIST_PATHS[kind])
         except KubeError as exc:
             log.debug("resync: cannot list %s: %s", kind, exc)
             continue
