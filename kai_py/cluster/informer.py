@@ -33,7 +33,7 @@ import aiohttp
 from kubernetes import client as k8s
 
 from kai_py.cluster import metrics
-from kai_py.cluster.kube import CONNECTION_POOL_SIZE, LIST_PAGE_SIZE, KubeError, _error
+from kai_py.cluster.kube import CONNECTION_POOL_SIZE, LIST_PAGE_SIZE, Kube, KubeError, _error
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,7 @@ class AsyncTransport:
         self.pool_size = pool_size
         self.timeout = timeout
         self._session: aiohttp.ClientSession | None = None
+        self.closed = False
 
     def _ssl(self) -> ssl.SSLContext | bool:
         c = self.configuration
@@ -82,6 +83,8 @@ class AsyncTransport:
         return context
 
     def _session_now(self) -> aiohttp.ClientSession:
+        if self.closed:
+            raise aiohttp.ClientConnectionError("the transport is closed (the part stopped)")
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.pool_size, ssl=self._ssl())
             self._session = aiohttp.ClientSession(connector=connector)
@@ -191,9 +194,18 @@ class AsyncTransport:
                 yield event
 
     async def close(self) -> None:
+        self.closed = True
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def attach_transport(kube: Kube) -> AsyncTransport:
+    """Send ``kube``'s requests over a new ``AsyncTransport`` on the running loop (close
+    it when the part stops)."""
+    transport = AsyncTransport(kube.api_client.configuration, timeout=kube.timeout)
+    kube.attach(transport)
+    return transport
 
 
 class Informer:

@@ -40,6 +40,7 @@ from kai_py.cluster.cache import (
     ClusterCache,
 )
 from kai_py.cluster.convert import meta
+from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.inputs import InputError
 from kai_py.cluster.kube import Kube, KubeError, list_all, load_api_client, path_of
 from kai_py.cluster.leader import Leadership
@@ -67,6 +68,8 @@ PODS_SCHEDULED: Final = Counter(
 )
 #: Give up waiting for the watches to deliver a first listing after this long.
 WARM_TIMEOUT_SECONDS: Final = 60.0
+#: BindRequests, evictions and deletions in flight at once (async requests: no threads).
+URGENT_WRITES: Final = 32
 #: How often the cache is checked against fresh LISTs for deletions a watch missed.
 RESYNC_SECONDS: Final = 300.0
 
@@ -92,6 +95,8 @@ class LoopState:
     last_outcome: Outcome | None = None
     #: Status and Event writes, sent while the next cycles run (binds never wait for them).
     background: BackgroundWriter | None = None
+    #: The async HTTP stack the loop's requests go through (closed at the stop).
+    transport: AsyncTransport | None = None
 
 
 _state: LoopState | None = None
@@ -187,6 +192,7 @@ async def start_loop(**_: Any) -> None:
     )
     metrics.serve(settings.metrics_port)
     s.kube = Kube(await asyncio.to_thread(load_api_client))
+    s.transport = attach_transport(s.kube)
     s.background = BackgroundWriter(s.kube)
     s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
     log.info(
@@ -207,6 +213,8 @@ async def stop_loop(**_: Any) -> None:
             await task
     if s.background is not None:
         await s.background.close()
+    if s.transport is not None:
+        await s.transport.close()
     log.info("scheduling loop stopped after %d cycles", s.cycles)
 
 
@@ -300,7 +308,7 @@ async def resync(s: LoopState) -> None:
 
 async def run_one_cycle(s: LoopState) -> Outcome:
     assert s.kube is not None
-    writer = Writer(s.kube, background=s.background)
+    writer = Writer(s.kube, concurrency=URGENT_WRITES, background=s.background)
     now = time.time()
     view = s.cache.view(now)
     cleanup = bindrequest_writes(view, s.cache)
