@@ -25,6 +25,7 @@ import asyncio
 import json
 import logging
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -45,6 +46,8 @@ WATCH_SECONDS: Final = 240
 #: A stream silent for this long (no event, no bookmark) is taken as stalled.
 STALLED_SECONDS: Final = 90.0
 MAX_PAUSE_SECONDS: Final = 10.0
+#: How long a bearer token is used before the configuration is asked again.
+TOKEN_SECONDS: Final = 30.0
 
 
 class _Gone(Exception):
@@ -67,6 +70,8 @@ class AsyncTransport:
         self.timeout = timeout
         self._session: aiohttp.ClientSession | None = None
         self.closed = False
+        self._cached_token: str | None = None
+        self._token_at: float | None = None
 
     def _ssl(self) -> ssl.SSLContext | bool:
         c = self.configuration
@@ -90,12 +95,22 @@ class AsyncTransport:
             self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
+    def _token(self) -> str | None:
+        """The bearer token, asked of the configuration at most every TOKEN_SECONDS (its
+        refresh hook re-reads the kubeconfig: too dear for every request)."""
+        now = time.monotonic()
+        if self._token_at is None or now - self._token_at > TOKEN_SECONDS:
+            auth: dict[str, Any] = dict(self.configuration.auth_settings())
+            value = (auth.get("BearerToken") or {}).get("value")
+            self._cached_token = str(value) if value else None
+            self._token_at = now
+        return self._cached_token
+
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "kai-py"}
         if content_type:
             headers["Content-Type"] = content_type
-        auth: dict[str, Any] = dict(self.configuration.auth_settings())
-        token = (auth.get("BearerToken") or {}).get("value")
+        token = self._token()
         if token:
             headers["Authorization"] = str(token)
         return headers

@@ -10,10 +10,8 @@ synchronous; the writer runs them with ``asyncio.to_thread``.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -104,10 +102,11 @@ class AsyncSender(Protocol):
 class Kube:
     """Requests by path, answered as JSON; non-2xx answers raise ``KubeError``.
 
-    Attached to an async HTTP stack (``attach``), every request goes through it: from
-    the event loop with ``arequest``, from threads with ``request`` (handed to the
-    loop, the thread waits). Unattached (or with the loop gone), requests go through
-    the ``kubernetes`` client's own (urllib3) pool.
+    Attached to an async HTTP stack (``attach``), requests made on the event loop
+    (``arequest``: the scheduling loop's writes) go through it. Requests from threads
+    (``request``) go through the ``kubernetes`` client's own (urllib3) pool: handing
+    them to the loop was measured slower (every thread's request then waits for the
+    busy loop thread, and the hand-over costs CPU of its own).
     """
 
     def __init__(self, api_client: k8s.ApiClient, timeout: float = 10.0) -> None:
@@ -115,24 +114,14 @@ class Kube:
         self.timeout = timeout
         self._sender: AsyncSender | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread = 0
 
     def attach(self, sender: AsyncSender) -> None:
         """Send every request through ``sender`` on the running event loop."""
         self._sender = sender
         self._loop = asyncio.get_running_loop()
-        self._loop_thread = threading.get_ident()
 
     def detach(self) -> None:
         self._sender = self._loop = None
-
-    def _sender_for_thread(self) -> AsyncSender | None:
-        loop = self._loop
-        if self._sender is None or loop is None or loop.is_closed() or not loop.is_running():
-            return None
-        if threading.get_ident() == self._loop_thread:
-            return None  # a synchronous call on the loop itself cannot wait for the loop
-        return self._sender
 
     async def arequest(
         self,
@@ -153,30 +142,6 @@ class Kube:
         )
 
     def request(
-        self,
-        method: str,
-        path: str,
-        body: object = None,
-        *,
-        content_type: str = "application/json",
-        query: list[tuple[str, str]] | None = None,
-    ) -> Json:
-        sender = self._sender_for_thread()
-        if sender is not None and self._loop is not None:
-            future = asyncio.run_coroutine_threadsafe(
-                sender.request(
-                    method, path, body, content_type=content_type, query=query, timeout=self.timeout
-                ),
-                self._loop,
-            )
-            try:
-                return future.result(self.timeout + 5.0)
-            except concurrent.futures.TimeoutError:
-                future.cancel()
-                raise KubeError(0, "Timeout", f"{method} {path}: no answer") from None
-        return self._sync_request(method, path, body, content_type=content_type, query=query)
-
-    def _sync_request(
         self,
         method: str,
         path: str,

@@ -31,7 +31,6 @@ from kai_py.api import keys
 from kai_py.cluster.binding import COMPONENT, Binder, BinderConfig, is_pending
 from kai_py.cluster.bindqueue import BindQueue
 from kai_py.cluster.eventpost import EventPoster
-from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.kube import KubeError, RetryingKube, load_api_client
 from kai_py.controllers import leadership, watches
 
@@ -40,7 +39,6 @@ _QUEUE_KEY: Final = "kai_py_binder_queue"
 _SWEEPER_KEY: Final = "kai_py_binder_sweeper"
 _RECONCILER_KEY: Final = "kai_py_binder_reconciler"
 _WORK_KEY: Final = "kai_py_binder_pod_work"
-_TRANSPORT_KEY: Final = "kai_py_binder_transport"
 #: Seconds between passes over all BindRequests.
 RECONCILE_PERIOD: Final = 2.0
 log = logging.getLogger(__name__)
@@ -75,7 +73,6 @@ async def start(memo: Any, **_: Any) -> None:
     # Transient API errors are asked again in place, so they rarely cost an attempt
     # (each of which counts towards the request's backoffLimit).
     kube = RetryingKube(await asyncio.to_thread(load_api_client))
-    memo[_TRANSPORT_KEY] = attach_transport(kube)
     binder = Binder(kube, _config, events=EventPoster(kube, COMPONENT, background=True))
     queue = BindQueue(binder, workers=BIND_WORKERS)
     memo[_MEMO_KEY] = binder
@@ -98,9 +95,6 @@ async def stop(memo: Any, **_: Any) -> None:
     work = memo.get(_WORK_KEY)
     if isinstance(work, watches.SerialPerKey):
         work.close()
-    transport = memo.get(_TRANSPORT_KEY)
-    if isinstance(transport, AsyncTransport):
-        await transport.close()
     binder = memo.get(_MEMO_KEY)
     if isinstance(binder, Binder):
         binder.events.close()

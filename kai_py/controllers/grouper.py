@@ -23,7 +23,6 @@ from typing import Any, Final
 import kopf
 
 from kai_py.api import keys
-from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.kube import Kube, KubeError, load_api_client
 from kai_py.cluster.podgrouping import OwnerResolver, PodGrouperService
 from kai_py.controllers import leadership, settings, watches
@@ -31,7 +30,6 @@ from kai_py.controllers import leadership, settings, watches
 _MEMO_KEY: Final = "kai_py_pod_grouper"
 _RETRY_KEY: Final = "kai_py_pod_grouper_retry"
 _WORK_KEY: Final = "kai_py_pod_grouper_work"
-_TRANSPORT_KEY: Final = "kai_py_pod_grouper_transport"
 #: Pods grouped at once (each waits on a PodGroup create and a pod patch).
 GROUPER_WORKERS: Final = 16
 log = logging.getLogger(__name__)
@@ -57,7 +55,6 @@ def configure(retry_period: float = 15.0, owner_ttl: float = 10.0) -> None:
 
 async def start(memo: Any, **_: Any) -> None:
     kube = Kube(load_api_client())
-    memo[_TRANSPORT_KEY] = attach_transport(kube)
     service = PodGrouperService(
         kube,
         scheduler_name=lambda: settings.current().scheduler_name,
@@ -72,9 +69,6 @@ async def stop(memo: Any, **_: Any) -> None:
     work = memo.get(_WORK_KEY)
     if isinstance(work, watches.SerialPerKey):
         work.close()
-    transport = memo.get(_TRANSPORT_KEY)
-    if isinstance(transport, AsyncTransport):
-        await transport.close()
     task = memo.get(_RETRY_KEY)
     if isinstance(task, asyncio.Task):
         task.cancel()
