@@ -117,10 +117,6 @@ def _ours(type: str | None, body: Any, memo: Any, **_: Any) -> bool:
     return bool(spec.get("schedulerName") == settings.current().scheduler_name)
 
 
-def _deleted(type: str | None, **_: Any) -> bool:
-    return type == "DELETED"
-
-
 def pod_event(body: Any, memo: Any, logger: Any, **_: Any) -> None:
     """Group one pod (in a worker thread)."""
     try:
@@ -156,18 +152,17 @@ def podgroup_event(
             service.group_deleted(namespace or "default", name)
 
 
+def _on_podgroup(type: str | None, body: dict[str, Any], memo: Any) -> None:
+    if type == "DELETED":
+        m = body.get("metadata") or {}
+        podgroup_event(type, m.get("namespace"), m.get("name"), memo)
+
+
 def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.startup(registry=registry, id="pod-grouper-start")(start)
     kopf.on.cleanup(registry=registry, id="pod-grouper-stop")(stop)
     watches.on_pods(registry, _on_pod)
-    kopf.on.event(
-        keys.GROUP,
-        keys.PODGROUP_VERSION,
-        "podgroups",
-        id="pod-grouper-groups",
-        when=_deleted,
-        registry=registry,
-    )(podgroup_event)
+    watches.on_events(registry, keys.GROUP, keys.PODGROUP_VERSION, "podgroups", _on_podgroup)
 
 
 register(kopf.get_default_registry())

@@ -154,29 +154,22 @@ def pod_event(type: str | None, body: dict[str, Any], memo: Any) -> None:
 watches.on_pods(kopf.get_default_registry(), pod_event)
 
 
-@kopf.on.event("", "v1", "nodes")
-async def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(NODES, type, body)
+def _observer(kind: str) -> watches.Listener:
+    def listener(type: str | None, body: dict[str, Any], memo: Any) -> None:
+        _observe(kind, type, body)
+
+    return listener
 
 
-@kopf.on.event(keys.GROUP, keys.QUEUE_VERSION, "queues")
-async def queue_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(QUEUES, type, body)
-
-
-@kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, "podgroups")
-async def podgroup_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(PODGROUPS, type, body)
-
-
-@kopf.on.event("scheduling.k8s.io", "v1", "priorityclasses")
-async def priorityclass_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(PRIORITY_CLASSES, type, body)
-
-
-@kopf.on.event(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests")
-async def bindrequest_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(BINDREQUESTS, type, body)
+# Every kind the cache keeps comes from the operator's own watches, not Kopf's.
+for _kind, (_group, _version, _plural) in {
+    NODES: ("", "v1", "nodes"),
+    QUEUES: (keys.GROUP, keys.QUEUE_VERSION, "queues"),
+    PODGROUPS: (keys.GROUP, keys.PODGROUP_VERSION, "podgroups"),
+    PRIORITY_CLASSES: ("scheduling.k8s.io", "v1", "priorityclasses"),
+    BINDREQUESTS: (keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
+}.items():
+    watches.on_events(kopf.get_default_registry(), _group, _version, _plural, _observer(_kind))
 
 
 @kopf.on.startup()

@@ -1,15 +1,17 @@
-"""The pod watch of the operator's parts, outside Kopf.
+"""The operator's watches, outside Kopf.
 
-Pods are the busiest kind by far (several events per pod: created, grouped, bound,
-started...). Kopf's handling of each watch event costs more CPU than the event is
-worth to kai-py, so the parts do not watch pods through Kopf: one ``Informer``
-(``kai_py.cluster.informer``: LIST in pages, then WATCH, over aiohttp) per process
-calls each part's listener with ``(type, pod, memo)`` on the event loop. Nothing is
-written to pods by this (as with ``on.event`` handlers before).
+Kopf's handling of each watch event (diff base, causes, per-handler arguments and
+loggers) costs more CPU than the event is worth to kai-py, whose handlers only
+observe: pods above all (several events per pod: created, grouped, bound,
+started...), then PodGroups and BindRequests (a few per pod). So the parts do not
+watch through Kopf: one ``Informer`` (``kai_py.cluster.informer``: LIST in pages,
+then WATCH, over aiohttp) per resource and process calls each part's listener with
+``(type, object, memo)`` on the event loop. Nothing is written to the watched
+objects (as with the ``on.event`` handlers before).
 
-A part subscribes with ``on_pods(registry, listener)`` when it registers its
-handlers; the first subscription on a registry adds the watch's own startup and
-cleanup handlers to it. Listeners must be quick; ``SerialPerKey`` hands slow work
+A part subscribes with ``on_events(registry, group, version, plural, listener)``
+(``on_pods`` for pods) when it registers its handlers; the first subscription on a
+registry adds the watches' own startup and cleanup handlers to it. Listeners must be quick; ``SerialPerKey`` hands slow work
 to threads, one at a time per object (as Kopf did) and a bounded number at once.
 """
 
@@ -30,47 +32,63 @@ from kai_py.cluster.kube import load_api_client, path_of
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-PodListener = Callable[[str | None, Json, Any], None]
+Listener = Callable[[str | None, Json, Any], None]
+PodListener = Listener
 
-_TASK_KEY: Final = "kai_py_pod_watch"
-_TRANSPORT_KEY: Final = "kai_py_pod_watch_transport"
-_listeners: dict[int, list[PodListener]] = {}
+_TASKS_KEY: Final = "kai_py_watches"
+_TRANSPORT_KEY: Final = "kai_py_watches_transport"
+#: Per registry: (group, version, plural) -> listeners.
+_listeners: dict[int, dict[tuple[str, str, str], list[Listener]]] = {}
+
+
+def on_events(
+    registry: kopf.OperatorRegistry, group: str, version: str, plural: str, listener: Listener
+) -> None:
+    """Call ``listener(type, object, memo)`` for every event of the resource once the
+    operator runs (type ``None`` for the objects of a listing)."""
+    by_resource = _listeners.get(id(registry))
+    if by_resource is None:
+        by_resource = _listeners[id(registry)] = {}
+        _register(registry, by_resource)
+    by_resource.setdefault((group, version, plural), []).append(listener)
 
 
 def on_pods(registry: kopf.OperatorRegistry, listener: PodListener) -> None:
     """Call ``listener(type, pod, memo)`` for every pod event once the operator runs."""
-    listeners = _listeners.get(id(registry))
-    if listeners is None:
-        listeners = _listeners[id(registry)] = []
-        _register(registry, listeners)
-    listeners.append(listener)
+    on_events(registry, "", "v1", "pods", listener)
 
 
-def _register(registry: kopf.OperatorRegistry, listeners: list[PodListener]) -> None:
+def _register(
+    registry: kopf.OperatorRegistry, by_resource: dict[tuple[str, str, str], list[Listener]]
+) -> None:
     async def start(memo: Any, **_: Any) -> None:
         # The parts' own startup handlers may run after this one: the first events
         # reach them once the LIST is in (they ignore events until they are ready, and
         # each part catches up from state: warm-up LISTs, group_all, the sweeps).
         api_client = await asyncio.to_thread(load_api_client)
         transport = AsyncTransport(api_client.configuration)
-        informer = Informer(transport, path_of("", "v1", "pods"), "pods")
-        for listener in listeners:
-            informer.listeners.append(_bound(listener, memo))
+        tasks = []
+        for (group, version, plural), listeners in by_resource.items():
+            informer = Informer(transport, path_of(group, version, plural), plural)
+            for listener in listeners:
+                informer.listeners.append(_bound(listener, memo))
+            tasks.append(asyncio.create_task(informer.run(), name=f"kai-py-watch-{plural}"))
         memo[_TRANSPORT_KEY] = transport
-        memo[_TASK_KEY] = asyncio.create_task(informer.run(), name="kai-py-pod-watch")
+        memo[_TASKS_KEY] = tasks
 
     async def stop(memo: Any, **_: Any) -> None:
-        task = memo.get(_TASK_KEY)
-        if isinstance(task, asyncio.Task):
+        tasks = memo.get(_TASKS_KEY) or []
+        for task in tasks:
             task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         transport = memo.get(_TRANSPORT_KEY)
         if isinstance(transport, AsyncTransport):
             await transport.close()
 
-    kopf.on.startup(registry=registry, id="kai-py-pod-watch-start")(start)
-    kopf.on.cleanup(registry=registry, id="kai-py-pod-watch-stop")(stop)
+    kopf.on.startup(registry=registry, id="kai-py-watches-start")(start)
+    kopf.on.cleanup(registry=registry, id="kai-py-watches-stop")(stop)
 
 
 def _bound(listener: PodListener, memo: Any) -> Callable[[str | None, Json], None]:
