@@ -151,31 +151,6 @@ class AsyncTransport:
         parsed = json.loads(raw)
         return parsed if isinstance(parsed, dict) else {"value": parsed}
 
-    async def list_all(self, path: str, *, limit: int = LIST_PAGE_SIZE) -> Json:
-        """A paginated LIST (``limit`` / ``continue``) as one listing; see ``kube.list_all``."""
-        for _ in range(3):
-            items: list[Any] = []
-            version: str | None = None
-            token: str | None = None
-            while True:
-                query = [("limit", str(limit))]
-                if token:
-                    query.append(("continue", token))
-                try:
-                    page = await self.request("GET", path, query=query, timeout=60.0)
-                except KubeError as exc:
-                    if exc.code == 410 and token:
-                        break
-                    raise
-                meta = page.get("metadata") or {}
-                if version is None:
-                    version = str(meta.get("resourceVersion") or "")
-                items.extend(page.get("items") or [])
-                token = meta.get("continue") or None
-                if not token:
-                    return {"metadata": {"resourceVersion": version}, "items": items}
-        raise KubeError(410, "Expired", f"the listing of {path} kept expiring between pages")
-
     async def watch(self, path: str, version: str) -> AsyncIterator[Json]:
         """The events of one watch request from ``version`` (raises ``_Gone`` on a 410)."""
         query = [
@@ -244,12 +219,7 @@ class Informer:
         pause = 0.5
         while True:
             try:
-                listing = await self.transport.list_all(self.path)
-                self.lists += 1
-                version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
-                for obj in listing.get("items") or []:
-                    self._dispatch(None, obj)
-                del listing
+                version = await self._list()
                 pause = 0.5
                 while True:
                     version = await self._watch_once(version)
@@ -261,6 +231,33 @@ class Informer:
                 log.warning("%s watch failed (%s); listing again in %.1fs", self.name, exc, pause)
                 await asyncio.sleep(pause)
                 pause = min(MAX_PAUSE_SECONDS, pause * 2)
+
+    async def _list(self) -> str:
+        """LIST in pages, each page's objects dispatched as it comes (no whole listing
+        is ever held); returns the listing's version."""
+        for _ in range(3):
+            version: str | None = None
+            token: str | None = None
+            while True:
+                query = [("limit", str(LIST_PAGE_SIZE))]
+                if token:
+                    query.append(("continue", token))
+                try:
+                    page = await self.transport.request("GET", self.path, query=query, timeout=60.0)
+                except KubeError as exc:
+                    if exc.code == 410 and token:
+                        break  # expired between pages: list again (listeners are idempotent)
+                    raise
+                meta = page.get("metadata") or {}
+                if version is None:
+                    version = str(meta.get("resourceVersion") or "")
+                for obj in page.get("items") or []:
+                    self._dispatch(None, obj)
+                token = meta.get("continue") or None
+                if not token:
+                    self.lists += 1
+                    return version
+        raise KubeError(410, "Expired", f"the listing of {self.path} kept expiring between pages")
 
     async def _watch_once(self, version: str) -> str:
         """One watch request; returns the last version seen (to watch on from)."""

@@ -267,6 +267,53 @@ async def send(
     return answer
 
 
+async def list_paged(
+    kube: Any,
+    path: str,
+    on_page: Callable[[list[Json]], None] | None = None,
+    *,
+    limit: int = LIST_PAGE_SIZE,
+) -> Json:
+    """A paginated LIST from the event loop that hands each page's objects to
+    ``on_page`` as it comes and keeps none of them: returns the listing's
+    ``resourceVersion`` and the uids it held, as ``{"metadata": {...}, "items":
+    [{"metadata": {"uid": ...}}, ...]}``. So a LIST of 100,000 pods never holds more
+    than one page of whole objects. A ``continue`` token that expired (410) starts the
+    listing again (``on_page`` then sees objects again: it must be idempotent)."""
+    arequest = getattr(kube, "arequest", None)
+    for _ in range(3):
+        uids: list[str] = []
+        version: str | None = None
+        token: str | None = None
+        while True:
+            query = [("limit", str(limit))]
+            if token:
+                query.append(("continue", token))
+            try:
+                if arequest is not None:
+                    page: Json = await arequest("GET", path, query=query)
+                else:
+                    page = await asyncio.to_thread(kube.request, "GET", path, query=query)
+            except KubeError as exc:
+                if exc.code == 410 and token:
+                    break
+                raise
+            meta = page.get("metadata") or {}
+            if version is None:
+                version = meta.get("resourceVersion")
+            items = page.get("items") or []
+            uids.extend(str((i.get("metadata") or {}).get("uid") or "") for i in items)
+            if on_page is not None:
+                on_page(items)
+            token = meta.get("continue") or None
+            if not token:
+                return {
+                    "metadata": {"resourceVersion": version},
+                    "items": [{"metadata": {"uid": uid}} for uid in uids if uid],
+                }
+    raise KubeError(410, "Expired", f"the listing of {path} kept expiring between pages")
+
+
 def _error(code: int, reason: str, body: object) -> KubeError:
     message = ""
     if isinstance(body, bytes | str):

@@ -261,7 +261,12 @@ class PodGrouperService:
 
     def group_all(self) -> list[GroupingOutcome]:
         """Group every pod of a fresh LIST that needs it (a new leader's first pass)."""
-        listing = list_all(self.kube, path_of("", "v1", "pods"))
+        # Only the scheduler's pods (a field the API server filters pods on).
+        listing = list_all(
+            self.kube,
+            path_of("", "v1", "pods"),
+            query=[("fieldSelector", f"spec.schedulerName={self.scheduler_name}")],
+        )
         outcomes = []
         for pod in listing.get("items") or []:
             if not self.needs_work(pod):

@@ -1,7 +1,7 @@
 """The scheduling loop: watch events feed the cache; every period a cycle runs.
 
-Handlers are ``@kopf.on.event`` only (no per-object state: Kopf writes
-nothing to the watched objects). The loop is an asyncio task started in
+Watch events come from the operator's own watches (``kai_py.controllers.watches``:
+no per-object state, nothing written to the watched objects). The loop is an asyncio task started in
 ``@kopf.on.startup`` and stopped in ``@kopf.on.cleanup``. It waits until the
 cache is warm (every kind listed once and the watches have delivered what the
 list held), then every ``schedule_period`` seconds:
@@ -42,7 +42,7 @@ from kai_py.cluster.cache import (
 from kai_py.cluster.convert import meta
 from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.inputs import InputError
-from kai_py.cluster.kube import Kube, KubeError, list_all, load_api_client, path_of
+from kai_py.cluster.kube import Kube, KubeError, list_paged, load_api_client, path_of
 from kai_py.cluster.leader import Leadership
 from kai_py.cluster.writer import (
     BackgroundWriter,
@@ -222,8 +222,13 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
     pending = list(KINDS)
     while pending:
         for kind in list(pending):
+            def load_page(items: list[dict[str, Any]], kind: str = kind) -> None:
+                for item in items:
+                    s.cache.observe(kind, "ADDED", item)
+
             try:
-                listing = await asyncio.to_thread(list_all, kube, _LIST_PATHS[kind])
+                # Page by page: the cache keeps projections, never a whole listing.
+                listing = await list_paged(kube, _LIST_PATHS[kind], load_page)
             except KubeError as exc:
                 if exc.code == 404:  # the resource is not served (e.g. CRDs not installed)
                     log.warning("cannot list %s (%s); scheduling without them", kind, exc)
@@ -232,7 +237,8 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
                 else:
                     log.warning("cannot list %s yet: %s", kind, exc)
                 continue
-            s.cache.load(kind, listing)
+            s.cache.resync(kind, listing)  # with the pages observed: ClusterCache.load
+            s.cache.mark_warm(kind)
             pending.remove(kind)
         if pending:
             if time.monotonic() > deadline:
@@ -290,7 +296,7 @@ async def resync(s: LoopState) -> None:
     assert s.kube is not None
     for kind in KINDS:
         try:
-            listing = await asyncio.to_thread(list_all, s.kube, _LIST_PATHS[kind])
+            listing = await list_paged(s.kube, _LIST_PATHS[kind])  # uids only
         except KubeError as exc:
             log.debug("resync: cannot list %s: %s", kind, exc)
             continue
