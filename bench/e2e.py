@@ -45,10 +45,13 @@ AGENT = "kai-py-e2e-bench"
 # The emulated cluster, in its own process. Commands on stdin: "counts" (print the
 # request counts as one JSON line), "reset" (zero them), "quit".
 _EMULATOR = """
-import asyncio, json, sys
+import asyncio, json, logging, sys
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import DevCluster
 from kai_py.emulator.store import Store
+
+# A request cut short when the operator stops is not news.
+logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
 
 async def main():
     nodes, gpus, kubeconfig = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]

@@ -45,7 +45,7 @@ COMPONENT: Final = "kai-py-binder"
 BINDREQUESTS: Final = "bindrequests"
 _PENDING_PHASES: Final = (None, "", "Pending")
 #: A node a GET found is taken as there for this long (no GET per pod of a burst).
-NODE_SEEN_SECONDS: Final = 5.0
+NODE_SEEN_SECONDS: Final = 30.0
 
 
 @dataclass(slots=True)
