@@ -185,6 +185,7 @@ class Binder:
         self._locks_guard = threading.Lock()
         self._namespace_ready = False
         self._nodes_seen: dict[str, float] = {}  # node -> when a GET last found it
+        self._node_locks: dict[str, threading.Lock] = {}
         self.pinned = PinnedBinder(
             kube,
             image=self.config.reservation_image,
@@ -315,17 +316,22 @@ class Binder:
     def _check_node(self, node: str) -> None:
         # A node seen within NODE_SEEN_SECONDS counts as there: one GET per node and
         # burst, not one per pod (the scheduler chose it from its watch moments ago).
-        now = self._clock()
-        if now - self._nodes_seen.get(node, -NODE_SEEN_SECONDS) < NODE_SEEN_SECONDS:
-            return
-        try:
-            self.kube.get(path_of("", "v1", "nodes", None, node))
-        except KubeError as exc:
-            if exc.code == 404:
-                self._nodes_seen.pop(node, None)
-                raise BindError(f'node "{node}" not found') from None
-            raise
-        self._nodes_seen[node] = now
+        # The binds of one cycle to one node run at once: the first reads, the others
+        # wait for its answer (a lock per node).
+        with self._locks_guard:
+            lock = self._node_locks.setdefault(node, threading.Lock())
+        with lock:
+            now = self._clock()
+            if now - self._nodes_seen.get(node, -NODE_SEEN_SECONDS) < NODE_SEEN_SECONDS:
+                return
+            try:
+                self.kube.get(path_of("", "v1", "nodes", None, node))
+            except KubeError as exc:
+                if exc.code == 404:
+                    self._nodes_seen.pop(node, None)
+                    raise BindError(f'node "{node}" not found') from None
+                raise
+            self._nodes_seen[node] = self._clock()
 
     def _bind(self, req: _Request, pod: Mapping[str, Any]) -> None:
         uid = (pod.get("metadata") or {}).get("uid")
