@@ -92,7 +92,9 @@ class AsyncTransport:
             raise aiohttp.ClientConnectionError("the transport is closed (the part stopped)")
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.pool_size, ssl=self._ssl())
-            self._session = aiohttp.ClientSession(connector=connector)
+            # A watch event is one line: room for big objects (a real node's status
+            # lists its images) beyond aiohttp's 64 KiB default.
+            self._session = aiohttp.ClientSession(connector=connector, read_bufsize=1 << 22)
         return self._session
 
     def _token(self) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -75,6 +76,11 @@ spec:
 """
 
 
+def _deleted(out: str) -> str:
+    """kubectl's delete line without the " from <ns> namespace" newer kubectl adds."""
+    return re.sub(r" from \S+ namespace$", "", out.strip())
+
+
 def test_apply_get_describe_delete_pod(kubectl: Kubectl) -> None:
     assert kubectl("apply", "-f", "-", input=POD).stdout.strip() == "pod/web created"
     assert kubectl("apply", "-f", "-", input=POD).stdout.strip() == "pod/web unchanged"
@@ -97,7 +103,7 @@ def test_apply_get_describe_delete_pod(kubectl: Kubectl) -> None:
     }
     assert fields["Name"] == "web" and fields["QoS Class"] == "Burstable"
     assert fields["Image"] == "nginx:1.27" and fields["Status"] == "Pending"
-    assert kubectl("delete", "pod", "web").stdout.strip() == 'pod "web" deleted'
+    assert _deleted(kubectl("delete", "pod", "web").stdout) == 'pod "web" deleted'
     missing = kubectl("get", "pod", "web", check=False)
     assert missing.returncode == 1
     assert missing.stderr.strip() == 'Error from server (NotFound): pods "web" not found'
@@ -152,7 +158,7 @@ def test_crd_then_its_resources_and_invalid_one(kubectl: Kubectl) -> None:
     assert got["spec"] == {"owner": "team-c", "priority": 50}
     assert "Owner:     team-c" in kubectl("describe", "gadget", "g1").stdout
     assert (
-        kubectl("delete", "-f", "-", input=GADGET).stdout.strip()
+        _deleted(kubectl("delete", "-f", "-", input=GADGET).stdout)
         == 'gadget.e2e.kai-py.dev "g1" deleted'
     )
 
@@ -186,7 +192,7 @@ data: {a: "1"}
 """,
     )
     out = kubectl("delete", "configmap", "held", "--wait=false")
-    assert out.stdout.strip() == 'configmap "held" deleted'
+    assert _deleted(out.stdout) == 'configmap "held" deleted'
     got = json.loads(kubectl("get", "configmap", "held", "-o", "json").stdout)
     assert got["metadata"]["deletionTimestamp"]
     kubectl(

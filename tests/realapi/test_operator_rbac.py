@@ -276,8 +276,13 @@ ALSO_NEEDED: Rules = {
         ("scheduling.run.ai", "podgroups", "patch"),
     },
     # A fraction's ConfigMap that is there already is patched; a failed bind deletes
-    # the ConfigMaps it created (binding.py).
-    "binder": {("", "configmaps", "patch"), ("", "configmaps", "delete")},
+    # the ConfigMaps it created (binding.py). A status write refused with 409 (the
+    # request changed since it was offered) reads the request and judges it again.
+    "binder": {
+        ("", "configmaps", "patch"),
+        ("", "configmaps", "delete"),
+        ("scheduling.run.ai", "bindrequests", "get"),
+    },
     # The grouper reads a pod it has no cached copy of, and walks owner chains:
     # a Deployment's pods through their ReplicaSet to the Deployment (podgrouping.py).
     "podgrouper": {
