@@ -35,7 +35,7 @@ from kai_py.api import keys
 from kai_py.cluster import reservation as rsv
 from kai_py.cluster.convert import parse_time
 from kai_py.cluster.eventpost import EventPoster, involved
-from kai_py.cluster.kube import Kube, KubeError, path_of
+from kai_py.cluster.kube import Kube, KubeError, list_all, path_of
 from kai_py.cluster.pinned_binding import Held, PinnedBinder, PinnedBindError
 
 Json = dict[str, Any]
@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 COMPONENT: Final = "kai-py-binder"
 BINDREQUESTS: Final = "bindrequests"
 _PENDING_PHASES: Final = (None, "", "Pending")
+#: A node a GET found is taken as there for this long (no GET per pod of a burst).
+NODE_SEEN_SECONDS: Final = 30.0
 
 
 @dataclass(slots=True)
@@ -126,6 +128,8 @@ class _Request:
     backoff_limit: int | None
     failed_attempts: int
     pod_uid: str | None  # from the ownerReference to the pod, when there is one
+    #: The resourceVersion of the request as offered (its status write names it first).
+    resource_version: str | None = None
 
     @classmethod
     def of(cls, br: Mapping[str, Any]) -> _Request:
@@ -154,6 +158,7 @@ class _Request:
             backoff_limit=int(limit) if isinstance(limit, int) else None,
             failed_attempts=int(status.get("failedAttempts") or 0),
             pod_uid=str(owner["uid"]) if owner else None,
+            resource_version=str(m["resourceVersion"]) if m.get("resourceVersion") else None,
         )
 
 
@@ -179,6 +184,8 @@ class Binder:
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._namespace_ready = False
+        self._nodes_seen: dict[str, float] = {}  # node -> when a GET last found it
+        self._node_locks: dict[str, threading.Lock] = {}
         self.pinned = PinnedBinder(
             kube,
             image=self.config.reservation_image,
@@ -307,12 +314,24 @@ class Binder:
         return pod
 
     def _check_node(self, node: str) -> None:
-        try:
-            self.kube.get(path_of("", "v1", "nodes", None, node))
-        except KubeError as exc:
-            if exc.code == 404:
-                raise BindError(f'node "{node}" not found') from None
-            raise
+        # A node seen within NODE_SEEN_SECONDS counts as there: one GET per node and
+        # burst, not one per pod (the scheduler chose it from its watch moments ago).
+        # The binds of one cycle to one node run at once: the first reads, the others
+        # wait for its answer (a lock per node).
+        with self._locks_guard:
+            lock = self._node_locks.setdefault(node, threading.Lock())
+        with lock:
+            now = self._clock()
+            if now - self._nodes_seen.get(node, -NODE_SEEN_SECONDS) < NODE_SEEN_SECONDS:
+                return
+            try:
+                self.kube.get(path_of("", "v1", "nodes", None, node))
+            except KubeError as exc:
+                if exc.code == 404:
+                    self._nodes_seen.pop(node, None)
+                    raise BindError(f'node "{node}" not found') from None
+                raise
+            self._nodes_seen[node] = self._clock()
 
     def _bind(self, req: _Request, pod: Mapping[str, Any]) -> None:
         uid = (pod.get("metadata") or {}).get("uid")
@@ -562,6 +581,20 @@ class Binder:
         overwritten. False when the status was left as it is.
         """
         path = path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS, req.namespace, req.name)
+        if req.resource_version:
+            # The request as offered was pending: write over exactly that version, with
+            # no GET first. Anything newer (409) is read and judged below.
+            try:
+                self.kube.patch(
+                    f"{path}/status",
+                    {"metadata": {"resourceVersion": req.resource_version}, "status": status},
+                )
+                return True
+            except KubeError as exc:
+                if exc.code == 404:
+                    return False
+                if exc.code != 409:
+                    raise
         for _ in range(5):
             try:
                 current = self.kube.get(path)
@@ -590,8 +623,8 @@ class Binder:
 
     def group_in_use(self, node: str, group: str, ignore_request: str | None = None) -> bool:
         """Does a shared pod on ``node``, or a pending BindRequest, use ``group``'s card?"""
-        pods = self.kube.request(
-            "GET",
+        pods = list_all(
+            self.kube,
             path_of("", "v1", "pods"),
             query=[
                 ("labelSelector", keys.GPU_GROUP_LABEL),
@@ -603,7 +636,7 @@ class Binder:
                 continue
             if rsv.holds_card(pod) and rsv.uses_group(pod, group):
                 return True
-        requests = self.kube.get(path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS))
+        requests = list_all(self.kube, path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS))
         for br in requests.get("items") or []:
             m = br.get("metadata") or {}
             spec = br.get("spec") or {}
@@ -669,7 +702,7 @@ class Binder:
         query = [("labelSelector", keys.GPU_GROUP_LABEL)]
         if node:
             query.append(("fieldSelector", f"spec.nodeName={node}"))
-        pods = self.kube.request("GET", path_of("", "v1", "pods"), query=query)
+        pods = list_all(self.kube, path_of("", "v1", "pods"), query=query)
         out = []
         for pod in pods.get("items") or []:
             m = pod.get("metadata") or {}
@@ -709,8 +742,8 @@ class Binder:
             return []
         ns = self.config.reservation_namespace
         try:
-            listing = self.kube.request(
-                "GET",
+            listing = list_all(
+                self.kube,
                 path_of("", "v1", "pods", ns),
                 query=[("labelSelector", f"{rsv.MANAGED_BY_LABEL}={rsv.MANAGED_BY}")],
             )
@@ -748,8 +781,8 @@ class Binder:
         """
         ns = self.config.reservation_namespace
         try:
-            pods = self.kube.request(
-                "GET",
+            pods = list_all(
+                self.kube,
                 path_of("", "v1", "pods", ns),
                 query=[("labelSelector", f"{rsv.MANAGED_BY_LABEL}={rsv.MANAGED_BY}")],
             )
@@ -781,8 +814,8 @@ class Binder:
     def _groups_in_use(self) -> set[tuple[str, str]]:
         """(node, group) of every unfinished shared pod and every pending BindRequest."""
         used: set[tuple[str, str]] = set()
-        pods = self.kube.request(
-            "GET", path_of("", "v1", "pods"), query=[("labelSelector", keys.GPU_GROUP_LABEL)]
+        pods = list_all(
+            self.kube, path_of("", "v1", "pods"), query=[("labelSelector", keys.GPU_GROUP_LABEL)]
         )
         for pod in pods.get("items") or []:
             node = (pod.get("spec") or {}).get("nodeName")
@@ -793,7 +826,7 @@ class Binder:
                 for group in [*rsv.shared_pod_groups(pod), labels.get(keys.GPU_GROUP_LABEL)]:
                     if group:
                         used.add((str(node), str(group)))
-        requests = self.kube.get(path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS))
+        requests = list_all(self.kube, path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS))
         for br in requests.get("items") or []:
             if not is_pending(br):
                 continue

@@ -24,7 +24,7 @@ from typing import Any, Final
 from kai_py.api import keys
 from kai_py.cluster import metrics
 from kai_py.cluster.binding import Binder, Outcome, is_pending
-from kai_py.cluster.kube import path_of
+from kai_py.cluster.kube import list_all, path_of
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,9 @@ class BindQueue:
     async def reconcile(self) -> int:
         """Offer every pending BindRequest of a fresh LIST; returns how many were started."""
         listing = await asyncio.to_thread(
-            self.binder.kube.get, path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests")
+            list_all,
+            self.binder.kube,
+            path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
         )
         items = listing.get("items") or []
         listed = {str((br.get("metadata") or {}).get("uid") or "") for br in items}

@@ -213,6 +213,39 @@ def project_node(body: Mapping[str, Any]) -> Json:
     }
 
 
+_BINDREQUEST_SPEC_KEYS: Final = (
+    "podName",
+    "selectedNode",
+    "selectedGPUGroups",
+    "receivedResourceType",
+)
+
+
+def project_bindrequest(body: Mapping[str, Any]) -> Json:
+    """What the scheduler reads of a BindRequest: who it is for (pod name, owner uid),
+    where it puts the pod (node, GPU groups) and its phase. A few hundred bytes instead
+    of the whole object (~1.9 KB with managedFields) per bound pod."""
+    m = meta(body)
+    projected = _meta(body, ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp"))
+    owners = [
+        {k: ref[k] for k in ("kind", "name", "uid") if ref.get(k) is not None}
+        for ref in m.get("ownerReferences") or []
+        if isinstance(ref, Mapping) and ref.get("kind") == "Pod"
+    ]
+    if owners:
+        projected["ownerReferences"] = owners
+    spec = body.get("spec") or {}
+    projected_spec: Json = {k: spec[k] for k in _BINDREQUEST_SPEC_KEYS if spec.get(k) is not None}
+    if "selectedGPUGroups" in projected_spec:
+        projected_spec["selectedGPUGroups"] = [str(g) for g in projected_spec["selectedGPUGroups"]]
+    phase = (body.get("status") or {}).get("phase")
+    return {
+        "metadata": projected,
+        "spec": projected_spec,
+        "status": {"phase": phase} if phase else {},
+    }
+
+
 def _plain(body: Mapping[str, Any]) -> Json:
     """A deep plain-dict copy (Kopf hands out read-only views)."""
 
@@ -305,7 +338,12 @@ class ClusterCache:
             return self._drop(store, key, uid)
         if not self._newer(store.get(key), body):
             return False
-        store[key] = project_node(body) if kind == NODES else _plain(body)
+        if kind == NODES:
+            store[key] = project_node(body)
+        elif kind == BINDREQUESTS:
+            store[key] = project_bindrequest(body)
+        else:
+            store[key] = _plain(body)
         self.generation += 1
         return True
 

@@ -41,7 +41,7 @@ from uuid import uuid4
 from kai_py.api import keys
 from kai_py.cluster import inventory, pins
 from kai_py.cluster.convert import WorkloadError, parse_time, pod_requests
-from kai_py.cluster.kube import Kube, KubeError, path_of
+from kai_py.cluster.kube import Kube, KubeError, list_all, path_of
 from kai_py.cluster.reservation import reservation_failure, reservation_pod_name, reserved_uuid
 
 log = logging.getLogger(__name__)
@@ -461,8 +461,8 @@ def sweep_blockers(
 ) -> list[str]:
     """Delete left-over blockers: at start-up every one of another holder, later the expired."""
     try:
-        listing = kube.request(
-            "GET",
+        listing = list_all(
+            kube,
             path_of("", "v1", "pods", namespace),
             query=[("labelSelector", f"{BLOCKER_LABEL}=true")],
         )

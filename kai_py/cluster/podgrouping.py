@@ -30,7 +30,7 @@ from kai_py.api import keys
 from kai_py.cluster.convert import meta
 from kai_py.cluster.eventpost import post_event
 from kai_py.cluster.grouping import walk_owner_chain
-from kai_py.cluster.kube import Kube, KubeError, path_of
+from kai_py.cluster.kube import Kube, KubeError, list_all, path_of
 from kai_py.scheduler.podgrouper import Grouped, GrouperWarning, GroupingFailed, group_pod
 
 Json = dict[str, Any]
@@ -261,7 +261,12 @@ class PodGrouperService:
 
     def group_all(self) -> list[GroupingOutcome]:
         """Group every pod of a fresh LIST that needs it (a new leader's first pass)."""
-        listing = self.kube.get(path_of("", "v1", "pods"))
+        # Only the scheduler's pods (a field the API server filters pods on).
+        listing = list_all(
+            self.kube,
+            path_of("", "v1", "pods"),
+            query=[("fieldSelector", f"spec.schedulerName={self.scheduler_name}")],
+        )
         outcomes = []
         for pod in listing.get("items") or []:
             if not self.needs_work(pod):

@@ -44,7 +44,14 @@ from kai_py.cluster import metrics
 from kai_py.cluster.builder import Built
 from kai_py.cluster.cache import BINDREQUESTS, ClusterCache, View
 from kai_py.cluster.convert import meta, parse_time
-from kai_py.cluster.kube import MERGE_PATCH, STRATEGIC_MERGE_PATCH, Kube, KubeError, path_of
+from kai_py.cluster.kube import (
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    Kube,
+    KubeError,
+    path_of,
+    send,
+)
 from kai_py.scheduler.model import Job, Node, Task, TaskStatus
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
@@ -781,12 +788,8 @@ class Writer:
     async def _send(self, write: Write, outcome: Outcome) -> None:
         started = time.monotonic()
         try:
-            answer = await asyncio.to_thread(
-                self.kube.request,
-                write.method,
-                write.path,
-                write.body,
-                content_type=write.content_type,
+            answer = await send(
+                self.kube, write.method, write.path, write.body, content_type=write.content_type
             )
         except KubeError as exc:
             if exc.code in write.ok_codes:

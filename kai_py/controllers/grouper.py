@@ -25,10 +25,13 @@ import kopf
 from kai_py.api import keys
 from kai_py.cluster.kube import Kube, KubeError, load_api_client
 from kai_py.cluster.podgrouping import OwnerResolver, PodGrouperService
-from kai_py.controllers import leadership, settings
+from kai_py.controllers import leadership, settings, watches
 
 _MEMO_KEY: Final = "kai_py_pod_grouper"
 _RETRY_KEY: Final = "kai_py_pod_grouper_retry"
+_WORK_KEY: Final = "kai_py_pod_grouper_work"
+#: Pods grouped at once (each waits on a PodGroup create and a pod patch).
+GROUPER_WORKERS: Final = 16
 log = logging.getLogger(__name__)
 
 
@@ -58,10 +61,14 @@ async def start(memo: Any, **_: Any) -> None:
         owners=OwnerResolver(kube, ttl=_owner_ttl),
     )
     memo[_MEMO_KEY] = service
+    memo[_WORK_KEY] = watches.SerialPerKey(GROUPER_WORKERS, "kai-py-grouper")
     memo[_RETRY_KEY] = asyncio.create_task(_retry_forever(service, _retry_period))
 
 
 async def stop(memo: Any, **_: Any) -> None:
+    work = memo.get(_WORK_KEY)
+    if isinstance(work, watches.SerialPerKey):
+        work.close()
     task = memo.get(_RETRY_KEY)
     if isinstance(task, asyncio.Task):
         task.cancel()
@@ -110,11 +117,8 @@ def _ours(type: str | None, body: Any, memo: Any, **_: Any) -> bool:
     return bool(spec.get("schedulerName") == settings.current().scheduler_name)
 
 
-def _deleted(type: str | None, **_: Any) -> bool:
-    return type == "DELETED"
-
-
 def pod_event(body: Any, memo: Any, logger: Any, **_: Any) -> None:
+    """Group one pod (in a worker thread)."""
     try:
         outcome = _service(memo).handle(dict(body))
     except (KubeError, RuntimeError) as exc:
@@ -129,6 +133,16 @@ def pod_event(body: Any, memo: Any, logger: Any, **_: Any) -> None:
         )
 
 
+def _on_pod(type: str | None, body: dict[str, Any], memo: Any) -> None:
+    """The pod watch's listener (on the event loop): the grouping runs in a thread."""
+    work = memo.get(_WORK_KEY)
+    if not isinstance(work, watches.SerialPerKey) or not _ours(type, body, memo):
+        return
+    key = watches.pod_key(body)
+    logger = watches.ObjectLog(log, {"what": f"pod={key}"})
+    work.submit(key, lambda pod: pod_event(pod, memo, logger), body)
+
+
 def podgroup_event(
     type: str | None, namespace: str | None, name: str | None, memo: Any, **_: Any
 ) -> None:
@@ -138,18 +152,17 @@ def podgroup_event(
             service.group_deleted(namespace or "default", name)
 
 
+def _on_podgroup(type: str | None, body: dict[str, Any], memo: Any) -> None:
+    if type == "DELETED":
+        m = body.get("metadata") or {}
+        podgroup_event(type, m.get("namespace"), m.get("name"), memo)
+
+
 def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.startup(registry=registry, id="pod-grouper-start")(start)
     kopf.on.cleanup(registry=registry, id="pod-grouper-stop")(stop)
-    kopf.on.event("", "v1", "pods", id="pod-grouper", when=_ours, registry=registry)(pod_event)
-    kopf.on.event(
-        keys.GROUP,
-        keys.PODGROUP_VERSION,
-        "podgroups",
-        id="pod-grouper-groups",
-        when=_deleted,
-        registry=registry,
-    )(podgroup_event)
+    watches.on_pods(registry, _on_pod)
+    watches.on_events(registry, keys.GROUP, keys.PODGROUP_VERSION, "podgroups", _on_podgroup)
 
 
 register(kopf.get_default_registry())

@@ -14,6 +14,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import kopf
 
@@ -30,6 +31,20 @@ CONTROLLERS = {
     "podgrouper": "kai_py.controllers.grouper",
     "webhooks": "kai_py.controllers.webhooks.server",
 }
+
+
+#: Threads for Kopf's synchronous handlers (the pod-grouper's, the binder's pod
+#: clean-up): each waits on API requests, so a burst needs more than Kopf's default
+#: (cores + 4).
+HANDLER_THREADS = 32
+
+
+def _kopf_settings(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # Kopf would post every INFO line a handler logs about an object (one per grouped
+    # pod) as a core/v1 Event: an API request per pod for a line already in the log.
+    # kai-py posts the Events users read itself (EventRecorder, EventPoster).
+    settings.posting.level = logging.WARNING
+    settings.execution.max_workers = HANDLER_THREADS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if exc.name != module:
                 raise
             log.warning("%s is not part of this kai-py; running without it", module)
+    kopf.on.startup(id="kopf-settings")(_kopf_settings)
     metrics.serve(settings.metrics_port)  # every role serves /metrics, not only the scheduler
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(

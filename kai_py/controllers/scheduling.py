@@ -1,7 +1,7 @@
 """The scheduling loop: watch events feed the cache; every period a cycle runs.
 
-Handlers are ``@kopf.on.event`` only (no per-object state: Kopf writes
-nothing to the watched objects). The loop is an asyncio task started in
+Watch events come from the operator's own watches (``kai_py.controllers.watches``:
+no per-object state, nothing written to the watched objects). The loop is an asyncio task started in
 ``@kopf.on.startup`` and stopped in ``@kopf.on.cleanup``. It waits until the
 cache is warm (every kind listed once and the watches have delivered what the
 list held), then every ``schedule_period`` seconds:
@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -39,8 +40,9 @@ from kai_py.cluster.cache import (
     ClusterCache,
 )
 from kai_py.cluster.convert import meta
+from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.inputs import InputError
-from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
+from kai_py.cluster.kube import Kube, KubeError, list_paged, load_api_client, path_of
 from kai_py.cluster.leader import Leadership
 from kai_py.cluster.writer import (
     BackgroundWriter,
@@ -50,7 +52,7 @@ from kai_py.cluster.writer import (
     bindrequest_writes,
     plan,
 )
-from kai_py.controllers import leadership
+from kai_py.controllers import leadership, watches
 from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 
@@ -66,6 +68,10 @@ PODS_SCHEDULED: Final = Counter(
 )
 #: Give up waiting for the watches to deliver a first listing after this long.
 WARM_TIMEOUT_SECONDS: Final = 60.0
+#: The largest share of the loop's time that cycles take (see ``_lead_term``).
+CYCLE_SHARE: Final = 0.5
+#: BindRequests, evictions and deletions in flight at once (async requests: no threads).
+URGENT_WRITES: Final = 32
 #: How often the cache is checked against fresh LISTs for deletions a watch missed.
 RESYNC_SECONDS: Final = 300.0
 
@@ -91,6 +97,8 @@ class LoopState:
     last_outcome: Outcome | None = None
     #: Status and Event writes, sent while the next cycles run (binds never wait for them).
     background: BackgroundWriter | None = None
+    #: The async HTTP stack the loop's requests go through (closed at the stop).
+    transport: AsyncTransport | None = None
 
 
 _state: LoopState | None = None
@@ -133,41 +141,37 @@ class _QuietCacheHandlers(logging.Filter):
 logging.getLogger("kopf.objects").addFilter(_QuietCacheHandlers())
 
 
-def _observe(kind: str, event_type: str | None, body: kopf.Body) -> None:
+def _observe(kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
     try:
         state().cache.observe(kind, event_type, body)
     except Exception:  # one odd object must not stop the watch
         log.exception("cannot cache %s %s", kind, meta(body).get("name"))
 
 
-@kopf.on.event("", "v1", "pods")
-async def pod_event(type: str | None, body: kopf.Body, **_: Any) -> None:
+def pod_event(type: str | None, body: dict[str, Any], memo: Any) -> None:
     _observe(PODS, type, body)
 
 
-@kopf.on.event("", "v1", "nodes")
-async def node_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(NODES, type, body)
+# Pods come from the operator's own pod watch (kai_py.controllers.watches), not Kopf's.
+watches.on_pods(kopf.get_default_registry(), pod_event)
 
 
-@kopf.on.event(keys.GROUP, keys.QUEUE_VERSION, "queues")
-async def queue_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(QUEUES, type, body)
+def _observer(kind: str) -> watches.Listener:
+    def listener(type: str | None, body: dict[str, Any], memo: Any) -> None:
+        _observe(kind, type, body)
+
+    return listener
 
 
-@kopf.on.event(keys.GROUP, keys.PODGROUP_VERSION, "podgroups")
-async def podgroup_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(PODGROUPS, type, body)
-
-
-@kopf.on.event("scheduling.k8s.io", "v1", "priorityclasses")
-async def priorityclass_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(PRIORITY_CLASSES, type, body)
-
-
-@kopf.on.event(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests")
-async def bindrequest_event(type: str | None, body: kopf.Body, **_: Any) -> None:
-    _observe(BINDREQUESTS, type, body)
+# Every kind the cache keeps comes from the operator's own watches, not Kopf's.
+for _kind, (_group, _version, _plural) in {
+    NODES: ("", "v1", "nodes"),
+    QUEUES: (keys.GROUP, keys.QUEUE_VERSION, "queues"),
+    PODGROUPS: (keys.GROUP, keys.PODGROUP_VERSION, "podgroups"),
+    PRIORITY_CLASSES: ("scheduling.k8s.io", "v1", "priorityclasses"),
+    BINDREQUESTS: (keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
+}.items():
+    watches.on_events(kopf.get_default_registry(), _group, _version, _plural, _observer(_kind))
 
 
 @kopf.on.startup()
@@ -183,6 +187,7 @@ async def start_loop(**_: Any) -> None:
     )
     metrics.serve(settings.metrics_port)
     s.kube = Kube(await asyncio.to_thread(load_api_client))
+    s.transport = attach_transport(s.kube)
     s.background = BackgroundWriter(s.kube)
     s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
     log.info(
@@ -203,6 +208,8 @@ async def stop_loop(**_: Any) -> None:
             await task
     if s.background is not None:
         await s.background.close()
+    if s.transport is not None:
+        await s.transport.close()
     log.info("scheduling loop stopped after %d cycles", s.cycles)
 
 
@@ -217,8 +224,13 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
     pending = list(KINDS)
     while pending:
         for kind in list(pending):
+            def load_page(items: list[dict[str, Any]], kind: str = kind) -> None:
+                for item in items:
+                    s.cache.observe(kind, "ADDED", item)
+
             try:
-                listing = await asyncio.to_thread(kube.get, _LIST_PATHS[kind])
+                # Page by page: the cache keeps projections, never a whole listing.
+                listing = await list_paged(kube, _LIST_PATHS[kind], load_page)
             except KubeError as exc:
                 if exc.code == 404:  # the resource is not served (e.g. CRDs not installed)
                     log.warning("cannot list %s (%s); scheduling without them", kind, exc)
@@ -227,7 +239,8 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
                 else:
                     log.warning("cannot list %s yet: %s", kind, exc)
                 continue
-            s.cache.load(kind, listing)
+            s.cache.resync(kind, listing)  # with the pages observed: ClusterCache.load
+            s.cache.mark_warm(kind)
             pending.remove(kind)
         if pending:
             if time.monotonic() > deadline:
@@ -276,7 +289,11 @@ async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
         CYCLE_SECONDS.observe(elapsed)
         metrics.record_cycle(elapsed, ok=s.last_error is None)
         metrics.record_cache({kind: len(objs) for kind, objs in s.cache.objects.items()})
-        await asyncio.sleep(max(0.0, s.settings.schedule_period - elapsed))
+        # A cycle costs O(cached objects) however few pods are new: in a burst, cycles
+        # back to back would take the process's CPU from the pod-grouper and the
+        # binder that feed and empty them. At most CYCLE_SHARE of the time goes to cycles.
+        idle = elapsed * (1.0 - CYCLE_SHARE) / CYCLE_SHARE
+        await asyncio.sleep(max(0.0, s.settings.schedule_period - elapsed, idle))
     log.info("not leading any more: scheduling stops until this process leads again")
 
 
@@ -285,7 +302,7 @@ async def resync(s: LoopState) -> None:
     assert s.kube is not None
     for kind in KINDS:
         try:
-            listing = await asyncio.to_thread(s.kube.get, _LIST_PATHS[kind])
+            listing = await list_paged(s.kube, _LIST_PATHS[kind])  # uids only
         except KubeError as exc:
             log.debug("resync: cannot list %s: %s", kind, exc)
             continue
@@ -296,7 +313,7 @@ async def resync(s: LoopState) -> None:
 
 async def run_one_cycle(s: LoopState) -> Outcome:
     assert s.kube is not None
-    writer = Writer(s.kube, background=s.background)
+    writer = Writer(s.kube, concurrency=URGENT_WRITES, background=s.background)
     now = time.time()
     view = s.cache.view(now)
     cleanup = bindrequest_writes(view, s.cache)

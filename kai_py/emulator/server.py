@@ -21,6 +21,7 @@ import json
 import os
 import tempfile
 import time
+from collections import Counter
 from typing import Any
 
 import yaml
@@ -143,6 +144,9 @@ class EmulatedAPIServer:
         self._http_watches: set[Watch] = set()
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self.requests_served = 0
+        #: Resource requests served, by "client verb resource" (client: the User-Agent's
+        #: product token, e.g. ``kopf``, ``OpenAPI-Generator``), for benchmarks.
+        self.request_counts: Counter[str] = Counter()
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -311,6 +315,8 @@ class EmulatedAPIServer:
         resource = f"{req.rt.plural}/{req.subresource}" if req.subresource else req.rt.plural
         if resource == "pods/bindings":
             resource = "pods/binding"
+        agent = request.headers.get("User-Agent", "").split("/", 1)[0] or "-"
+        self.request_counts[f"{agent} {verb} {resource}"] += 1
         delay, fault = self.faults.decide(verb, resource, req.name or "")
         if delay:
             await asyncio.sleep(delay)

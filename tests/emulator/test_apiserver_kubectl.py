@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -75,9 +76,9 @@ spec:
 """
 
 
-def _deleted(stdout: str) -> str:
-    """kubectl's delete line without the namespace newer kubectl versions add."""
-    return stdout.strip().removesuffix(" from default namespace")
+def _deleted(out: str) -> str:
+    """kubectl's delete line without the " from <ns> namespace" newer kubectl adds."""
+    return re.sub(r" from \S+ namespace$", "", out.strip())
 
 
 def test_apply_get_describe_delete_pod(kubectl: Kubectl) -> None:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 from apiserver_helpers import free_port, self_signed_cert
 from kopf.testing import KopfRunner
@@ -53,7 +54,10 @@ def _pod(
 
 
 def test_the_webhook_translates_hami_pods(
-    server: ThreadedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: ThreadedServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     cert, key = self_signed_cert(tmp_path)
     port = free_port()
@@ -71,6 +75,13 @@ def test_the_webhook_translates_hami_pods(
         [{"name": "CUDA_DISABLE_CONTROL", "value": "true"}],
     )
     service = _pod("svc", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000"})
+    # Only the HAMi webhook: an earlier test that imported the webhook server module put
+    # the pod device-access webhook on Kopf's default registry too.
+    saved = kopf.get_default_registry()
+    fresh = kopf.OperatorRegistry()
+    kopf.on.login(registry=fresh)(kopf.login_via_client)
+    kopf.set_default_registry(fresh)
+    request.addfinalizer(lambda: kopf.set_default_registry(saved))
     with KopfRunner(["run", "--standalone", "-A", str(operator)], timeout=60) as runner:
         deadline = time.monotonic() + 20
         # Kopf creates a configuration empty and fills in its webhooks once its server

@@ -165,6 +165,10 @@ class FakeKube:
             target = path.removesuffix("/status")
             if target not in self.objects:
                 raise KubeError(404, "NotFound", "gone")
+            wanted = ((body or {}).get("metadata") or {}).get("resourceVersion")  # type: ignore[attr-defined]
+            held = self.objects[target]["metadata"].get("resourceVersion")
+            if wanted and held and wanted != held:
+                raise KubeError(409, "Conflict", "the object has been modified")
             _merge(self.objects[target], body)
             return copy.deepcopy(self.objects[target])
         if method == "DELETE":
@@ -353,6 +357,37 @@ def test_a_phase_set_by_someone_else_meanwhile_is_not_overwritten() -> None:
     kube2.objects[BR] = copy.deepcopy(br2)
     kube2.objects[BR]["status"] = {"phase": "Failed"}
     assert binder(kube2).reconcile(br2).retry_in is None
+
+
+def test_a_newer_version_than_offered_is_read_before_the_status_write() -> None:
+    kube, br = setup(kind="Regular")
+    br["metadata"]["resourceVersion"] = "1"
+    kube.objects[BR] = copy.deepcopy(br)
+    kube.objects[BR]["metadata"]["resourceVersion"] = "2"
+    kube.objects[BR]["status"] = {"phase": "Failed", "reason": "by hand"}
+    outcome = binder(kube).reconcile(br)  # offered while still Pending at version 1
+    assert outcome.phase == "Succeeded"
+    assert kube.objects[BR]["status"] == {"phase": "Failed", "reason": "by hand"}
+    # The write over version 1 was refused (409), the GET found Failed: nothing more.
+    status_calls = [(m, p) for m, p in kube.calls if p.startswith(BR)]
+    assert status_calls == [("PATCH", f"{BR}/status"), ("GET", BR)]
+
+
+def test_the_offered_version_is_written_without_a_read() -> None:
+    kube, br = setup(kind="Regular")
+    br["metadata"]["resourceVersion"] = "5"
+    binder(kube).reconcile(br)
+    assert [(m, p) for m, p in kube.calls if p.startswith(BR)] == [("PATCH", f"{BR}/status")]
+    assert kube.objects[BR]["status"]["phase"] == "Succeeded"
+
+
+def test_a_node_found_is_not_read_again_for_every_pod() -> None:
+    kube, br = setup(kind="Regular")
+    b = binder(kube)
+    b.reconcile(br)
+    del kube.objects[POD]["spec"]["nodeName"]
+    b.reconcile(br)
+    assert [p for m, p in kube.calls if p == "/api/v1/nodes/n1"] == ["/api/v1/nodes/n1"]
 
 
 def test_status_writes_name_the_version_they_read() -> None:

@@ -31,6 +31,9 @@ class FakeBinder:
     def get(self, path: str) -> dict[str, Any]:
         return {"items": self.listed}
 
+    def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        return self.get(path)
+
     def reconcile(self, br: dict[str, Any], retry: int = 0) -> Outcome:
         self.release.wait(5)
         self.calls.append((br["metadata"]["uid"], retry))

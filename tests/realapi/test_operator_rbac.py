@@ -279,8 +279,13 @@ ALSO_NEEDED: Rules = {
         ("scheduling.run.ai", "podgroups", "patch"),
     },
     # A fraction's ConfigMap that is there already is patched; a failed bind deletes
-    # the ConfigMaps it created (binding.py).
-    "binder": {("", "configmaps", "patch"), ("", "configmaps", "delete")},
+    # the ConfigMaps it created (binding.py). A status write refused with 409 (the
+    # request changed since it was offered) reads the request and judges it again.
+    "binder": {
+        ("", "configmaps", "patch"),
+        ("", "configmaps", "delete"),
+        ("scheduling.run.ai", "bindrequests", "get"),
+    },
     # The grouper reads a pod it has no cached copy of, and walks owner chains:
     # a Deployment's pods through their ReplicaSet to the Deployment (podgrouping.py).
     "podgrouper": {
@@ -290,8 +295,8 @@ ALSO_NEEDED: Rules = {
         # A 409 on a PodGroup's create (another pod of the job made it first) is
         # checked by reading the group: it must exist before the pod names it.
         ("scheduling.run.ai", "podgroups", "get"),
-        # A pod whose grouping failed (a bad annotation, an unreadable owner) gets a
-        # Warning Event, which Kopf posts from the handler's log line.
+        # A pod whose grouping found a problem (a bad annotation, an unreadable owner)
+        # gets a PodGrouperWarning Event (podgrouping.py).
         ("", "events", "create"),
         # Kubeflow training jobs own their pods (PyTorchJob, MPIJob, ...).
         ("kubeflow.org", "pytorchjobs", "get"),

@@ -1,0 +1,367 @@
+"""End to end on the emulator: a burst of one-GPU pods, from the first create to all Running.
+
+The emulated cluster (``DevCluster``: API server, kubelets, device plugins, built-in
+controllers) and the operator (``python -m kai_py.controllers.operator``, all three
+parts, no leader election) run as separate processes and talk over HTTP, as they
+would on a real cluster. This process creates the pods (bare pods, ``nvidia.com/gpu:
+1``, in one namespace; the pod-grouper gives each a PodGroup) and watches them.
+
+Per run it measures: seconds from the first create to all pods bound (``spec.nodeName``
+set) and to all Running, pods/s (pods / seconds to all Running), the operator's peak
+RSS (``VmHWM``) and CPU seconds, and the API requests the operator made per pod
+(counted by the emulator per client, verb and resource, from the first create to all
+Running; the benchmark's own creates and watch are not counted). Prints min / median
+of ``--runs`` runs (default 3), each on a fresh cluster and operator.
+
+    python bench/e2e.py                                  # 500 nodes x 8 GPUs, 4,000 pods
+    python bench/e2e.py --nodes 50 --pods 400 --runs 1   # a quick look
+    python bench/e2e.py --nodes 500 --pods 4000 --json   # one JSON object
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parents[1]
+NAMESPACE = "bench"
+#: The benchmark's own requests carry this User-Agent (not counted as the operator's).
+AGENT = "kai-py-e2e-bench"
+
+# The emulated cluster, in its own process. Commands on stdin: "counts" (print the
+# request counts as one JSON line), "reset" (zero them), "quit".
+_EMULATOR = """
+import asyncio, json, logging, sys
+from kai_py.emulator.cluster_spec import parse_cluster
+from kai_py.emulator.dev_cluster import DevCluster
+from kai_py.emulator.store import Store
+
+# A request cut short when the operator stops is not news.
+logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+
+async def main():
+    nodes, gpus, kubeconfig = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    spec = parse_cluster({
+        "nodes": [{"name": "gpu", "count": nodes, "gpus": gpus, "cpu": "64", "memory": "512Gi"}],
+        "namespaces": [sys.argv[4]],
+    })
+    store = Store(history_size=max(20_000, 50 * nodes * gpus))
+    async with DevCluster(spec, kubeconfig_path=kubeconfig, store=store) as cluster:
+        counts = cluster.server.request_counts
+        print(cluster.url, flush=True)
+        loop = asyncio.get_running_loop()
+        while True:
+            line = (await loop.run_in_executor(None, sys.stdin.readline)).strip()
+            if line in ("", "quit"):
+                break
+            if line == "reset":
+                counts.clear()
+            print(json.dumps(dict(counts)), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def pod(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"p-{i:05d}", "namespace": NAMESPACE},
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "128Mi"},
+                        "limits": {"nvidia.com/gpu": "1"},
+                    },
+                }
+            ],
+        },
+    }
+
+
+@dataclass
+class Run:
+    pods: int
+    to_bound_s: float
+    to_running_s: float
+    pods_per_s: float
+    operator_peak_rss_mb: float
+    operator_cpu_s: float
+    requests_per_pod: float
+    requests: dict[str, int] = field(default_factory=dict)
+
+
+def _proc_status(pid: int, key: str) -> float:
+    """A ``kB`` figure from /proc/<pid>/status, in MB (0 where /proc is missing)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class Emulator:
+    def __init__(self, nodes: int, gpus: int, kubeconfig: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _EMULATOR, str(nodes), str(gpus), str(kubeconfig), NAMESPACE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        assert self.process.stdout is not None
+        self.url = self.process.stdout.readline().strip()
+        if not self.url:
+            raise RuntimeError("the emulated cluster did not start")
+
+    def command(self, line: str) -> dict[str, int]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        answer: dict[str, int] = json.loads(self.process.stdout.readline())
+        return answer
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.write("quit\n")
+            self.process.stdin.close()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_operator(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KAI_PY_LOG_FORMAT": "text"}
+    for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        env.pop(var, None)
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "kai_py.controllers.operator", "--no-leader-elect"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=env,
+        )
+
+
+def wait_ready(operator: subprocess.Popen[bytes], log: Path, timeout: float = 120.0) -> None:
+    """Until the scheduling loop has loaded its cache (the watches are open by then)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if operator.poll() is not None:
+            raise RuntimeError(f"the operator stopped:\n{log.read_text()[-3000:]}")
+        if "cache loaded" in log.read_text(errors="replace"):
+            return
+        time.sleep(0.2)
+    raise TimeoutError("the operator did not load its cache")
+
+
+async def burst(url: str, pods: int, concurrency: int, timeout: float) -> tuple[float, float]:
+    """Create the pods; seconds from the first create to all bound and to all Running."""
+    headers = {"User-Agent": AGENT, "Content-Type": "application/json"}
+    base = f"{url}/api/v1/namespaces/{NAMESPACE}/pods"
+    connector = aiohttp.TCPConnector(limit=concurrency + 1)
+    bound: dict[str, float] = {}
+    running: dict[str, float] = {}
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
+        async with session.get(base) as resp:
+            rv = (await resp.json())["metadata"]["resourceVersion"]
+        all_running = asyncio.Event()
+
+        async def watch(since: str) -> None:
+            params = {"watch": "1", "resourceVersion": since, "timeoutSeconds": str(int(timeout))}
+            async with session.get(base, params=params, timeout=aiohttp.ClientTimeout(None)) as r:
+                async for line in r.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    name = (obj.get("metadata") or {}).get("name")
+                    if event.get("type") not in ("ADDED", "MODIFIED") or not name:
+                        continue
+                    now = time.monotonic()
+                    if (obj.get("spec") or {}).get("nodeName"):
+                        bound.setdefault(name, now)
+                    if (obj.get("status") or {}).get("phase") == "Running":
+                        running.setdefault(name, now)
+                        if len(running) >= pods:
+                            all_running.set()
+                            return
+
+        watcher = asyncio.create_task(watch(rv))
+        await asyncio.sleep(0.2)  # the watch is open before the first create
+        bodies = [json.dumps(pod(i)).encode() for i in range(pods)]
+        todo = iter(range(pods))
+
+        async def create() -> None:
+            for i in todo:
+                async with session.post(base, data=bodies[i]) as resp:
+                    if resp.status != 201:
+                        raise RuntimeError(f"create: {resp.status} {await resp.text()}")
+
+        started = time.monotonic()
+        await asyncio.gather(*(create() for _ in range(concurrency)))
+        try:
+            await asyncio.wait_for(all_running.wait(), timeout)
+        finally:
+            watcher.cancel()
+    if len(bound) < pods or len(running) < pods:
+        raise TimeoutError(f"{len(bound)} bound, {len(running)} Running of {pods}")
+    return max(bound.values()) - started, max(running.values()) - started
+
+
+def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
+    kubeconfig = tmp / f"kubeconfig-{index}"
+    log = tmp / f"operator-{index}.log"
+    emulator = Emulator(args.nodes, args.gpus, kubeconfig)
+    operator: subprocess.Popen[bytes] | None = None
+    try:
+        operator = start_operator(kubeconfig, log)
+        wait_ready(operator, log)
+        time.sleep(1.0)  # let the start-up passes settle
+        emulator.command("reset")
+        cpu0 = _cpu_seconds(operator.pid)
+        to_bound, to_running = asyncio.run(
+            burst(emulator.url, args.pods, args.concurrency, args.timeout)
+        )
+        counts = emulator.command("counts")
+        cpu = _cpu_seconds(operator.pid) - cpu0
+        peak = _proc_status(operator.pid, "VmHWM")
+    finally:
+        if operator is not None and operator.poll() is None:
+            operator.send_signal(signal.SIGINT)
+            try:
+                operator.wait(20)
+            except subprocess.TimeoutExpired:
+                operator.kill()
+                operator.wait()
+        emulator.close()
+    if args.keep_logs:
+        print(f"operator log: {log}", file=sys.stderr)
+    ours = Counter({k: v for k, v in counts.items() if not k.startswith(AGENT + " ")})
+    return Run(
+        pods=args.pods,
+        to_bound_s=round(to_bound, 2),
+        to_running_s=round(to_running, 2),
+        pods_per_s=round(args.pods / to_running, 1),
+        operator_peak_rss_mb=round(peak, 1),
+        operator_cpu_s=round(cpu, 1),
+        requests_per_pod=round(sum(ours.values()) / args.pods, 2),
+        requests=dict(ours.most_common()),
+    )
+
+
+def _spread(values: list[float], unit: str = "", digits: int = 2) -> str:
+    return (
+        f"min {min(values):.{digits}f}{unit}, median {statistics.median(values):.{digits}f}{unit}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
+    parser.add_argument("--pods", type=int, default=4000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=16, help="concurrent creates")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the operator's logs")
+    args = parser.parse_args()
+    tmpdir = tempfile.mkdtemp(prefix="kai-py-e2e-") if args.keep_logs else None
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="kai-py-e2e-") as scratch:
+        tmp = Path(tmpdir or scratch)
+        for i in range(args.runs):
+            run = one_run(args, tmp, i)
+            runs.append(run)
+            if not args.json:
+                print(
+                    f"run {i + 1}/{args.runs}: bound {run.to_bound_s:.2f} s, Running "
+                    f"{run.to_running_s:.2f} s ({run.pods_per_s:.0f} pods/s), operator peak "
+                    f"RSS {run.operator_peak_rss_mb:.0f} MB, CPU {run.operator_cpu_s:.0f} s, "
+                    f"{run.requests_per_pod:.2f} API requests per pod",
+                    flush=True,
+                )
+    by_verb: Counter[str] = Counter()
+    for key, value in runs[0].requests.items():
+        by_verb[key.split(" ", 1)[1]] += value
+    if args.json:
+        summary = {
+            key: {
+                "min": min(getattr(r, key) for r in runs),
+                "median": statistics.median(getattr(r, key) for r in runs),
+            }
+            for key in (
+                "to_bound_s",
+                "to_running_s",
+                "pods_per_s",
+                "operator_peak_rss_mb",
+                "operator_cpu_s",
+                "requests_per_pod",
+            )
+        }
+        print(
+            json.dumps(
+                {
+                    "nodes": args.nodes,
+                    "gpus_per_node": args.gpus,
+                    "pods": args.pods,
+                    "runs": [asdict(r) for r in runs],
+                    "summary": summary,
+                }
+            )
+        )
+        return 0
+    print(
+        f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods, "
+        f"{len(runs)} run(s), min / median:"
+    )
+    print(f"  first create -> all bound    {_spread([r.to_bound_s for r in runs], ' s')}")
+    print(f"  first create -> all Running  {_spread([r.to_running_s for r in runs], ' s')}")
+    print(f"  pods/s (to all Running)      {_spread([r.pods_per_s for r in runs], '', 1)}")
+    print(
+        f"  operator peak RSS            {_spread([r.operator_peak_rss_mb for r in runs], ' MB', 0)}"
+    )
+    print(f"  operator CPU                 {_spread([r.operator_cpu_s for r in runs], ' s', 1)}")
+    print(f"  API requests per pod         {_spread([r.requests_per_pod for r in runs])}")
+    print("  requests by verb and resource (run 1, per pod):")
+    for key, value in by_verb.most_common():
+        print(f"    {key:40s} {value / args.pods:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
