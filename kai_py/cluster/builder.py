@@ -298,9 +298,11 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
     built = Built(
         Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()), events
     )
-    node_names = {n.name for n in nodes}
+    nodes_by_name: dict[str, Node] = {}
+    for n in nodes:
+        nodes_by_name.setdefault(n.name, n)  # a name given twice: the first counts
     for doc in pods:
-        _add_pod(doc, jobs, owners, priority_classes, nodes, node_names, built)
+        _add_pod(doc, jobs, owners, priority_classes, nodes_by_name, built)
     built.snapshot.jobs = list(jobs.values())
     for job in built.snapshot.jobs:
         if job.stale_since is None:
@@ -449,8 +451,7 @@ def _add_pod(
     jobs: dict[tuple[str, str], Job],
     owners: dict[tuple[str, str], Mapping[str, Any]],
     classes: dict[str, int],
-    nodes: list[Node],
-    node_names: set[str],
+    node_names: dict[str, Node],
     built: Built,
 ) -> None:
     body = doc.body
@@ -467,13 +468,12 @@ def _add_pod(
         return
     if (spec.get("schedulerName") or "default-scheduler") != keys.DEFAULT_SCHEDULER_NAME:
         # Another scheduler's pod: what it holds is not ours to give.
-        node_name = spec.get("nodeName")
-        if node_name in node_names and status is not TaskStatus.PENDING:
+        node = node_names.get(str(spec.get("nodeName") or ""))
+        if node is not None and status is not TaskStatus.PENDING:
             try:
                 used = pod_requests(body)
             except WorkloadError:
                 return
-            node = next(n for n in nodes if n.name == node_name)
             node.allocatable.sub(used)
         built.other_scheduler_pods += 1
         return

@@ -253,6 +253,10 @@ class View:
     failed_bindrequests: list[Key] = field(default_factory=list)
     #: Problems found before the builder (queues left out), as Warning events.
     events: list[Event] = field(default_factory=list)
+    #: The cache's generation this view was taken at.
+    generation: int = 0
+    #: When this view would change with no watch event (a pod's PodGroup grace ends).
+    wake_at: float = float("inf")
 
     def build(self, now: float, config: Config | None = None) -> Built:
         return build(self.documents, now, config)
@@ -463,6 +467,7 @@ class ClusterCache:
                 failed.append(key)  # to delete; its pod is decided once it is gone
         blocked = set(failed)
         held_back = 0
+        wake = float("inf")  # when a held-back pod's grace period ends
         used_groups: set[tuple[str, str]] = set()  # (node, group) that live shared pods use
         for (ns, name), pod in self.objects[PODS].items():
             uid = str(meta(pod).get("uid") or f"{ns}/{name}")
@@ -476,6 +481,7 @@ class ClusterCache:
             if (ns, str(group)) not in self.objects[PODGROUPS]:
                 created = parse_time(meta(pod).get("creationTimestamp")) or 0.0
                 if now - created < PODGROUP_GRACE_SECONDS:
+                    wake = min(wake, created + PODGROUP_GRACE_SECONDS)
                     held_back += 1
                     continue
             by_uid[uid] = pod
@@ -507,6 +513,8 @@ class ClusterCache:
             held_back=held_back,
             failed_bindrequests=failed,
             events=events,
+            generation=self.generation,
+            wake_at=wake,
         )
 
 
