@@ -43,7 +43,7 @@ from kai_py.api.common import ManifestError
 from kai_py.api.queue import Queue as QueueModel
 from kai_py.cluster import hami, pins
 from kai_py.cluster import reservation as rsv
-from kai_py.cluster.builder import Built, build
+from kai_py.cluster.builder import Built, ParseMemo, build
 from kai_py.cluster.convert import meta, parse_time
 from kai_py.cluster.inputs import Document
 from kai_py.cluster.pinned_binding import BLOCKER_LABEL
@@ -258,8 +258,11 @@ class View:
     #: When this view would change with no watch event (a pod's PodGroup grace ends).
     wake_at: float = float("inf")
 
+    #: Parsed pods of earlier builds (the cache's), reused when unchanged.
+    memo: ParseMemo | None = None
+
     def build(self, now: float, config: Config | None = None) -> Built:
-        return build(self.documents, now, config)
+        return build(self.documents, now, config, self.memo)
 
 
 class ClusterCache:
@@ -273,8 +276,10 @@ class ClusterCache:
         self.reservations: dict[Key, Json] = {}
         #: Reservation pods' reported cards: (node, GPU group, UUID), for pinned pods.
         self.group_cards: dict[Key, tuple[str, str, str]] = {}
-        #: Bumped on every change; a cycle over an unchanged cache could be skipped.
+        #: Bumped on every change; a cycle over an unchanged cache is skipped (idle.py).
         self.generation = 0
+        #: Pods parsed by earlier builds, by version: a build parses only what changed.
+        self.memo = ParseMemo()
         # Warm-up: uids a first LIST returned that the watch has not delivered yet.
         self._waiting: dict[str, set[str] | None] = dict.fromkeys(KINDS)
         self._seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
@@ -515,6 +520,7 @@ class ClusterCache:
             events=events,
             generation=self.generation,
             wake_at=wake,
+            memo=self.memo,
         )
 
 

@@ -9,6 +9,7 @@ from kai_py.cluster.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 from kai_py.cluster.idle import IdleGate
 from kai_py.cluster.writer import EventRecorder, Write, plan
 from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.model import TaskStatus
 
 NOW = 1_800_000_000.0
 Json = dict[str, Any]
@@ -144,3 +145,24 @@ def test_a_cycle_that_decided_something_is_never_skipped() -> None:
     gate.ran(7, NOW + 1, NOW + 3, quiet=True)
     assert not gate.due(7, NOW + 2)
     assert gate.due(7, NOW + 3)  # a pod's PodGroup grace period ends
+
+
+def test_a_build_reuses_unchanged_pods_and_parses_changed_ones_again() -> None:
+    objs = _objects()
+    cache = ClusterCache()
+    for (kind, _, _), body in objs.items():
+        cache.observe(kind, "ADDED", body)
+    first = cache.view(NOW).build(NOW).snapshot
+    task = next(t for j in first.jobs for t in j.tasks if t.name == "big-0")
+    task.status, task.node_name = TaskStatus.ALLOCATED, "n1"  # what a session does
+    again = cache.view(NOW).build(NOW).snapshot
+    same = next(t for j in again.jobs for t in j.tasks if t.name == "big-0")
+    assert same is not task and same.status is TaskStatus.PENDING and same.node_name is None
+    # A new version of the pod is parsed again.
+    changed = copy.deepcopy(objs[(PODS, "ns", "big-0")])
+    changed["metadata"]["resourceVersion"] = "50"
+    changed["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "6"
+    cache.observe(PODS, "MODIFIED", changed)
+    third = cache.view(NOW).build(NOW).snapshot
+    new = next(t for j in third.jobs for t in j.tasks if t.name == "big-0")
+    assert new.request.cpu == 6000
