@@ -189,8 +189,28 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
         "kind": "Pod",
         "metadata": projected_meta,
         "spec": projected_spec,
-        "status": {k: status[k] for k in _POD_STATUS_KEYS if status.get(k) is not None},
+        "status": _pod_status(status),
     }
+
+
+#: Of a pod's conditions the writer reads PodScheduled only (is it already what it
+#: would write?); the others (~1 KB a pod) are not kept.
+_CONDITION_KEYS: Final = ("type", "status", "reason", "message", "lastTransitionTime")
+
+
+def _pod_status(status: Mapping[str, Any]) -> Json:
+    kept = {k: status[k] for k in _POD_STATUS_KEYS if status.get(k) is not None}
+    if "conditions" in kept:
+        scheduled = [
+            {k: c[k] for k in _CONDITION_KEYS if k in c}
+            for c in kept["conditions"] or []
+            if isinstance(c, Mapping) and c.get("type") == "PodScheduled"
+        ]
+        if scheduled:
+            kept["conditions"] = scheduled
+        else:
+            del kept["conditions"]
+    return kept
 
 
 def _is_blocker(body: Mapping[str, Any]) -> bool:
