@@ -212,10 +212,13 @@ def test_the_cache_gives_the_scheduler_cards_of_groups_nodes_and_blockers() -> N
     (n1,) = built
     assert [c.uuid for c in n1.cards] == ["GPU-a", "GPU-b"]
     assert n1.group_cards == {"g": "GPU-b"}
-    assert n1.allocatable.gpu == 1  # the blocker holds a card nothing else counts
+    # The blocker holds a card nothing else counts; the reservation pod, which no shared
+    # pod uses (a leftover), holds the other until it is gone.
+    assert n1.allocatable.gpu == 0
     cache.observe(PODS, "DELETED", reservation)
     (n1,) = cache.view(0.0).build(0.0).snapshot.nodes
     assert n1.group_cards == {}
+    assert n1.allocatable.gpu == 1  # the blocker's card only
 
 
 def test_in_a_cluster_an_untranslated_hami_pod_is_reported_not_placed() -> None:

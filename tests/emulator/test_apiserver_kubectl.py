@@ -97,7 +97,11 @@ def test_apply_get_describe_delete_pod(kubectl: Kubectl) -> None:
     }
     assert fields["Name"] == "web" and fields["QoS Class"] == "Burstable"
     assert fields["Image"] == "nginx:1.27" and fields["Status"] == "Pending"
-    assert kubectl("delete", "pod", "web").stdout.strip() == 'pod "web" deleted'
+    # kubectl 1.35 and later add the namespace.
+    assert kubectl("delete", "pod", "web").stdout.strip() in (
+        'pod "web" deleted',
+        'pod "web" deleted from default namespace',
+    )
     missing = kubectl("get", "pod", "web", check=False)
     assert missing.returncode == 1
     assert missing.stderr.strip() == 'Error from server (NotFound): pods "web" not found'
@@ -151,9 +155,9 @@ def test_crd_then_its_resources_and_invalid_one(kubectl: Kubectl) -> None:
     got = json.loads(kubectl("get", "gadget", "g1", "-o", "json").stdout)
     assert got["spec"] == {"owner": "team-c", "priority": 50}
     assert "Owner:     team-c" in kubectl("describe", "gadget", "g1").stdout
-    assert (
-        kubectl("delete", "-f", "-", input=GADGET).stdout.strip()
-        == 'gadget.e2e.kai-py.dev "g1" deleted'
+    assert kubectl("delete", "-f", "-", input=GADGET).stdout.strip() in (
+        'gadget.e2e.kai-py.dev "g1" deleted',
+        'gadget.e2e.kai-py.dev "g1" deleted from default namespace',
     )
 
 
@@ -186,7 +190,10 @@ data: {a: "1"}
 """,
     )
     out = kubectl("delete", "configmap", "held", "--wait=false")
-    assert out.stdout.strip() == 'configmap "held" deleted'
+    assert out.stdout.strip() in (
+        'configmap "held" deleted',
+        'configmap "held" deleted from default namespace',
+    )
     got = json.loads(kubectl("get", "configmap", "held", "-o", "json").stdout)
     assert got["metadata"]["deletionTimestamp"]
     kubectl(
