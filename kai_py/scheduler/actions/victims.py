@@ -227,7 +227,7 @@ class VictimSearch:
         gpu_only = wanted.gpu > EPS
         if any(t.is_shared for t in next_tasks(preemptor, needed(preemptor))):
             wanted.gpu = 0.0  # a portion of a card in use is free but not counted below
-        room = _free(session)
+        room: Res | None = None  # free + chosen victims, once a first placement failed
         for unit in units:
             if not _live(unit) or (self.admit is not None and not self.admit(unit)):
                 continue
@@ -239,12 +239,13 @@ class VictimSearch:
             chosen.append(unit)
             evicted += len(live)
             for task in live:
-                freed = session.task_res(task, session.nodes.get(task.node_name or ""))
-                if task.is_shared:
-                    freed.gpu = float(task.gpu_devices)  # its cards may become whole again
-                room.add(freed)
+                if room is not None:
+                    freed = session.task_res(task, session.nodes.get(task.node_name or ""))
+                    if task.is_shared:
+                        freed.gpu = float(task.gpu_devices)  # its cards may become whole
+                    room.add(freed)
                 stmt.evict(task, self.action, preemptor)
-            if not wanted.fits_in(room):
+            if room is not None and not wanted.fits_in(room):
                 continue  # not enough yet, wherever it is: add the next victim
             mark = stmt.checkpoint()
             if self._try(stmt, preemptor, chosen):
@@ -253,6 +254,8 @@ class VictimSearch:
                 stmt.commit()
                 return True
             stmt.rollback(mark)
+            if room is None:
+                room = _free(session)  # the victims so far count as being released
         stmt.rollback(0)
         return False
 
