@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
+import statistics
 import time
 from collections.abc import Callable
 
@@ -159,11 +161,25 @@ def reclaim_snapshot(nodes: int, gpus: int, pending: int, seed: int) -> Snapshot
 
 
 def first_fit(snapshot: Snapshot) -> int:
-    """The floor: each gang on the first nodes with room, no queues, no order."""
-    free = {
+    """The floor: each gang on the first nodes with room, no queues, no order.
+
+    An honest one: nodes are bucketed by free whole GPUs, so a task looks only at
+    nodes that have the GPUs it asks for (the fewest such first, as binpack does),
+    instead of scanning every node per task.
+    """
+    free: dict[str, list[float]] = {
         n.name: [n.allocatable.gpu, n.allocatable.cpu, n.allocatable.memory] for n in snapshot.nodes
     }
-    names = list(free)
+    buckets: dict[int, dict[str, None]] = {}  # free whole GPUs -> nodes (insertion-ordered)
+    for name, f in free.items():
+        buckets.setdefault(int(f[0]), {})[name] = None
+    most = max(buckets, default=0)
+
+    def move(name: str, before: float, after: float) -> None:
+        if int(before) != int(after):
+            del buckets[int(before)][name]
+            buckets.setdefault(int(after), {})[name] = None
+
     placed = 0
     for job in snapshot.jobs:
         taken: list[tuple[str, Task]] = []
@@ -171,22 +187,32 @@ def first_fit(snapshot: Snapshot) -> int:
             if task.status is not TaskStatus.PENDING:
                 continue
             req = task.request
-            for name in names:
-                f = free[name]
-                if f[0] >= req.gpu and f[1] >= req.cpu and f[2] >= req.memory:
-                    f[0] -= req.gpu
-                    f[1] -= req.cpu
-                    f[2] -= req.memory
-                    taken.append((name, task))
+            found = None
+            for level in range(max(0, math.ceil(req.gpu)), most + 1):
+                for name in buckets.get(level, ()):
+                    f = free[name]
+                    if f[0] >= req.gpu and f[1] >= req.cpu and f[2] >= req.memory:
+                        found = name
+                        break
+                if found is not None:
                     break
-            else:
+            if found is None:
                 break
+            f = free[found]
+            before = f[0]
+            f[0] -= req.gpu
+            f[1] -= req.cpu
+            f[2] -= req.memory
+            move(found, before, f[0])
+            taken.append((found, task))
         if len(taken) < job.min_member:
             for name, task in taken:
                 f = free[name]
+                before = f[0]
                 f[0] += task.request.gpu
                 f[1] += task.request.cpu
                 f[2] += task.request.memory
+                move(name, before, f[0])
         else:
             placed += len(taken)
     return placed
@@ -211,42 +237,43 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    cycle_s, decisions = timed(
-        lambda: run_cycle(
-            allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed)
-        )
-    )
-    build_s, _ = timed(
-        lambda: allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed)
-    )
-    cycle_s -= build_s  # the synthetic input is not part of the cycle
-    floor_s, floor_placed = timed(
-        lambda: first_fit(
-            allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed)
-        )
-    )
-    floor_s -= build_s
-    bound = len(decisions.binds)  # type: ignore[attr-defined]
+    def three(
+        make: Callable[[], Snapshot], run: Callable[[Snapshot], object]
+    ) -> tuple[list[float], object]:
+        """Three runs, each on a fresh input (made outside the timing)."""
+        times, result = [], None
+        for _ in range(3):
+            snapshot = make()
+            seconds, result = timed(lambda snap=snapshot: run(snap))
+            times.append(seconds)
+        return times, result
 
-    rsnap_s, _ = timed(
-        lambda: reclaim_snapshot(args.nodes, args.gpus, args.reclaim_pods, args.seed)
+    def alloc() -> Snapshot:
+        return allocate_snapshot(args.nodes, args.gpus, args.pods, args.queues, args.seed)
+
+    cycle_t, decisions = three(alloc, lambda snap: run_cycle(snap))
+    floor_t, floor_placed = three(alloc, first_fit)
+    bound = len(decisions.binds)  # type: ignore[attr-defined]
+    reclaim_t, rdec = three(
+        lambda: reclaim_snapshot(args.nodes, args.gpus, args.reclaim_pods, args.seed),
+        lambda snap: run_cycle(snap),
     )
-    reclaim_s, rdec = timed(
-        lambda: run_cycle(reclaim_snapshot(args.nodes, args.gpus, args.reclaim_pods, args.seed))
-    )
-    reclaim_s -= rsnap_s
     evicted = len(rdec.evictions)  # type: ignore[attr-defined]
+    cycle_s, floor_s = min(cycle_t), min(floor_t)
+
+    def fmt(times: list[float]) -> str:
+        return f"{min(times):.3f} / {statistics.median(times):.3f}"
 
     result = {
         "nodes": args.nodes,
         "pods": args.pods,
-        "cycle_s": round(cycle_s, 4),
-        "floor_s": round(floor_s, 4),
+        "cycle_s": fmt(cycle_t),
+        "floor_s": fmt(floor_t),
         "ratio": round(cycle_s / floor_s, 2) if floor_s > 0 else None,
         "bound": bound,
         "floor_bound": floor_placed,
         "reclaim_pods": args.reclaim_pods,
-        "reclaim_s": round(reclaim_s, 4),
+        "reclaim_s": fmt(reclaim_t),
         "reclaim_evicted": evicted,
     }
     if args.json:
@@ -255,11 +282,15 @@ def main() -> int:
         print(
             f"cluster: {args.nodes} nodes x {args.gpus} GPUs, {args.pods} pending pods in {args.queues} queues"
         )
-        print(f"full cycle:       {cycle_s:8.3f} s  ({bound} pods bound)")
-        print(f"first-fit floor:  {floor_s:8.3f} s  ({floor_placed} pods placed)")
-        print(f"ratio:            {result['ratio']}x  (target: cycle <= 1 s and <= 10x the floor)")
+        print("seconds, min / median of 3")
+        print(f"full cycle:       {fmt(cycle_t)} s  ({bound} pods bound)")
+        print(f"first-fit floor:  {fmt(floor_t)} s  ({floor_placed} pods placed; GPU-bucketed)")
         print(
-            f"reclaim cycle:    {reclaim_s:8.3f} s  ({evicted} pods evicted for {args.reclaim_pods} pending; target <= 3 s)"
+            f"ratio:            {result['ratio']}x of the mins "
+            "(target: cycle <= 1 s and <= 10x the floor)"
+        )
+        print(
+            f"reclaim cycle:    {fmt(reclaim_t)} s  ({evicted} pods evicted for {args.reclaim_pods} pending; target <= 3 s)"
         )
     return 0
 

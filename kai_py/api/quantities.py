@@ -62,10 +62,20 @@ def parse_quantity(value: str | int | float) -> float:
 
 
 def format_quantity(value: float) -> int | str:
-    """An int-or-string value for a status map: integers stay integers, fractions are strings."""
+    """An int-or-string value for a status map: integers stay integers, fractions are strings.
+
+    Fractions below a million keep 6 significant digits; one that rounds to a whole
+    number ("274878" for 274877.9 MB) is written as that integer, so what is read
+    back formats the same way again (a status compared with what it would be written
+    as is equal when nothing changed).
+    """
     if float(value).is_integer():
         return int(value)
-    return f"{value:.6g}" if abs(value) < 1e6 else repr(float(value))
+    if abs(value) >= 1e6:
+        return repr(float(value))
+    text = f"{value:.6g}"
+    rounded = float(text)
+    return int(rounded) if rounded.is_integer() else text
 
 
 class ResourceAmounts(NamedTuple):

@@ -9,6 +9,7 @@ name a missing PodGroup, unknown priority classes.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,73 @@ class Built:
     events: list[Event] = field(default_factory=list)
     job_of_task: dict[str, str] = field(default_factory=dict)
     other_scheduler_pods: int = 0
+
+
+class ParseMemo:
+    """Pods parsed in earlier builds, by object version, so a build parses only what changed.
+
+    The operator's cache keeps one across cycles (``kai-py simulate`` builds once and
+    needs none). A pod is known by its uid, resourceVersion and the node it counts on
+    (a BindRequest may place it before the pod says so); a build hands out a fresh
+    copy of the parsed Task, since a session changes its Tasks. Entries a build did not
+    use are dropped at its end, so the memo holds no more than the cluster.
+    """
+
+    def __init__(self) -> None:
+        self._tasks: dict[tuple[object, ...], tuple[Task, tuple[str, ...]]] = {}
+        self._requests: dict[tuple[object, ...], Res] = {}
+        self._used_tasks: dict[tuple[object, ...], tuple[Task, tuple[str, ...]]] = {}
+        self._used_requests: dict[tuple[object, ...], Res] = {}
+
+    @staticmethod
+    def key(body: Mapping[str, Any], *extra: object) -> tuple[object, ...] | None:
+        m = meta(body)
+        uid, rv = m.get("uid"), m.get("resourceVersion")
+        if not uid or not rv:
+            return None
+        # Where it counts and on which cards: a BindRequest may place it before it says so.
+        group = (m.get("labels") or {}).get(keys.GPU_GROUP_LABEL)
+        return (uid, rv, (body.get("spec") or {}).get("nodeName"), group, *extra)
+
+    def requests(self, body: Mapping[str, Any]) -> Res:
+        key = self.key(body)
+        found = self._requests.get(key) if key is not None else None
+        if found is None:
+            found = pod_requests(body)
+        if key is not None:
+            self._used_requests[key] = found
+        return found.copy()
+
+    def task(
+        self, body: Mapping[str, Any], job_uid: str, status: TaskStatus, now: float
+    ) -> tuple[Task, tuple[str, ...]]:
+        """The pod's Task (a fresh copy) and its pin notes; raises WorkloadError."""
+        key = self.key(body, job_uid, status)
+        found = self._tasks.get(key) if key is not None else None
+        if found is None:
+            found = _parse_task(body, job_uid, status, now)
+        if key is not None and not found[0].stuck and status is not TaskStatus.RELEASING:
+            self._used_tasks[key] = found  # a releasing pod's deadline depends on the clock
+        template, notes = found
+        task = copy.copy(template)
+        task.request = template.request.copy()
+        return task, notes
+
+    def done(self) -> None:
+        """The end of a build: keep what it used."""
+        self._tasks, self._used_tasks = self._used_tasks, {}
+        self._requests, self._used_requests = self._used_requests, {}
+
+
+def _parse_task(
+    body: Mapping[str, Any], job_uid: str, status: TaskStatus, now: float
+) -> tuple[Task, tuple[str, ...]]:
+    body = hami_as_translated(body)
+    task = task_from_pod(body, job_uid, status, now)
+    task.pin = pins.pin_of(body)
+    if status is not TaskStatus.PENDING:
+        task.gpu_uuids = pins.reported_uuids(body)
+    return task, tuple(pins.pin_notes(body))
 
 
 def _dev_cluster_nodes(doc: Document, first_index: int) -> list[Node]:
@@ -204,8 +272,11 @@ def check_queue_tree(queues: dict[str, Queue], sources: dict[str, str]) -> None:
         raise InputError(problems)
 
 
-def build(docs: list[Document], now: float, config: Config | None = None) -> Built:
+def build(
+    docs: list[Document], now: float, config: Config | None = None, memo: ParseMemo | None = None
+) -> Built:
     docs = expand(docs)
+    memo = memo if memo is not None else ParseMemo()
     fatal: list[str] = []
     nodes: list[Node] = []
     queues: dict[str, Queue] = {}
@@ -298,9 +369,12 @@ def build(docs: list[Document], now: float, config: Config | None = None) -> Bui
     built = Built(
         Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()), events
     )
-    node_names = {n.name for n in nodes}
+    nodes_by_name: dict[str, Node] = {}
+    for n in nodes:
+        nodes_by_name.setdefault(n.name, n)  # a name given twice: the first counts
     for doc in pods:
-        _add_pod(doc, jobs, owners, priority_classes, nodes, node_names, built)
+        _add_pod(doc, jobs, owners, priority_classes, nodes_by_name, built, memo)
+    memo.done()
     built.snapshot.jobs = list(jobs.values())
     for job in built.snapshot.jobs:
         if job.stale_since is None:
@@ -449,9 +523,9 @@ def _add_pod(
     jobs: dict[tuple[str, str], Job],
     owners: dict[tuple[str, str], Mapping[str, Any]],
     classes: dict[str, int],
-    nodes: list[Node],
-    node_names: set[str],
+    node_names: dict[str, Node],
     built: Built,
+    memo: ParseMemo,
 ) -> None:
     body = doc.body
     m = meta(body)
@@ -467,13 +541,12 @@ def _add_pod(
         return
     if (spec.get("schedulerName") or "default-scheduler") != keys.DEFAULT_SCHEDULER_NAME:
         # Another scheduler's pod: what it holds is not ours to give.
-        node_name = spec.get("nodeName")
-        if node_name in node_names and status is not TaskStatus.PENDING:
+        node = node_names.get(str(spec.get("nodeName") or ""))
+        if node is not None and status is not TaskStatus.PENDING:
             try:
-                used = pod_requests(body)
+                used = memo.requests(body)
             except WorkloadError:
                 return
-            node = next(n for n in nodes if n.name == node_name)
             node.allocatable.sub(used)
         built.other_scheduler_pods += 1
         return
@@ -506,12 +579,8 @@ def _add_pod(
             built.events.append(Event("Pod", ns, name, "Warning", "PodGroupNotFound", message))
         jobs[(ns, grouped.name)] = job
     try:
-        body = hami_as_translated(body)
-        task = task_from_pod(body, job.uid, status, built.snapshot.now)
-        task.pin = pins.pin_of(body)
-        if status is not TaskStatus.PENDING:
-            task.gpu_uuids = pins.reported_uuids(body)
-        for note in pins.pin_notes(body):
+        task, notes = memo.task(body, job.uid, status, built.snapshot.now)
+        for note in notes:
             built.events.append(
                 Event("Pod", ns, name, "Warning", "GpuPinIgnored", f"{doc.source}: {note}")
             )

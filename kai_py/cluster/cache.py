@@ -43,7 +43,7 @@ from kai_py.api.common import ManifestError
 from kai_py.api.queue import Queue as QueueModel
 from kai_py.cluster import hami, pins
 from kai_py.cluster import reservation as rsv
-from kai_py.cluster.builder import Built, build
+from kai_py.cluster.builder import Built, ParseMemo, build
 from kai_py.cluster.convert import meta, parse_time
 from kai_py.cluster.inputs import Document
 from kai_py.cluster.pinned_binding import BLOCKER_LABEL
@@ -189,8 +189,28 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
         "kind": "Pod",
         "metadata": projected_meta,
         "spec": projected_spec,
-        "status": {k: status[k] for k in _POD_STATUS_KEYS if status.get(k) is not None},
+        "status": _pod_status(status),
     }
+
+
+#: Of a pod's conditions the writer reads PodScheduled only (is it already what it
+#: would write?); the others (~1 KB a pod) are not kept.
+_CONDITION_KEYS: Final = ("type", "status", "reason", "message", "lastTransitionTime")
+
+
+def _pod_status(status: Mapping[str, Any]) -> Json:
+    kept = {k: status[k] for k in _POD_STATUS_KEYS if status.get(k) is not None}
+    if "conditions" in kept:
+        scheduled = [
+            {k: c[k] for k in _CONDITION_KEYS if k in c}
+            for c in kept["conditions"] or []
+            if isinstance(c, Mapping) and c.get("type") == "PodScheduled"
+        ]
+        if scheduled:
+            kept["conditions"] = scheduled
+        else:
+            del kept["conditions"]
+    return kept
 
 
 def _is_blocker(body: Mapping[str, Any]) -> bool:
@@ -288,9 +308,16 @@ class View:
     events: list[Event] = field(default_factory=list)
     #: Queues left out, by name: why (their workloads are told, not "does not exist").
     left_out: dict[str, str] = field(default_factory=dict)
+    #: The cache's generation this view was taken at.
+    generation: int = 0
+    #: When this view would change with no watch event (a pod's PodGroup grace ends).
+    wake_at: float = float("inf")
+
+    #: Parsed pods of earlier builds (the cache's), reused when unchanged.
+    memo: ParseMemo | None = None
 
     def build(self, now: float, config: Config | None = None) -> Built:
-        built = build(self.documents, now, config)
+        built = build(self.documents, now, config, self.memo)
         for job in built.snapshot.jobs:
             if job.queue in self.left_out:
                 job.errors.append(
@@ -310,8 +337,10 @@ class ClusterCache:
         self.reservations: dict[Key, Json] = {}
         #: Reservation pods' reported cards: (node, GPU group, UUID), for pinned pods.
         self.group_cards: dict[Key, tuple[str, str, str]] = {}
-        #: Bumped on every change; a cycle over an unchanged cache could be skipped.
+        #: Bumped on every change; a cycle over an unchanged cache is skipped (idle.py).
         self.generation = 0
+        #: Pods parsed by earlier builds, by version: a build parses only what changed.
+        self.memo = ParseMemo()
         # Warm-up: uids a first LIST returned that the watch has not delivered yet.
         self._waiting: dict[str, set[str] | None] = dict.fromkeys(KINDS)
         self._seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
@@ -509,6 +538,7 @@ class ClusterCache:
                 failed.append(key)  # to delete; its pod is decided once it is gone
         blocked = set(failed)
         held_back = 0
+        wake = float("inf")  # when a held-back pod's grace period ends
         used_groups: set[tuple[str, str]] = set()  # (node, group) that live shared pods use
         for (ns, name), pod in self.objects[PODS].items():
             uid = str(meta(pod).get("uid") or f"{ns}/{name}")
@@ -522,6 +552,7 @@ class ClusterCache:
             if (ns, str(group)) not in self.objects[PODGROUPS]:
                 created = parse_time(meta(pod).get("creationTimestamp")) or 0.0
                 if now - created < PODGROUP_GRACE_SECONDS:
+                    wake = min(wake, created + PODGROUP_GRACE_SECONDS)
                     held_back += 1
                     continue
             by_uid[uid] = pod
@@ -554,6 +585,9 @@ class ClusterCache:
             failed_bindrequests=failed,
             events=events,
             left_out={e.name: e.message for e in events if e.reason == "InvalidQueue"},
+            generation=self.generation,
+            wake_at=wake,
+            memo=self.memo,
         )
 
 

@@ -41,6 +41,7 @@ from kai_py.cluster.cache import (
 )
 from kai_py.cluster.convert import meta
 from kai_py.cluster.informer import AsyncTransport, attach_transport
+from kai_py.cluster.idle import IdleGate
 from kai_py.cluster.inputs import InputError
 from kai_py.cluster.kube import Kube, KubeError, list_paged, load_api_client, path_of
 from kai_py.cluster.leader import Leadership
@@ -99,6 +100,8 @@ class LoopState:
     background: BackgroundWriter | None = None
     #: The async HTTP stack the loop's requests go through (closed at the stop).
     transport: AsyncTransport | None = None
+    #: Skips cycles over an unchanged cache (kai_py/cluster/idle.py).
+    idle: IdleGate = field(default_factory=IdleGate)
 
 
 _state: LoopState | None = None
@@ -315,6 +318,8 @@ async def run_one_cycle(s: LoopState) -> Outcome:
     assert s.kube is not None
     writer = Writer(s.kube, concurrency=URGENT_WRITES, background=s.background)
     now = time.time()
+    if not s.idle.due(s.cache.generation, now):
+        return Outcome()  # nothing changed since a cycle that decided nothing
     view = s.cache.view(now)
     cleanup = bindrequest_writes(view, s.cache)
     if cleanup:
@@ -335,6 +340,8 @@ async def run_one_cycle(s: LoopState) -> Outcome:
     metrics.record_close_session(time.perf_counter() - closing)
     metrics.record_decisions(decisions, built.snapshot, s.cache.objects[QUEUES].values())
     outcome = await writer.apply(writes)
+    quiet = not (cleanup or decisions.binds or decisions.evictions or decisions.pipelined)
+    s.idle.ran(view.generation, now, view.wake_at, quiet and not outcome.failed)
     s.cycles += 1
     s.last_outcome = outcome
     binds = sum(1 for w in writes if w.what.startswith("bind ")) if writes else 0

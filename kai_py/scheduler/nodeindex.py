@@ -24,7 +24,10 @@ class NodeIndex:
 
     @staticmethod
     def _free(node: Node) -> int:
-        return max(0, math.floor(node.free_gpus_now() + EPS))
+        # Whole GPUs free now and not promised to pipelined pods: what a placement
+        # now can take (a node whose free cards are all promised is not offered).
+        free = min(node.free_gpus_now(), node.free_gpus_future())
+        return max(0, math.floor(free + EPS))
 
     def update(self, node: Node) -> None:
         new = self._free(node)

@@ -21,6 +21,14 @@ OPERATOR = textwrap.dedent("""\
     import kopf
     from kai_py.controllers.webhooks import hami
 
+    # A registry of its own: handlers other tests' imports put on the default one
+    # (the pod webhook among them) must not run here.
+    kopf.set_default_registry(kopf.OperatorRegistry())
+
+    @kopf.on.login()
+    def login(**kwargs):
+        return kopf.login_via_client(**kwargs)
+
     @kopf.on.startup()
     def configure(settings, **_):
         settings.admission.server = kopf.WebhookServer(

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from kai_py.api.bindrequest import BindRequest
+from kai_py.api.quantities import format_quantity, parse_quantity
 from kai_py.cluster.cache import BINDREQUESTS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 from kai_py.cluster.writer import (
     EventRecorder,
@@ -222,6 +223,32 @@ def test_podgroup_phase_follows_min_member() -> None:
         "Running",
     )
     assert same is None
+
+
+def test_large_memory_reads_back_equal_so_an_unchanged_status_is_not_written_again() -> None:
+    # 256 GiB is 274877.906944 MB: written as 274878, read back as 274878, equal.
+    figures = QueueFigures(
+        deserved=Res(),
+        fair_share=Res(),
+        allocated=Res(1500, 256 * 2.0**30, 2),
+        allocated_non_preemptible=Res(),
+        requested=Res(3000, 2048 * 2.0**30, 4),
+    )
+    patch = queue_status_patch({"metadata": {"name": "q"}}, figures)
+    assert patch is not None
+    assert patch["status"]["allocated"]["memory"] == 274878
+    assert patch["status"]["requested"]["memory"] == "2199023.255552"
+    for stored in (
+        patch["status"],
+        {k: {r: str(v) for r, v in m.items()} for k, m in patch["status"].items()},
+    ):
+        assert queue_status_patch({"status": stored}, figures) is None
+
+
+def test_a_formatted_quantity_formats_the_same_once_read_back() -> None:
+    for value in (0.5, 1 / 3, 99999.95, 274877.906944, 999999.7, 1e-7, 2199023.255552, 12.0):
+        written = format_quantity(value)
+        assert format_quantity(parse_quantity(written)) == written, value
 
 
 def test_podgroup_status_reasons_and_resources() -> None:

@@ -15,11 +15,11 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kai_py.scheduler.actions.common import demand, needed, place_tasks
+from kai_py.scheduler.actions.common import demand, needed, next_tasks, place_tasks
 from kai_py.scheduler.model import Job, Task, TaskStatus
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.placement import Placer
-from kai_py.scheduler.resources import Res
+from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Op, Session, Statement
 
 
@@ -172,6 +172,18 @@ def _last_in_line(session: Session, pending: dict[str, Unit]) -> str:
     return pick(roots)
 
 
+def _free(session: Session) -> Res:
+    """What the whole cluster has free, counting what is being released as free (an
+    upper bound of what any placement can use)."""
+    total = Res()
+    for node in session.nodes.values():
+        a, u, r = node.allocatable, node.used, node.releasing
+        total.cpu += max(0.0, a.cpu - u.cpu + r.cpu)
+        total.memory += max(0.0, a.memory - u.memory + r.memory)
+        total.gpu += max(0.0, a.gpu - u.gpu + r.gpu)
+    return total
+
+
 def _live(unit: Unit) -> bool:
     return any(t.status is TaskStatus.RUNNING for t in unit.tasks)
 
@@ -199,20 +211,42 @@ class VictimSearch:
         self.admit = admit
 
     def run(self, preemptor: Job, units: Iterable[Unit]) -> bool:
-        """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing."""
-        stmt = self.session.statement()
+        """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing.
+
+        Two shortcuts that never change the outcome of a search that would
+        succeed: a preemptor that asks for GPUs passes over victims that hold no
+        GPU (evicting them frees no card for it), and the preemptor is only placed
+        once the victims chosen so far, with what is free already, add up to what
+        it asks for (before that, the placement cannot work).
+        """
+        session = self.session
+        stmt = session.statement()
         chosen: list[Unit] = []
         evicted = 0
+        wanted = demand(session, preemptor, needed(preemptor)).copy()
+        gpu_only = wanted.gpu > EPS
+        if any(t.is_shared for t in next_tasks(preemptor, needed(preemptor))):
+            wanted.gpu = 0.0  # a portion of a card in use is free but not counted below
+        room: Res | None = None  # free + chosen victims, once a first placement failed
         for unit in units:
             if not _live(unit) or (self.admit is not None and not self.admit(unit)):
                 continue
             live = [t for t in unit.tasks if t.status is TaskStatus.RUNNING]
+            if gpu_only and not any(session.task_res(t, None).gpu > EPS for t in live):
+                continue
             if self.max_victims is not None and evicted + len(live) > self.max_victims:
                 break
             chosen.append(unit)
             evicted += len(live)
             for task in live:
+                if room is not None:
+                    freed = session.task_res(task, session.nodes.get(task.node_name or ""))
+                    if task.is_shared:
+                        freed.gpu = float(task.gpu_devices)  # its cards may become whole
+                    room.add(freed)
                 stmt.evict(task, self.action, preemptor)
+            if room is not None and not wanted.fits_in(room):
+                continue  # not enough yet, wherever it is: add the next victim
             mark = stmt.checkpoint()
             if self._try(stmt, preemptor, chosen):
                 stmt.rollback(0)
@@ -220,6 +254,8 @@ class VictimSearch:
                 stmt.commit()
                 return True
             stmt.rollback(mark)
+            if room is None:
+                room = _free(session)  # the victims so far count as being released
         stmt.rollback(0)
         return False
 

@@ -1,0 +1,754 @@
+"""Benchmark the operator's cycle at scale, from a cache fed the way watch events feed it.
+
+The operator's ``ClusterCache`` is filled with full API objects (Nodes, Queues,
+PodGroups, Pods with their conditions and container statuses), one
+``observe`` per object, as Kopf's watches deliver them. Then one operator cycle
+is timed stage by stage, exactly as ``kai_py.controllers.scheduling`` runs it:
+``view`` (cache -> builder input), ``build`` (the Snapshot), ``run_cycle`` (the
+actions), ``plan`` (decisions -> API writes). Each figure is the min / median
+of 3 runs.
+
+- **full**: a cycle over the freshly filled cache (3 runs over the same state);
+- **settle**: the full cycle's writes are applied to the cache as the API
+  server and binder would echo them (BindRequests made and the pods bound,
+  status patches, evictions as deletions); then a cycle, whose writes are
+  applied in turn; the number of writes of the second cycle should be 0 when
+  nothing changed;
+- **idle**: a cycle when nothing changed since (the operator skips it when the
+  cache's generation is unchanged and no timer is due);
+- **churn**: 1% of the pods change (half of them are re-delivered with a new
+  resourceVersion, half of the running ones finish); then a cycle.
+
+Peak RSS is the process's (``ru_maxrss``). ``--sizes`` runs one process per
+size, with the pods and pending pods scaled from the 4,000-node figures.
+
+    python bench/scale.py --nodes 1000 --pods 35000 --pending 2000
+    python bench/scale.py --nodes 4000 --pods 140000 --pending 8000 --queues 100 --json
+    python bench/scale.py --sizes 1000,2000,4000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from kai_py.api import keys
+from kai_py.cluster.cache import (
+    BINDREQUESTS,
+    NODES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    ClusterCache,
+)
+from kai_py.cluster.convert import meta
+from kai_py.cluster.idle import IdleGate
+from kai_py.cluster.writer import EventRecorder, Write, plan, rfc3339
+from kai_py.scheduler.cycle import configured_actions, run_cycle
+from kai_py.scheduler.model import Config
+
+Json = dict[str, Any]
+NOW = 1_800_000_000.0
+SCHEDULER = keys.DEFAULT_SCHEDULER_NAME
+
+
+class Cluster:
+    """A synthetic cluster's objects, and a tiny API server that echoes writes."""
+
+    def __init__(self, cache: ClusterCache, seed: int) -> None:
+        self.cache = cache
+        self.rng = random.Random(seed)
+        self.rv = 1000
+        self.pods: dict[tuple[str, str], Json] = {}  # the full objects, as stored
+        self.podgroups: dict[tuple[str, str], Json] = {}
+        self.queues: dict[str, Json] = {}
+        self.uid = 0
+
+    def next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+    def next_uid(self) -> str:
+        self.uid += 1
+        return f"00000000-0000-0000-0000-{self.uid:012d}"
+
+    def send(self, kind: str, event: str, body: Json) -> None:
+        self.cache.observe(kind, event, body)
+
+
+def node_body(c: Cluster, i: int, gpus: int) -> Json:
+    name = f"node-{i:05d}"
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "uid": c.next_uid(),
+            "resourceVersion": c.next_rv(),
+            "creationTimestamp": rfc3339(NOW - 86400),
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": "p5.48xlarge",
+                "nvidia.com/gpu.memory": "81920",
+                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                "topology.kubernetes.io/zone": f"zone-{i % 4}",
+            },
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {"podCIDR": f"10.{i // 256}.{i % 256}.0/24"},
+        "status": {
+            "allocatable": {
+                "cpu": "190",
+                "memory": "2000Gi",
+                keys.GPU_RESOURCE: str(gpus),
+                "pods": "250",
+            },
+            "capacity": {"cpu": "192", "memory": "2048Gi", keys.GPU_RESOURCE: str(gpus)},
+            "conditions": [
+                {
+                    "type": t,
+                    "status": "True" if t == "Ready" else "False",
+                    "lastHeartbeatTime": rfc3339(NOW - 30),
+                    "lastTransitionTime": rfc3339(NOW - 86000),
+                    "reason": f"Kubelet{t}",
+                    "message": f"kubelet reports {t}",
+                }
+                for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+            ],
+        },
+    }
+
+
+def queue_bodies(c: Cluster, count: int, total_gpus: int) -> list[Json]:
+    def queue(name: str, parent: str | None, gpu_quota: float) -> Json:
+        spec: Json = {
+            "resources": {
+                "gpu": {"quota": gpu_quota, "limit": -1, "overQuotaWeight": 1},
+                "cpu": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+                "memory": {"quota": -1, "limit": -1, "overQuotaWeight": 1},
+            }
+        }
+        if parent:
+            spec["parentQueue"] = parent
+        return {
+            "apiVersion": f"{keys.GROUP}/{keys.QUEUE_VERSION}",
+            "kind": "Queue",
+            "metadata": {
+                "name": name,
+                "uid": c.next_uid(),
+                "resourceVersion": c.next_rv(),
+                "creationTimestamp": rfc3339(NOW - 86400),
+            },
+            "spec": spec,
+        }
+
+    # Deserved quotas share 90% of the cluster's GPUs out among the leaf queues (the
+    # rest is over-quota room), as an operator of a large shared cluster sets them.
+    departments = max(1, count // 10)
+    out = [queue(f"dept-{d}", None, -1) for d in range(departments)]
+    share = float(int(total_gpus * 0.9 / max(1, count)))
+    out += [queue(f"q-{i:03d}", f"dept-{i % departments}", share) for i in range(count)]
+    return out
+
+
+def podgroup_body(c: Cluster, ns: str, name: str, queue: str, min_member: int) -> Json:
+    return {
+        "apiVersion": f"{keys.GROUP}/{keys.PODGROUP_VERSION}",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": c.next_uid(),
+            "resourceVersion": c.next_rv(),
+            "creationTimestamp": rfc3339(NOW - 3600),
+            "labels": {keys.QUEUE_LABEL: queue},
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": c.next_uid()}
+            ],
+        },
+        "spec": {"minMember": min_member, "queue": queue, "priorityClassName": "train"},
+    }
+
+
+def pod_body(
+    c: Cluster,
+    ns: str,
+    name: str,
+    *,
+    scheduler: str,
+    node: str | None,
+    cpu: str,
+    memory: str,
+    gpus: int,
+    group: str | None,
+    queue: str | None,
+) -> Json:
+    """A pod as the API server stores it: conditions, container statuses and all."""
+    running = node is not None
+    labels = {"app": name.rsplit("-", 1)[0], "batch.kubernetes.io/job-name": name}
+    annotations: Json = {"kubectl.kubernetes.io/default-container": "main"}
+    if group:
+        annotations[keys.POD_GROUP_ANNOTATION] = group
+    if queue:
+        labels[keys.QUEUE_LABEL] = queue
+    requests: Json = {"cpu": cpu, "memory": memory}
+    limits: Json = {"memory": memory}
+    if gpus:
+        limits[keys.GPU_RESOURCE] = str(gpus)
+    created = NOW - 1800
+    conditions = [
+        {
+            "type": t,
+            "status": "True" if running else "False",
+            "lastProbeTime": None,
+            "lastTransitionTime": rfc3339(created + 5),
+        }
+        for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
+    ]
+    conditions.append(
+        {
+            "type": "PodScheduled",
+            "status": "True" if running else "False",
+            "lastProbeTime": None,
+            "lastTransitionTime": rfc3339(created + 1),
+        }
+    )
+    status: Json = {"phase": "Running" if running else "Pending", "conditions": conditions}
+    if running:
+        status.update(
+            {
+                "hostIP": "10.0.0.1",
+                "podIP": "10.1.2.3",
+                "podIPs": [{"ip": "10.1.2.3"}],
+                "startTime": rfc3339(created + 2),
+                "qosClass": "Burstable",
+                "containerStatuses": [
+                    {
+                        "name": "main",
+                        "ready": True,
+                        "restartCount": 0,
+                        "started": True,
+                        "image": "registry.example.com/team/trainer:1.2.3",
+                        "imageID": "registry.example.com/team/trainer@sha256:" + "ab" * 32,
+                        "containerID": "containerd://" + "cd" * 32,
+                        "state": {"running": {"startedAt": rfc3339(created + 4)}},
+                    }
+                ],
+            }
+        )
+    spec: Json = {
+        "schedulerName": scheduler,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default",
+        "priorityClassName": "train" if scheduler == SCHEDULER else None,
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.example.com/team/trainer:1.2.3",
+                "command": ["python", "-m", "train"],
+                "args": ["--epochs", "10", "--data", "/data"],
+                "env": [{"name": f"VAR_{k}", "value": f"value-{k}"} for k in range(4)],
+                "resources": {"requests": requests, "limits": limits},
+                "volumeMounts": [
+                    {
+                        "name": "kube-api-access",
+                        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                        "readOnly": True,
+                    }
+                ],
+                "terminationMessagePath": "/dev/termination-log",
+                "imagePullPolicy": "IfNotPresent",
+            }
+        ],
+        "tolerations": [
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+        ],
+    }
+    if spec["priorityClassName"] is None:
+        del spec["priorityClassName"]
+    if node:
+        spec["nodeName"] = node
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": c.next_uid(),
+            "resourceVersion": c.next_rv(),
+            "creationTimestamp": rfc3339(created),
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": name,
+                    "uid": c.next_uid(),
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+def fill(
+    c: Cluster,
+    nodes: int,
+    gpus: int,
+    pods: int,
+    pending: int,
+    queues: int,
+    foreign_share: float,
+    busy_gpus: int = 6,
+) -> dict[str, int]:
+    """Fill the cache: nodes, queues, a priority class, running and pending workloads."""
+    rng = c.rng
+    for i in range(nodes):
+        c.send(NODES, "ADDED", node_body(c, i, gpus))
+    for q in queue_bodies(c, queues, nodes * gpus):
+        c.queues[meta(q)["name"]] = q
+        c.send(QUEUES, "ADDED", q)
+    c.send(
+        PRIORITY_CLASSES,
+        "ADDED",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "train", "uid": c.next_uid(), "resourceVersion": c.next_rv()},
+            "value": 50,
+        },
+    )
+    leaves = [f"q-{i:03d}" for i in range(queues)]
+    running = pods - pending
+    foreign = int(running * foreign_share)
+    ours_running = running - foreign
+    # Our running pods hold whole GPUs, up to ``busy_gpus`` of each node's cards.
+    free_gpus = [min(gpus, busy_gpus)] * nodes
+    made_ours = 0
+    job = 0
+    while made_ours < ours_running:
+        size = min(rng.randint(1, 8), ours_running - made_ours)
+        queue = rng.choice(leaves)
+        ns = f"team-{queue}"
+        name = f"run-{job:06d}"
+        job += 1
+        pg = podgroup_body(c, ns, name, queue, size)
+        c.podgroups[(ns, name)] = pg
+        c.send(PODGROUPS, "ADDED", pg)
+        for t in range(size):
+            n = rng.randrange(nodes)
+            use_gpu = free_gpus[n] > 0
+            if use_gpu:
+                free_gpus[n] -= 1
+            body = pod_body(
+                c,
+                ns,
+                f"{name}-{t}",
+                scheduler=SCHEDULER,
+                node=f"node-{n:05d}",
+                cpu="4",
+                memory="64Gi",
+                gpus=1 if use_gpu else 0,
+                group=name,
+                queue=queue,
+            )
+            c.pods[(ns, f"{name}-{t}")] = body
+            c.send(PODS, "ADDED", body)
+        made_ours += size
+    for i in range(foreign):
+        n = rng.randrange(nodes)
+        body = pod_body(
+            c,
+            "other",
+            f"svc-{i:06d}",
+            scheduler="default-scheduler",
+            node=f"node-{n:05d}",
+            cpu="500m",
+            memory="2Gi",
+            gpus=0,
+            group=None,
+            queue=None,
+        )
+        c.pods[("other", f"svc-{i:06d}")] = body
+        c.send(PODS, "ADDED", body)
+    made = 0
+    while made < pending:
+        size = min(rng.choice((1, 1, 2, 4, 8)), pending - made)
+        queue = rng.choice(leaves)
+        ns = f"team-{queue}"
+        name = f"new-{job:06d}"
+        job += 1
+        pg = podgroup_body(c, ns, name, queue, size)
+        c.podgroups[(ns, name)] = pg
+        c.send(PODGROUPS, "ADDED", pg)
+        for t in range(size):
+            body = pod_body(
+                c,
+                ns,
+                f"{name}-{t}",
+                scheduler=SCHEDULER,
+                node=None,
+                cpu="4",
+                memory="64Gi",
+                gpus=1,
+                group=name,
+                queue=queue,
+            )
+            c.pods[(ns, f"{name}-{t}")] = body
+            c.send(PODS, "ADDED", body)
+        made += size
+    return {"ours_running": ours_running, "foreign": foreign, "pending": pending}
+
+
+# ------------------------------------------------------------ the echo of writes
+def _merge(target: Json, patch: Json) -> Json:
+    out = dict(target)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def apply_writes(c: Cluster, writes: list[Write]) -> dict[str, int]:
+    """What the API server (and the binder) would make of the writes, as watch events."""
+    counts: dict[str, int] = {}
+    for w in writes:
+        kind = w.what.split(" ", 1)[0]
+        counts[kind] = counts.get(kind, 0) + 1
+        parts = w.path.strip("/").split("/")
+        body = w.body or {}
+        if w.method == "POST" and parts[-1] == "bindrequests":
+            ns = meta(body)["namespace"]
+            name = meta(body)["name"]
+            br = {**body, "metadata": {**meta(body), "uid": c.next_uid()}}
+            br["metadata"]["resourceVersion"] = c.next_rv()
+            br["status"] = {"phase": "Succeeded"}
+            c.send(BINDREQUESTS, "ADDED", br)
+            pod = c.pods.get((ns, name))
+            if pod is not None:  # the binder binds it, the kubelet starts it
+                pod = _merge(pod, {"spec": {"nodeName": body["spec"]["selectedNode"]}})
+                pod = _merge(pod, {"status": {"phase": "Running", "startTime": rfc3339(NOW)}})
+                pod["metadata"] = {**pod["metadata"], "resourceVersion": c.next_rv()}
+                c.pods[(ns, name)] = pod
+                c.send(PODS, "MODIFIED", pod)
+        elif w.method == "POST" and parts[-1] == "eviction":
+            ns, name = parts[parts.index("namespaces") + 1], parts[-2]
+            pod = c.pods.pop((ns, name), None)
+            if pod is not None:
+                c.send(PODS, "DELETED", pod)
+        elif w.method == "PATCH" and "podgroups" in parts:
+            ns, name = parts[parts.index("namespaces") + 1], parts[parts.index("podgroups") + 1]
+            patch = {k: v for k, v in body.items() if k != "metadata"}
+            if "metadata" in body:
+                patch["metadata"] = {k: v for k, v in body["metadata"].items() if k != "uid"}
+            pg = _merge(c.podgroups[(ns, name)], patch)
+            pg["metadata"] = {**pg["metadata"], "resourceVersion": c.next_rv()}
+            c.podgroups[(ns, name)] = pg
+            c.send(PODGROUPS, "MODIFIED", pg)
+        elif w.method == "PATCH" and "queues" in parts:
+            name = parts[parts.index("queues") + 1]
+            q = _merge(c.queues[name], {"status": body["status"]})
+            q["metadata"] = {**q["metadata"], "resourceVersion": c.next_rv()}
+            c.queues[name] = q
+            c.send(QUEUES, "MODIFIED", q)
+        elif w.method == "PATCH" and "pods" in parts:
+            ns, name = parts[parts.index("namespaces") + 1], parts[parts.index("pods") + 1]
+            pod = c.pods.get((ns, name))
+            if pod is None:
+                continue
+            status = dict(pod.get("status") or {})
+            for cond in (body.get("status") or {}).get("conditions") or []:
+                kept = [x for x in status.get("conditions") or [] if x["type"] != cond["type"]]
+                status["conditions"] = [*kept, cond]
+            if "nominatedNodeName" in (body.get("status") or {}):
+                status["nominatedNodeName"] = body["status"]["nominatedNodeName"]
+            pod = {**pod, "status": status}
+            pod["metadata"] = {**pod["metadata"], "resourceVersion": c.next_rv()}
+            c.pods[(ns, name)] = pod
+            c.send(PODS, "MODIFIED", pod)
+    return counts
+
+
+def churn(c: Cluster, share: float) -> int:
+    """``share`` of the pods change: half re-delivered with a new version, half finish."""
+    keys_ = list(c.pods)
+    picked = c.rng.sample(keys_, max(2, int(len(keys_) * share)))
+    for i, key in enumerate(picked):
+        pod = c.pods[key]
+        if i % 2 == 0 or not (pod.get("spec") or {}).get("nodeName"):
+            status = dict(pod["status"])
+            status["conditions"] = [
+                {**x, "lastProbeTime": rfc3339(NOW + i)} for x in status.get("conditions") or []
+            ]
+            pod = {**pod, "status": status}
+            pod["metadata"] = {**pod["metadata"], "resourceVersion": c.next_rv()}
+            c.pods[key] = pod
+            c.send(PODS, "MODIFIED", pod)
+        else:
+            del c.pods[key]
+            c.send(PODS, "DELETED", pod)
+    return len(picked)
+
+
+# ------------------------------------------------------------------ the cycle
+class Runner:
+    """One operator cycle's stages, as ``kai_py.controllers.scheduling`` runs them."""
+
+    def __init__(self, cache: ClusterCache, config: Config) -> None:
+        self.cache = cache
+        self.config = config
+        self.recorder = EventRecorder()
+        self.gate = IdleGate()
+
+    def cycle(self, now: float) -> tuple[dict[str, float], list[Write], dict[str, int]]:
+        t: dict[str, float] = {}
+        start = time.perf_counter()
+        view = self.cache.view(now)
+        t["view"] = time.perf_counter() - start
+        mark = time.perf_counter()
+        built = view.build(now, self.config)
+        t["build"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        decisions = run_cycle(built.snapshot, configured_actions(self.config))
+        t["run_cycle"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        writes = plan(view, built, decisions, now, self.recorder, None)
+        t["plan"] = time.perf_counter() - mark
+        t["total"] = time.perf_counter() - start
+        quiet = not (decisions.binds or decisions.evictions or decisions.pipelined)
+        self.gate.ran(view.generation, now, view.wake_at, quiet)
+        info = {
+            "binds": len(decisions.binds),
+            "evictions": len(decisions.evictions),
+            "pipelined": len(decisions.pipelined),
+            "writes": len(writes),
+        }
+        return t, writes, info
+
+
+def stats(values: list[float]) -> str:
+    return f"{min(values):.3f} / {statistics.median(values):.3f}"
+
+
+def summarize(runs: list[dict[str, float]]) -> dict[str, str]:
+    return {k: stats([r[k] for r in runs]) for k in runs[0]}
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_size(args: argparse.Namespace) -> dict[str, Any]:
+    cache = ClusterCache(SCHEDULER)
+    c = Cluster(cache, args.seed)
+    mark = time.perf_counter()
+    made = fill(
+        c,
+        args.nodes,
+        args.gpus,
+        args.pods,
+        args.pending,
+        args.queues,
+        args.foreign_share,
+        args.busy_gpus,
+    )
+    fill_s = time.perf_counter() - mark
+    gc.collect()
+    rss_filled = rss_mb()
+    config = replace(Config(), placement="binpack")
+    runner = Runner(cache, config)
+    result: dict[str, Any] = {
+        "nodes": args.nodes,
+        "pods": args.pods,
+        "pending": args.pending,
+        "queues": args.queues,
+        "foreign_share": args.foreign_share,
+        **made,
+        "fill_s": round(fill_s, 2),
+        "rss_after_fill_mb": round(rss_filled),
+    }
+
+    def repeat(before: Callable[[], object] | None = None) -> tuple[dict[str, str], Any]:
+        runs, last = [], None
+        for _ in range(3):
+            if before is not None:
+                before()
+            t, writes, info = runner.cycle(NOW)
+            runs.append(t)
+            last = (writes, info)
+        return summarize(runs), last
+
+    full, (writes, info) = repeat()
+    result["full"] = {"seconds": full, **info}
+    # The writes come back as watch events; then the next cycle should write nothing new.
+    apply_writes(c, writes)
+    t, writes2, info2 = runner.cycle(NOW)
+    result["after_own_writes"] = {
+        "seconds": {k: f"{v:.3f}" for k, v in t.items()},
+        **info2,
+        "write_kinds": _kinds(writes2),
+    }
+    apply_writes(c, writes2)
+    t, writes3, info3 = runner.cycle(NOW)
+    result["settled"] = {
+        "seconds": {k: f"{v:.3f}" for k, v in t.items()},
+        **info3,
+        "write_kinds": _kinds(writes3),
+    }
+    apply_writes(c, writes3)
+    idle_runs = []
+    for _ in range(3):
+        mark = time.perf_counter()
+        skipped = idle_cycle(runner, cache, NOW)
+        idle_runs.append(time.perf_counter() - mark)
+    result["idle"] = {"seconds": stats(idle_runs), "skipped": skipped}
+
+    churn_runs = []
+    churn_info: dict[str, int] = {}
+    for _ in range(3):
+        changed = churn(c, 0.01)
+        t, w, churn_info = runner.cycle(NOW)
+        apply_writes(c, w)
+        churn_runs.append(t)
+    result["churn_1pct"] = {"seconds": summarize(churn_runs), "changed": changed, **churn_info}
+    result["peak_rss_mb"] = round(rss_mb())
+    return result
+
+
+def _kinds(writes: list[Write]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for w in writes:
+        kind = w.what.split(" ", 1)[0]
+        out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def idle_cycle(runner: Runner, cache: ClusterCache, now: float) -> bool:
+    """A cycle with nothing new: skipped when the operator would skip it, else run."""
+    if not runner.gate.due(cache.generation, now):
+        return True
+    runner.cycle(now)
+    return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--pods", type=int, default=None, help="default: 35 per node")
+    parser.add_argument("--pending", type=int, default=None, help="default: 2 per node")
+    parser.add_argument("--queues", type=int, default=100)
+    parser.add_argument("--foreign-share", type=float, default=0.75)
+    parser.add_argument(
+        "--busy-gpus",
+        type=int,
+        default=6,
+        help="GPUs per node our running pods hold (default 6 of 8: the pending pods fit; "
+        "7 leaves pending gangs that reclaim, which is slow: see docs/benchmarks)",
+    )
+    parser.add_argument("--sizes", default=None, help="e.g. 1000,2000,4000: one process each")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.sizes:
+        results = []
+        for size in [int(s) for s in args.sizes.split(",") if s]:
+            cmd = [
+                sys.executable,
+                __file__,
+                "--nodes",
+                str(size),
+                "--queues",
+                str(args.queues),
+                "--foreign-share",
+                str(args.foreign_share),
+                "--seed",
+                str(args.seed),
+                "--busy-gpus",
+                str(args.busy_gpus),
+                "--json",
+            ]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            results.append(json.loads(out.strip().splitlines()[-1]))
+            if not args.json:
+                show(results[-1])
+        if args.json:
+            print(json.dumps(results))
+        return 0
+    args.pods = args.pods if args.pods is not None else 35 * args.nodes
+    args.pending = args.pending if args.pending is not None else 2 * args.nodes
+    result = run_size(args)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        show(result)
+    return 0
+
+
+def show(r: dict[str, Any]) -> None:
+    print(
+        f"cluster: {r['nodes']} nodes, {r['pods']} pods ({r['pending']} pending, "
+        f"{r['foreign']} of other schedulers), {r['queues']} queues; cache filled in "
+        f"{r['fill_s']} s, RSS {r['rss_after_fill_mb']} MB"
+    )
+    print("seconds, min / median of 3:")
+    full = r["full"]
+    print(
+        f"  full cycle        {full['seconds']['total']}  (view {full['seconds']['view']}, "
+        f"build {full['seconds']['build']}, run_cycle {full['seconds']['run_cycle']}, "
+        f"plan {full['seconds']['plan']}); {full['binds']} binds, {full['evictions']} "
+        f"evictions, {full['writes']} writes"
+    )
+    for label, key in (("after own writes", "after_own_writes"), ("settled", "settled")):
+        x = r[key]
+        print(
+            f"  {label:17} {x['seconds']['total']}  (one run); {x['binds']} binds, "
+            f"{x['evictions']} evictions, {x['writes']} writes {x['write_kinds']}"
+        )
+    print(f"  nothing new       {r['idle']['seconds']}  (skipped: {r['idle']['skipped']})")
+    ch = r["churn_1pct"]
+    print(
+        f"  1% pods changed   {ch['seconds']['total']}  (view {ch['seconds']['view']}, build "
+        f"{ch['seconds']['build']}, run_cycle {ch['seconds']['run_cycle']}, plan "
+        f"{ch['seconds']['plan']}); {ch['changed']} pods changed, {ch['binds']} binds, "
+        f"{ch['evictions']} evictions"
+    )
+    print(f"peak RSS: {r['peak_rss_mb']} MB")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

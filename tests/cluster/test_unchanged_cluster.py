@@ -1,0 +1,168 @@
+"""An unchanged cluster: the second cycle writes nothing, the third is skipped."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kai_py.cluster.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
+from kai_py.cluster.idle import IdleGate
+from kai_py.cluster.writer import EventRecorder, Write, plan
+from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.model import TaskStatus
+
+NOW = 1_800_000_000.0
+Json = dict[str, Any]
+
+
+def _objects() -> dict[tuple[str, str, str], Json]:
+    objs: dict[tuple[str, str, str], Json] = {}
+    objs[(NODES, "", "n1")] = {
+        "metadata": {"name": "n1", "uid": "n1", "resourceVersion": "1"},
+        "status": {"allocatable": {"cpu": "190", "memory": "2000Gi", "nvidia.com/gpu": "8"}},
+    }
+    objs[(QUEUES, "", "q")] = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "q", "uid": "uq", "resourceVersion": "2"},
+        "spec": {"resources": {"gpu": {"quota": 2, "limit": -1, "overQuotaWeight": 1}}},
+    }
+    for name, size in (("run", 2), ("big", 8)):
+        objs[(PODGROUPS, "ns", name)] = {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "uid": f"pg-{name}",
+                "resourceVersion": "3",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+            },
+            "spec": {"minMember": size, "queue": "q"},
+        }
+        for i in range(size):
+            pod: Json = {
+                "metadata": {
+                    "name": f"{name}-{i}",
+                    "namespace": "ns",
+                    "uid": f"{name}-{i}",
+                    "resourceVersion": "4",
+                    "annotations": {"pod-group-name": name},
+                    "creationTimestamp": "2026-01-01T00:00:00Z",
+                },
+                "spec": {
+                    "schedulerName": "kai-scheduler",
+                    # 256 GiB is 274877.906944 MB: status maps hold it as 274878.
+                    "containers": [
+                        {
+                            "name": "c",
+                            "resources": {
+                                "requests": {"cpu": "4", "memory": "256Gi"},
+                                "limits": {"nvidia.com/gpu": "1"},
+                            },
+                        }
+                    ],
+                },
+                "status": {"phase": "Pending"},
+            }
+            if name == "run":
+                pod["spec"]["nodeName"] = "n1"
+                pod["status"] = {"phase": "Running", "startTime": "2026-01-01T00:00:01Z"}
+            objs[(PODS, "ns", f"{name}-{i}")] = pod
+    return objs
+
+
+def _apply(
+    cache: ClusterCache, objs: dict[tuple[str, str, str], Json], writes: list[Write]
+) -> None:
+    """The API server's answer to status writes, delivered as watch events."""
+    rv = 100
+    for w in writes:
+        parts = w.path.strip("/").split("/")
+        assert w.method == "PATCH" and parts[-1] == "status", w.what
+        kind = PODGROUPS if "podgroups" in parts else QUEUES if "queues" in parts else PODS
+        ns = parts[parts.index("namespaces") + 1] if "namespaces" in parts else ""
+        key = (kind, ns, parts[-2])
+        body = copy.deepcopy(objs[key])
+        patch = (w.body or {})["status"]
+        status = body.setdefault("status", {})
+        if kind == PODS:
+            status["conditions"] = patch["conditions"]
+        else:
+            status.update(patch)
+        rv += 1
+        body["metadata"]["resourceVersion"] = str(rv)
+        objs[key] = body
+        cache.observe(kind, "MODIFIED", body)
+
+
+def _cycle(cache: ClusterCache, recorder: EventRecorder, gate: IdleGate, now: float) -> list[Write]:
+    view = cache.view(now)
+    built = view.build(now)
+    decisions = run_cycle(built.snapshot)
+    assert not decisions.binds and not decisions.evictions
+    gate.ran(view.generation, now, view.wake_at, quiet=True)
+    return [
+        w for w in plan(view, built, decisions, now, recorder) if not w.what.startswith("event")
+    ]
+
+
+def test_an_unchanged_cluster_gets_no_writes_in_the_second_cycle_and_no_third_cycle() -> None:
+    objs = _objects()
+    cache = ClusterCache()
+    for (kind, _, _), body in objs.items():
+        cache.observe(kind, "ADDED", body)
+    recorder, gate = EventRecorder(), IdleGate()
+    first = _cycle(cache, recorder, gate, NOW)
+    kinds = sorted(w.what.split(" ")[0] for w in first)
+    # The gang of 8 does not fit next to the running one: it stays unschedulable.
+    assert kinds == [
+        "PodGroup",
+        "PodGroup",
+        "PodScheduled=False",
+        *["PodScheduled=False"] * 7,
+        "Queue",
+    ]
+    queue_write = next(w for w in first if w.what.startswith("Queue"))
+    assert (queue_write.body or {})["status"]["allocated"]["memory"] == 549756
+    _apply(cache, objs, first)
+    assert gate.due(cache.generation, NOW + 1)  # its own writes came back
+    assert _cycle(cache, recorder, gate, NOW + 1) == []
+    # Nothing changed since a quiet cycle: the next ones are skipped ...
+    assert not gate.due(cache.generation, NOW + 2)
+    assert not gate.due(cache.generation, NOW + 5)
+    # ... until a full cycle is due again, or the cache changes.
+    assert gate.due(cache.generation, NOW + 1 + gate.max_idle)
+    cache.observe(PODS, "DELETED", objs[(PODS, "ns", "run-0")])
+    assert gate.due(cache.generation, NOW + 3)
+
+
+def test_a_cycle_that_decided_something_is_never_skipped() -> None:
+    gate = IdleGate()
+    assert gate.due(7, NOW)
+    gate.ran(7, NOW, float("inf"), quiet=False)
+    assert gate.due(7, NOW + 1)
+    gate.ran(7, NOW + 1, NOW + 3, quiet=True)
+    assert not gate.due(7, NOW + 2)
+    assert gate.due(7, NOW + 3)  # a pod's PodGroup grace period ends
+
+
+def test_a_build_reuses_unchanged_pods_and_parses_changed_ones_again() -> None:
+    objs = _objects()
+    cache = ClusterCache()
+    for (kind, _, _), body in objs.items():
+        cache.observe(kind, "ADDED", body)
+    first = cache.view(NOW).build(NOW).snapshot
+    task = next(t for j in first.jobs for t in j.tasks if t.name == "big-0")
+    task.status, task.node_name = TaskStatus.ALLOCATED, "n1"  # what a session does
+    again = cache.view(NOW).build(NOW).snapshot
+    same = next(t for j in again.jobs for t in j.tasks if t.name == "big-0")
+    assert same is not task and same.status is TaskStatus.PENDING and same.node_name is None
+    # A new version of the pod is parsed again.
+    changed = copy.deepcopy(objs[(PODS, "ns", "big-0")])
+    changed["metadata"]["resourceVersion"] = "50"
+    changed["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "6"
+    cache.observe(PODS, "MODIFIED", changed)
+    third = cache.view(NOW).build(NOW).snapshot
+    new = next(t for j in third.jobs for t in j.tasks if t.name == "big-0")
+    assert new.request.cpu == 6000
