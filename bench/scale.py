@@ -19,12 +19,16 @@ of 3 runs.
 - **churn**: 1% of the pods change (half of them are re-delivered with a new
   resourceVersion, half of the running ones finish); then a cycle.
 
-Peak RSS is the process's (``ru_maxrss``). ``--sizes`` runs one process per
-size, with the pods and pending pods scaled from the 4,000-node figures.
+Peak RSS is the process's (``ru_maxrss``); it includes the full objects this
+benchmark keeps as the API server's copy. ``--memory`` measures the operator's
+share alone: the cache is filled with objects kept nowhere else, then one full
+cycle runs. ``--sizes`` runs one process per size, with the pods and pending
+pods scaled from the 4,000-node figures.
 
     python bench/scale.py --nodes 1000 --pods 35000 --pending 2000
     python bench/scale.py --nodes 4000 --pods 140000 --pending 8000 --queues 100 --json
     python bench/scale.py --sizes 1000,2000,4000
+    python bench/scale.py --nodes 4000 --queues 100 --memory
 """
 
 from __future__ import annotations
@@ -63,16 +67,24 @@ NOW = 1_800_000_000.0
 SCHEDULER = keys.DEFAULT_SCHEDULER_NAME
 
 
+class _Discard(dict[Any, Json]):
+    """A store that keeps nothing: the objects live in the cache only."""
+
+    def __setitem__(self, key: Any, value: Json) -> None:
+        pass
+
+
 class Cluster:
     """A synthetic cluster's objects, and a tiny API server that echoes writes."""
 
-    def __init__(self, cache: ClusterCache, seed: int) -> None:
+    def __init__(self, cache: ClusterCache, seed: int, keep: bool = True) -> None:
         self.cache = cache
         self.rng = random.Random(seed)
         self.rv = 1000
-        self.pods: dict[tuple[str, str], Json] = {}  # the full objects, as stored
-        self.podgroups: dict[tuple[str, str], Json] = {}
-        self.queues: dict[str, Json] = {}
+        # The full objects, as stored (not kept when only the cache's memory is measured).
+        self.pods: dict[tuple[str, str], Json] = {} if keep else _Discard()
+        self.podgroups: dict[tuple[str, str], Json] = {} if keep else _Discard()
+        self.queues: dict[str, Json] = {} if keep else _Discard()
         self.uid = 0
 
     def next_rv(self) -> str:
@@ -570,6 +582,40 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def rss_now_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def run_memory(args: argparse.Namespace) -> dict[str, Any]:
+    """The operator's memory: a cache filled with objects nothing else keeps, then a cycle."""
+    cache = ClusterCache(SCHEDULER)
+    c = Cluster(cache, args.seed, keep=False)
+    base = rss_now_mb()
+    made = fill(
+        c,
+        args.nodes,
+        args.gpus,
+        args.pods,
+        args.pending,
+        args.queues,
+        args.foreign_share,
+        args.busy_gpus,
+    )
+    gc.collect()
+    filled = rss_now_mb()
+    Runner(cache, replace(Config(), placement="binpack")).cycle(NOW)
+    return {
+        "nodes": args.nodes,
+        "pods": args.pods,
+        "pending": args.pending,
+        **made,
+        "rss_before_fill_mb": round(base),
+        "rss_after_fill_mb": round(filled),
+        "peak_rss_mb": round(rss_mb()),
+    }
+
+
 def run_size(args: argparse.Namespace) -> dict[str, Any]:
     cache = ClusterCache(SCHEDULER)
     c = Cluster(cache, args.seed)
@@ -682,6 +728,11 @@ def main() -> int:
     )
     parser.add_argument("--sizes", default=None, help="e.g. 1000,2000,4000: one process each")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="measure the cache's memory only: objects kept nowhere else, one full cycle",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.sizes:
@@ -711,6 +762,16 @@ def main() -> int:
         return 0
     args.pods = args.pods if args.pods is not None else 35 * args.nodes
     args.pending = args.pending if args.pending is not None else 2 * args.nodes
+    if args.memory:
+        mem = run_memory(args)
+        print(
+            json.dumps(mem)
+            if args.json
+            else f"memory at {mem['nodes']} nodes, {mem['pods']} pods: RSS "
+            f"{mem['rss_before_fill_mb']} MB before the cache is filled, "
+            f"{mem['rss_after_fill_mb']} MB after, {mem['peak_rss_mb']} MB peak in a full cycle"
+        )
+        return 0
     result = run_size(args)
     if args.json:
         print(json.dumps(result))

@@ -9,7 +9,6 @@ name a missing PodGroup, unknown priority classes.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,9 +110,7 @@ class ParseMemo:
         if key is not None and not found[0].stuck and status is not TaskStatus.RELEASING:
             self._used_tasks[key] = found  # a releasing pod's deadline depends on the clock
         template, notes = found
-        task = copy.copy(template)
-        task.request = template.request.copy()
-        return task, notes
+        return template.clone(), notes
 
     def done(self) -> None:
         """The end of a build: keep what it used."""

@@ -19,11 +19,12 @@ takes, after two adjustments:
   short grace period (the pod-grouper creates the group, then annotates the
   pod; the two watches may deliver them in either order).
 
-Building the snapshot from the cache is O(objects) per cycle. The DESIGN's
-stance is an incremental snapshot (model objects kept up to date per event,
-a cycle with nothing new costing close to nothing); the place for it is
-``ClusterCache.observe``, which already sees every change one object at a
-time and bumps ``generation``.
+Other schedulers' bound pods are not handed to the builder at all: each is
+parsed once, when its event arrives, into what it holds on its node
+(``kai_py/cluster/foreign.py``), and a view carries one sum per node. The
+scheduler's own pods are parsed again only when their version changes
+(``ParseMemo``), and a cycle over an unchanged cache is skipped
+(``kai_py/cluster/idle.py``).
 
 The cache is not thread-safe: Kopf's handlers and the scheduling loop run
 on one event loop. Bodies are replaced, never changed in place, so a view
@@ -45,9 +46,11 @@ from kai_py.cluster import hami, pins
 from kai_py.cluster import reservation as rsv
 from kai_py.cluster.builder import Built, ParseMemo, build
 from kai_py.cluster.convert import meta, parse_time
+from kai_py.cluster.foreign import ForeignPods
 from kai_py.cluster.inputs import Document
 from kai_py.cluster.pinned_binding import BLOCKER_LABEL
 from kai_py.scheduler.model import Config
+from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
 
 Json = dict[str, Any]
@@ -315,9 +318,18 @@ class View:
 
     #: Parsed pods of earlier builds (the cache's), reused when unchanged.
     memo: ParseMemo | None = None
+    #: Per node: what other schedulers' bound pods hold (they are not in ``documents``).
+    used_by_others: dict[str, Res] = field(default_factory=dict)
+    #: How many such pods there are.
+    others: int = 0
 
     def build(self, now: float, config: Config | None = None) -> Built:
         built = build(self.documents, now, config, self.memo)
+        for node in built.snapshot.nodes:
+            used = self.used_by_others.get(node.name)
+            if used is not None:
+                node.allocatable.sub(used)
+        built.other_scheduler_pods += self.others
         for job in built.snapshot.jobs:
             if job.queue in self.left_out:
                 job.errors.append(
@@ -332,7 +344,8 @@ class ClusterCache:
     def __init__(self, scheduler_name: str = keys.DEFAULT_SCHEDULER_NAME) -> None:
         self.scheduler_name = scheduler_name
         self.objects: dict[str, dict[Key, Json]] = {kind: {} for kind in KINDS}
-        self.foreign_pods: dict[Key, Json] = {}
+        #: Other schedulers' bound pods: what they hold per node.
+        self.foreign_pods = ForeignPods()
         #: Reservation pods (kai-resource-reservation) that hold a card, by key.
         self.reservations: dict[Key, Json] = {}
         #: Reservation pods' reported cards: (node, GPU group, UUID), for pinned pods.
@@ -397,15 +410,21 @@ class ClusterCache:
             return True
         if deleted:
             changed = self._drop(ours_store, key, uid)
-            return self._drop(foreign, key, uid) or changed
-        current = ours_store.get(key) or foreign.get(key)
-        if not self._newer(current, body):
+            if foreign.pop(key, uid):
+                self.generation += 1
+                changed = True
+            return changed
+        current = ours_store.get(key)
+        if not (self._newer(current, body) if current else foreign.newer(key, body)):
             return False
         ours, projection = project_pod(body, self.scheduler_name)
         ours_store.pop(key, None)
-        foreign.pop(key, None)
+        foreign.pop(key)
         if projection is not None:
-            (ours_store if ours else foreign)[key] = projection
+            if ours:
+                ours_store[key] = projection
+            else:
+                foreign.put(key, projection, str(projection["spec"]["nodeName"]))
         self.generation += 1
         return True
 
@@ -460,9 +479,14 @@ class ClusterCache:
         except (TypeError, ValueError):
             return 0  # without a version to compare with, nothing is safe to drop
         stores = [self.objects[kind]]
-        if kind == PODS:
-            stores += [self.foreign_pods, self.reservations]
         dropped = 0
+        if kind == PODS:
+            stores.append(self.reservations)
+            for key, pod in self.foreign_pods.items():
+                rv = pod.resource_version
+                if pod.uid and pod.uid not in listed and rv is not None and rv <= at:
+                    self.foreign_pods.pop(key)
+                    dropped += 1
         for store in stores:
             for key, body in list(store.items()):
                 rv = _rv(body)
@@ -566,8 +590,6 @@ class ClusterCache:
                 for group in rsv.shared_pod_groups(placed):
                     for one in group.split(","):
                         used_groups.add((str(node), one))
-        for (ns, name), pod in self.foreign_pods.items():
-            docs.append(Document(f"Pod {ns}/{name}", pod))
         for (ns, name), reservation in self.reservations.items():
             node = str((reservation.get("spec") or {}).get("nodeName"))
             group = str(reservation.get("group"))
@@ -588,6 +610,8 @@ class ClusterCache:
             generation=self.generation,
             wake_at=wake,
             memo=self.memo,
+            used_by_others=self.foreign_pods.used(),
+            others=self.foreign_pods.counted(),
         )
 
 

@@ -469,14 +469,11 @@ def test_the_cache_keeps_projections_and_ignores_older_versions() -> None:
     bound = _pod_body("x", "ux", schedulerName="default-scheduler", nodeName="n1")
     bound["metadata"]["resourceVersion"] = "6"
     cache.observe(PODS, "MODIFIED", bound)
-    assert set(cache.foreign_pods[("ns", "x")]["metadata"]) == {
-        "name",
-        "namespace",
-        "uid",
-        "resourceVersion",
-    }
+    kept = cache.foreign_pods.get(("ns", "x"))
+    assert kept is not None and (kept.uid, kept.resource_version, kept.node) == ("ux", 6, "n1")
+    assert cache.foreign_pods.used()["n1"] == kept.request
     cache.observe(PODS, "DELETED", bound)
-    assert cache.foreign_pods == {}
+    assert len(cache.foreign_pods) == 0 and cache.foreign_pods.used() == {}
 
 
 def test_a_pod_waits_for_its_group_and_the_pod_grouper() -> None:
@@ -622,3 +619,43 @@ def test_a_leftover_reservation_pod_holds_its_card_until_it_is_gone() -> None:
     done["status"] = {"phase": "Failed"}
     cache.observe(PODS, "ADDED", done)
     assert len(run_cycle(cache.view(NOW).build(NOW).snapshot).binds) == 4
+
+
+def test_other_schedulers_pods_hold_their_node_until_they_finish_or_go() -> None:
+    cache = _cache()  # n1: 4 GPUs
+    wide = _pod_body("p1", "u1")
+    wide["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "2"
+    cache.observe(PODS, "ADDED", wide)
+    others = []
+    for i in range(2):
+        other = _pod_body(f"x{i}", f"ux{i}", schedulerName="default-scheduler", nodeName="n1")
+        other["status"]["phase"] = "Running"
+        cache.observe(PODS, "ADDED", other)
+        others.append(other)
+
+    def binds() -> tuple[int, int]:
+        """Pods bound, and other schedulers' pods counted."""
+        built = cache.view(NOW).build(NOW)
+        return len(run_cycle(built.snapshot).binds), built.other_scheduler_pods
+
+    cache.observe(
+        PODS,
+        "ADDED",
+        {
+            **others[0],
+            "spec": {
+                **others[0]["spec"],
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}}}],
+            },
+        },
+    )  # ux0 now holds 2 GPUs: 3 of 4 are taken
+    assert binds() == (0, 2)
+    finished = {**others[1], "status": {"phase": "Succeeded"}}
+    finished["metadata"] = {**others[1]["metadata"], "resourceVersion": "9"}
+    cache.observe(PODS, "MODIFIED", finished)  # 2 of 4 taken: the pod fits
+    assert binds() == (1, 1)
+    assert ("ns", "x1") not in cache.foreign_pods
+    bad = _pod_body("x2", "ux2", schedulerName="default-scheduler", nodeName="n1")
+    bad["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "lots"
+    cache.observe(PODS, "ADDED", bad)  # unparseable requests: not counted, as simulate does
+    assert binds() == (1, 1)
