@@ -79,6 +79,8 @@ class ParseMemo:
         self._requests: dict[tuple[object, ...], Res] = {}
         self._used_tasks: dict[tuple[object, ...], tuple[Task, tuple[str, ...]]] = {}
         self._used_requests: dict[tuple[object, ...], Res] = {}
+        self._podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
+        self._used_podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
 
     @staticmethod
     def key(body: Mapping[str, Any], *extra: object) -> tuple[object, ...] | None:
@@ -112,10 +114,24 @@ class ParseMemo:
         template, notes = found
         return template.clone(), notes
 
+    def podgroup(self, body: Mapping[str, Any]) -> PodGroup | ManifestError:
+        """The PodGroup's parsed manifest, or why it does not parse (read-only, shared)."""
+        key = self.key(body)
+        found = self._podgroups.get(key) if key is not None else None
+        if found is None:
+            try:
+                found = PodGroup.from_manifest(body)
+            except ManifestError as exc:
+                found = exc
+        if key is not None:
+            self._used_podgroups[key] = found
+        return found
+
     def done(self) -> None:
         """The end of a build: keep what it used."""
         self._tasks, self._used_tasks = self._used_tasks, {}
         self._requests, self._used_requests = self._used_requests, {}
+        self._podgroups, self._used_podgroups = self._used_podgroups, {}
 
 
 def _parse_task(
@@ -360,7 +376,7 @@ def build(
 
     jobs: dict[tuple[str, str], Job] = {}
     for doc in podgroups:
-        job = _job_from_podgroup(doc, priority_classes, events)
+        job = _job_from_podgroup(doc, priority_classes, events, memo)
         jobs[(job.namespace, job.name)] = job
 
     built = Built(
@@ -440,16 +456,17 @@ def _priority(name: str | None, classes: dict[str, int], errors: list[str], who:
     return classes[cls]
 
 
-def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Event]) -> Job:
+def _job_from_podgroup(
+    doc: Document, classes: dict[str, int], events: list[Event], memo: ParseMemo
+) -> Job:
     m = meta(doc.body)
     ns, name = _ns(doc), str(m["name"])
     who = _at(doc.source, f"PodGroup {ns}/{name}")
     errors: list[str] = []
-    try:
-        pg = PodGroup.from_manifest(doc.body)
-    except ManifestError as exc:
-        errors.extend(_at(doc.source, line) for line in str(exc).splitlines())
-        pg = None
+    parsed = memo.podgroup(doc.body)
+    pg = parsed if isinstance(parsed, PodGroup) else None
+    if isinstance(parsed, ManifestError):
+        errors.extend(_at(doc.source, line) for line in str(parsed).splitlines())
     spec = pg.spec if pg is not None else None
     priority = _priority(spec.priority_class_name if spec else None, classes, errors, who)
     if spec is not None and spec.preemptibility is not None:
@@ -555,7 +572,9 @@ def _add_pod(
     job = jobs.get((ns, grouped.name))
     if job is None:
         if grouped.podgroup is not None:
-            job = _job_from_podgroup(Document(doc.source, grouped.podgroup), classes, built.events)
+            job = _job_from_podgroup(
+                Document(doc.source, grouped.podgroup), classes, built.events, memo
+            )
         else:
             message = _at(
                 doc.source,

@@ -565,31 +565,28 @@ class ClusterCache:
         wake = float("inf")  # when a held-back pod's grace period ends
         used_groups: set[tuple[str, str]] = set()  # (node, group) that live shared pods use
         for (ns, name), pod in self.objects[PODS].items():
-            uid = str(meta(pod).get("uid") or f"{ns}/{name}")
-            annotations = meta(pod).get("annotations") or {}
-            group = annotations.get(keys.POD_GROUP_ANNOTATION)
+            m = meta(pod)
             spec = pod.get("spec") or {}
+            placed = _placed_by_bindrequest(pod, binds.get((ns, name)))
+            node = (placed.get("spec") or {}).get("nodeName")
+            if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                # Every live shared pod (also those held back below) keeps its card's group.
+                for gpu_groups in rsv.shared_pod_groups(placed):
+                    for one in gpu_groups.split(","):
+                        used_groups.add((str(node), one))
+            group = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
             if not group or ((ns, name) in blocked and not spec.get("nodeName")):
                 # Not grouped by the pod-grouper yet, or a BindRequest still to delete.
                 held_back += 1
                 continue
             if (ns, str(group)) not in self.objects[PODGROUPS]:
-                created = parse_time(meta(pod).get("creationTimestamp")) or 0.0
+                created = parse_time(m.get("creationTimestamp")) or 0.0
                 if now - created < PODGROUP_GRACE_SECONDS:
                     wake = min(wake, created + PODGROUP_GRACE_SECONDS)
                     held_back += 1
                     continue
-            by_uid[uid] = pod
-            body = _placed_by_bindrequest(pod, binds.get((ns, name)))
-            docs.append(Document(f"Pod {ns}/{name}", body))
-        for (ns, name), pod in self.objects[PODS].items():
-            # Every live shared pod (also those held back above) keeps its card's group.
-            placed = _placed_by_bindrequest(pod, binds.get((ns, name)))
-            node = (placed.get("spec") or {}).get("nodeName")
-            if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                for group in rsv.shared_pod_groups(placed):
-                    for one in group.split(","):
-                        used_groups.add((str(node), one))
+            by_uid[str(m.get("uid") or f"{ns}/{name}")] = pod
+            docs.append(Document(f"Pod {ns}/{name}", placed))
         for (ns, name), reservation in self.reservations.items():
             node = str((reservation.get("spec") or {}).get("nodeName"))
             group = str(reservation.get("group"))

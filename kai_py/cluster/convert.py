@@ -51,6 +51,8 @@ def parse_time(value: object) -> float | None:
 
 def meta(obj: Manifest) -> Mapping[str, Any]:
     m = obj.get("metadata")
+    if type(m) is dict:  # the common case, without the slower check against the ABC
+        return m
     return m if isinstance(m, Mapping) else {}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from kai_py.cluster.convert import meta
 from kai_py.cluster.inputs import Document
@@ -74,7 +74,12 @@ def _with_uid(doc: Document) -> Document:
     return Document(doc.source, body)
 
 
+_EXPANDED_KINDS: Final = frozenset({"Job", "Deployment", *KUBEFLOW_REPLICA_SPECS})
+
+
 def expand(docs: list[Document]) -> list[Document]:
+    if not any(doc.body.get("kind") in _EXPANDED_KINDS for doc in docs):
+        return docs  # nothing to make pods for (the operator's input never has owners)
     owned: set[str] = set()
     for doc in docs:
         for ref in meta(doc.body).get("ownerReferences") or []:
@@ -85,7 +90,7 @@ def expand(docs: list[Document]) -> list[Document]:
     for doc in docs:
         kind = doc.body.get("kind")
         name = str(meta(doc.body).get("name") or "")
-        if kind not in ("Job", "Deployment", *KUBEFLOW_REPLICA_SPECS):
+        if kind not in _EXPANDED_KINDS:
             out.append(doc)
             continue
         doc = _with_uid(doc)
