@@ -582,6 +582,19 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def fill_as_asked(c: Cluster, args: argparse.Namespace) -> dict[str, int]:
+    return fill(
+        c,
+        args.nodes,
+        args.gpus,
+        args.pods,
+        args.pending,
+        args.queues,
+        args.foreign_share,
+        args.busy_gpus,
+    )
+
+
 def rss_now_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
@@ -592,16 +605,7 @@ def run_memory(args: argparse.Namespace) -> dict[str, Any]:
     cache = ClusterCache(SCHEDULER)
     c = Cluster(cache, args.seed, keep=False)
     base = rss_now_mb()
-    made = fill(
-        c,
-        args.nodes,
-        args.gpus,
-        args.pods,
-        args.pending,
-        args.queues,
-        args.foreign_share,
-        args.busy_gpus,
-    )
+    made = fill_as_asked(c, args)
     gc.collect()
     filled = rss_now_mb()
     Runner(cache, replace(Config(), placement="binpack")).cycle(NOW)
@@ -620,16 +624,7 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
     cache = ClusterCache(SCHEDULER)
     c = Cluster(cache, args.seed)
     mark = time.perf_counter()
-    made = fill(
-        c,
-        args.nodes,
-        args.gpus,
-        args.pods,
-        args.pending,
-        args.queues,
-        args.foreign_share,
-        args.busy_gpus,
-    )
+    made = fill_as_asked(c, args)
     fill_s = time.perf_counter() - mark
     gc.collect()
     rss_filled = rss_mb()
