@@ -48,7 +48,8 @@ def test_a_whole_gpu_bind_is_a_regular_bindrequest_owned_by_the_pod() -> None:
         "receivedGPU": {"count": 2, "portion": "1"},
         "backoffLimit": 3,
     }
-    BindRequest.from_manifest(body)  # valid by the model the CRD is made from
+    # Valid by the model the CRD is made from, and read back unchanged.
+    assert BindRequest.from_manifest(body).to_manifest() == body
 
 
 def test_a_shared_gpu_bind_is_a_fraction_with_its_gpu_groups() -> None:
@@ -63,7 +64,9 @@ def test_a_shared_gpu_bind_is_a_fraction_with_its_gpu_groups() -> None:
         gpu_groups=("g-0",),
     )
     node = Node("n1", Res(8000, 64e9, 8))
-    spec = bindrequest_manifest(task, "uid-2", node, backoff_limit=5)["spec"]
+    body = bindrequest_manifest(task, "uid-2", node, backoff_limit=5)
+    assert BindRequest.from_manifest(body).to_manifest() == body
+    spec = body["spec"]
     assert spec["receivedResourceType"] == "Fraction"
     assert spec["receivedGPU"] == {"count": 1, "portion": "0.5"}
     assert spec["selectedGPUGroups"] == ["g-0"]
@@ -75,8 +78,9 @@ def test_a_gpu_memory_bind_gets_the_portion_of_the_node_card() -> None:
         "u", "ns", "p", "job", Res(), gpu_memory_mib=20480, node_name="n1", gpu_groups=("0",)
     )
     node = Node("n1", Res(8000, 64e9, 8), gpu_memory_mib=81920)
-    spec = bindrequest_manifest(task, "u", node)["spec"]
-    assert spec["receivedGPU"] == {"count": 1, "portion": "0.25"}
+    body = bindrequest_manifest(task, "u", node)
+    assert BindRequest.from_manifest(body).to_manifest() == body
+    assert body["spec"]["receivedGPU"] == {"count": 1, "portion": "0.25"}
 
 
 def test_an_event_is_core_v1_with_the_message_cut() -> None:
