@@ -50,6 +50,7 @@ def preempt(session: Session, placer: Placer) -> None:
             move_victims=session.config.allow_consolidating_reclaim,
         )
         if search.run(job, units):
+            pool.refresh([job])
             continue
         note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
         session.explain(job, _why_not(job, True, note))

@@ -123,7 +123,9 @@ def reclaim(session: Session, placer: Placer) -> None:
                     session, t, session.jobs[t.job_uid].queue, "reclaim_min_runtime"
                 ),
             )
-        if not _reclaim(session, placer, pool, job, amount):
+        if _reclaim(session, placer, pool, job, amount):
+            pool.refresh([job])
+        else:
             session.explain(job, _nothing_to_reclaim(session, job))
 
 
