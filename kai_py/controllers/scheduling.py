@@ -40,8 +40,8 @@ from kai_py.cluster.cache import (
     ClusterCache,
 )
 from kai_py.cluster.convert import meta
-from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.idle import IdleGate
+from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.inputs import InputError
 from kai_py.cluster.kube import Kube, KubeError, list_paged, load_api_client, path_of
 from kai_py.cluster.leader import Leadership
