@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, place_tasks
 from kai_py.scheduler.model import Job, Task, TaskStatus
-from kai_py.scheduler.ordering import JobPicker
+from kai_py.scheduler.ordering import JobPicker, PendingLine
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Op, Session, Statement
@@ -244,6 +244,7 @@ class VictimSearch:
         move_victims: bool = False,
         max_victims: int | None = None,
         admit: Callable[[Unit], bool] | None = None,
+        line: PendingLine | None = None,
     ) -> None:
         self.session = session
         self.placer = placer
@@ -253,6 +254,7 @@ class VictimSearch:
         self.move_victims = move_victims
         self.max_victims = max_victims
         self.admit = admit
+        self.line = line
 
     def run(self, preemptor: Job, units: Iterable[Unit]) -> bool:
         """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing.
@@ -295,6 +297,10 @@ class VictimSearch:
             if self._try(stmt, preemptor, chosen):
                 stmt.rollback(0)
                 self._prune(stmt, preemptor, chosen)
+                if self.line is not None:
+                    # Pods taken back from this cycle's placements wait in line again.
+                    session_jobs = session.jobs
+                    self.line.add(session_jobs[r.task.job_uid] for r in stmt.log if r.unplaced)
                 stmt.commit()
                 return True
             stmt.rollback(mark)
@@ -381,13 +387,21 @@ class VictimSearch:
         def want(job: Job) -> Res:
             if job is preemptor:
                 return demand(session, job, needed(job))
+            if job.uid not in evicted:
+                return demand(session, job)
             total = Res()
             for task in evicted[job.uid]:
                 total.add(session.task_res(task, None))
             return total
 
-        picker = JobPicker(session, [preemptor, *jobs.values()], want)
-        while (job := picker.pop()) is not None:
+        # Every pending job takes its place in line (it shapes its queue's turn) but
+        # is not placed: only the preemptor and the victims are.
+        waiting = {preemptor.uid, *jobs}
+        picker = JobPicker(session, [preemptor, *jobs.values()], want, self.line)
+        while waiting and (job := picker.pop()) is not None:
+            if job.uid not in waiting:
+                continue
+            waiting.discard(job.uid)
             if job is preemptor:
                 if not place_tasks(session, stmt, self.placer, preemptor, needed(preemptor)).ok:
                     return False
