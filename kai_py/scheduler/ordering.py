@@ -132,6 +132,10 @@ class JobPicker:
         for queue in self.session.ancestors(job.queue):
             self._pending[queue.name] = self._pending.get(queue.name, 0) + 1
 
+    def drop_line(self) -> None:
+        """From now on hand out only the jobs pushed."""
+        self._line = None
+
     def _line_head(self, name: str) -> tuple[tuple[object, ...], Job] | None:
         line = self._line
         if line is None:

@@ -4,15 +4,33 @@ A pod that allocate bound or pipelined a moment ago holds its resources for
 the rest of the cycle and counts for its queue; reclaim and preempt may take
 it back like a running pod. Since it was never started, taking it back only
 undoes the placement: the pod is pending again, neither bound nor evicted.
+
+kai-py does not do this by default yet (``victims.THIS_CYCLE_VICTIMS``: the victim
+search is too slow with it on a busy cycle); these tests turn it on, and the last
+one shows the default.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from builders import job, node, queue, running, snapshot, task
 
+from kai_py.scheduler.actions import victims
 from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Job, TaskStatus
 from kai_py.scheduler.session import Decisions
+
+
+@pytest.fixture(autouse=True)
+def this_cycle_victims(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("default_victims"):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(victims, "THIS_CYCLE_VICTIMS", True)
+        yield
 
 
 def _names(tasks: object) -> set[str]:
@@ -88,3 +106,16 @@ def test_preempt_takes_back_a_lower_priority_pod_placed_this_cycle() -> None:
     # room and is evicted.
     assert {t.name: t.node_name for t in d.binds} == {"a-new-0": "n2"}
     assert [e.moved_to for e in d.evictions] == [None]
+
+
+@pytest.mark.default_victims
+def test_by_default_only_running_pods_are_victims() -> None:
+    # The known difference: without this cycle's placements as victims, b-big finds
+    # one running pod to take and not enough room; a-new keeps its card.
+    a_old = job("a-old", "a", [running("n1", gpu=1, name="a-old-0")])
+    a_new = job("a-new", "a", [task(gpu=1, name="a-new-0")], created=5.0)
+    b_big = job("b-big", "b", [task(gpu=1, name="b-0"), task(gpu=1, name="b-1")])
+    snap = snapshot([node("n1", gpus=2)], [queue("a"), queue("b", gpu=2)], [a_old, a_new, b_big])
+    d = run_cycle(snap)
+    assert _names(d.binds) == {"a-new-0"}
+    assert d.evictions == [] and d.pipelined == []

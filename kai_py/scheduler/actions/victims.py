@@ -38,10 +38,19 @@ def always(_: Sequence[Unit]) -> bool:
     return True
 
 
+#: Whether pods placed (bound or pipelined) earlier in the cycle may be victims, as in
+#: KAI. Off: with them, a busy cycle's victim search (which adds victims one at a time,
+#: wherever they run, and simulates each step) grows from milliseconds to minutes on
+#: bench/cycle.py. The search must first add victims node by node.
+THIS_CYCLE_VICTIMS = False
+
+
 def held(task: Task) -> bool:
-    """The pod holds resources a victim search may take back: it runs, or it was placed
-    (bound or pipelined) earlier in this cycle."""
-    return task.status.is_placed
+    """The pod holds resources a victim search may take back: it runs (or, with
+    ``THIS_CYCLE_VICTIMS``, it was placed earlier in this cycle)."""
+    if THIS_CYCLE_VICTIMS:
+        return task.status.is_placed
+    return task.status is TaskStatus.RUNNING
 
 
 def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], Unit | None]:
@@ -405,6 +414,10 @@ class VictimSearch:
             if job is preemptor:
                 if not place_tasks(session, stmt, self.placer, preemptor, needed(preemptor)).ok:
                     return False
+                # The scenario counts now; the others in line only set the order in
+                # which the victims left try to move, which kai-py takes without them
+                # (otherwise every pending job would be walked for each scenario).
+                picker.drop_line()
                 continue
             # The gang's missing part moves as a whole or not at all; an elastic
             # job's surplus moves pod by pod while there is room.
