@@ -11,6 +11,7 @@ straight back to the victim's replacement.
 
 from __future__ import annotations
 
+import pytest
 from builders import job, node, queue, running, snapshot, task
 
 from kai_py.scheduler.cycle import run_cycle
@@ -49,11 +50,16 @@ def test_reclaim_when_the_preemptor_is_served_before_its_victims() -> None:
     assert len(d.evictions) == 1
 
 
-def test_a_pending_job_ahead_of_the_preemptor_lets_the_victims_come_first() -> None:
+@pytest.mark.parametrize("consolidating_reclaim", [True, False])
+def test_a_pending_job_ahead_of_the_preemptor_lets_the_victims_come_first(
+    consolidating_reclaim: bool,
+) -> None:
     # y waits ahead of p in queue b and takes b over its deserved quota: queue a, of
     # higher priority, is then served first, so each victim takes its card back
-    # before p's turn. No scenario leaves p a card: nothing is evicted.
+    # before p's turn. No scenario leaves p a card: nothing is evicted. The order
+    # holds whether moved victims count as freeing resources or not.
     snap, jobs = _cluster(with_big_job_ahead=True)
+    snap.config.allow_consolidating_reclaim = consolidating_reclaim
     d = run_cycle(snap)
     assert d.evictions == []
     assert d.pipelined == [] and d.binds == []

@@ -52,7 +52,7 @@ def preempt(session: Session, placer: Placer) -> None:
             placer,
             "preempt",
             always,
-            move_victims=session.config.allow_consolidating_reclaim,
+            moved_give_nothing=session.config.allow_consolidating_reclaim,
             line=line,
         )
         if search.run(job, units):

@@ -151,7 +151,7 @@ def _reclaim(
         "reclaim",
         plan.validate,
         admit=plan.admit,
-        move_victims=session.config.allow_consolidating_reclaim,
+        moved_give_nothing=session.config.allow_consolidating_reclaim,
         line=line,
     )
     return search.run(job, pool.units_in_queue_order(session, queues))

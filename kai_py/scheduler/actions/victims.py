@@ -250,7 +250,7 @@ class VictimSearch:
         validate: Validator,
         *,
         replace_victims: bool = False,
-        move_victims: bool = False,
+        moved_give_nothing: bool = False,  # allowConsolidatingReclaim: a moved victim frees nothing
         max_victims: int | None = None,
         admit: Callable[[Unit], bool] | None = None,
         line: PendingLine | None = None,
@@ -260,7 +260,7 @@ class VictimSearch:
         self.action = action
         self.validate = validate
         self.replace_victims = replace_victims
-        self.move_victims = move_victims
+        self.moved_give_nothing = moved_give_nothing
         self.max_victims = max_victims
         self.admit = admit
         self.line = line
@@ -342,17 +342,17 @@ class VictimSearch:
         assert applied, "a scenario that worked must work again"
 
     def _try(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
-        if self.move_victims:
+        if not self.replace_victims:
             if not self._simulate(stmt, preemptor, units):
                 return False
         else:
             result = place_tasks(self.session, stmt, self.placer, preemptor, needed(preemptor))
             if not result.ok:
                 return False
-            if self.replace_victims and not self._replace(stmt):
+            if not self._replace(stmt):
                 return False
         s = self.session
-        real = self._really_evicted(stmt, units) if self.move_victims else list(units)
+        real = self._really_evicted(stmt, units) if self.moved_give_nothing else list(units)
         return self.validate(real) and s.framework.validate(s, preemptor, real, self.action)
 
     @staticmethod
