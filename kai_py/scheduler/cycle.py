@@ -13,8 +13,9 @@ from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.actions.victims import MOVED_SUFFIX
 from kai_py.scheduler.model import DEFAULT_ACTIONS, Config, Job, Snapshot, Task, TaskStatus
 from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import format_quantity
-from kai_py.scheduler.session import Decisions, Eviction, Op, QueueFigures, Session
+from kai_py.scheduler.session import Decisions, Eviction, Op, QueueFigures, Record, Session
 
 Action = Callable[[Session, Placer], None]
 
@@ -60,9 +61,12 @@ def close(session: Session) -> Decisions:
         for rec in session.committed
         if rec.op is Op.ALLOCATE and rec.task.shadow and rec.task.status.is_placed
     }
+    taken_back: dict[str, Record] = {}
     for rec in session.committed:
         task = rec.task
-        if rec.op is Op.EVICT:
+        if rec.unplaced:
+            taken_back[task.uid] = rec  # placed earlier in this cycle: nothing to evict
+        elif rec.op is Op.EVICT:
             job = session.jobs[task.job_uid]
             message = eviction_message(session, rec.action, task, rec.by)
             d.evictions.append(Eviction(task, rec.action, rec.by, message, moved_to.get(task.uid)))
@@ -91,6 +95,9 @@ def close(session: Session) -> Decisions:
                 f"Pod {task.key} will run on node {task.node_name} once resources being "
                 f"released there are free",
             )
+    for rec in taken_back.values():
+        if rec.task.status is TaskStatus.PENDING and rec.by is not None:
+            session.explain(session.jobs[rec.task.job_uid], _taken_back(rec.action, rec.by))
     for job_uid, why in list(d.reasons.items()):
         job = session.jobs[job_uid]
         pending = [t for t in job.tasks if t.status is TaskStatus.PENDING]
@@ -121,6 +128,15 @@ def close(session: Session) -> Decisions:
             q.request.copy(),
         )
     return d
+
+
+def _taken_back(action: str, by: Job) -> Reason:
+    return Reason(
+        reasons.POD_SCHEDULING_ERRORS,
+        f"Its place, found earlier in this cycle, was given to {by.key} ({action}) "
+        f"before the pod was bound",
+        {"by": by.key, "action": action},
+    )
 
 
 def _pod_message(job: Job, code: str, message: str) -> str:

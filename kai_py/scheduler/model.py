@@ -425,7 +425,8 @@ class Config:
     actions: tuple[str, ...] = DEFAULT_ACTIONS  # run in this order in each cycle
     # Seconds a gang may run below minMember when its PodGroup does not say; None = never.
     staleness_grace: float | None = 60.0
-    # Reclaim may move a victim elsewhere instead of only evicting it (KAI's default).
+    # A victim moved elsewhere frees nothing in the reclaim checks (KAI's default); the
+    # scenario simulation moves victims either way.
     allow_consolidating_reclaim: bool = True
 
 

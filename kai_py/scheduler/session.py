@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from kai_py.scheduler.framework import Framework
 
 
+#: Statuses of pods placed in this session: evicting one only undoes its placement.
+PLACED_THIS_SESSION = frozenset({TaskStatus.ALLOCATED, TaskStatus.PIPELINED})
+
+
 class Op(enum.Enum):
     ALLOCATE = "allocate"
     PIPELINE = "pipeline"  # turn an allocation of this statement into a pipelined one
@@ -38,6 +42,15 @@ class Record:
     action: str = ""
     by: Job | None = None
     prev_status: TaskStatus = TaskStatus.PENDING
+    # An eviction of a pod placed earlier in this session: where it was (it is pending again).
+    prev_groups: tuple[str, ...] = ()
+    prev_uuids: tuple[str, ...] = ()
+    prev_claim_now: bool = True
+
+    @property
+    def unplaced(self) -> bool:
+        """An eviction that only took back a placement of this session (never started)."""
+        return self.op is Op.EVICT and self.prev_status in PLACED_THIS_SESSION
 
 
 @dataclass(slots=True)
@@ -297,9 +310,34 @@ class Statement:
         self.session._set_status(task, TaskStatus.PIPELINED)
 
     def evict(self, task: Task, action: str, by: Job | None) -> None:
+        """Take a pod's resources back: a running pod is evicted (it releases them); a
+        pod placed earlier in this session goes back to pending (nothing was started)."""
         s = self.session
         node = s.nodes[task.node_name] if task.node_name else None
         job = s.jobs[task.job_uid]
+        if task.status in PLACED_THIS_SESSION:
+            assert node is not None
+            self.log.append(
+                Record(
+                    Op.EVICT,
+                    task,
+                    node,
+                    action,
+                    by,
+                    task.status,
+                    task.gpu_groups,
+                    task.gpu_uuids,
+                    task.claim_now,
+                )
+            )
+            s._queue_add(job, task.gpu_on(node), task, -1.0, placed=True)
+            s._node_remove(node, task)
+            task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+            if task.pin is not None:
+                task.gpu_uuids = ()
+            task.claim_now = True
+            s.release_generation += 1
+            return
         self.log.append(Record(Op.EVICT, task, node, action, by, task.status))
         s._set_status(task, TaskStatus.EVICTED)
         s._queue_add(job, task.gpu_on(node), task, -1.0)
@@ -321,6 +359,15 @@ class Statement:
                 s.release_generation += 1
             elif rec.op is Op.PIPELINE:
                 s._set_status(task, rec.prev_status)
+            elif rec.unplaced:
+                assert rec.node is not None
+                task.node_name, task.gpu_groups = rec.node.name, rec.prev_groups
+                if task.pin is not None:
+                    task.gpu_uuids = rec.prev_uuids
+                task.status = rec.prev_status
+                task.claim_now = rec.prev_claim_now
+                s._node_add(rec.node, task)
+                s._queue_add(job, task.gpu_on(rec.node), task, placed=True)
             else:
                 s._set_status(task, rec.prev_status)
                 node = s.nodes[task.node_name] if task.node_name else None

@@ -247,10 +247,34 @@ def test_non_preemptible_totals_follow_evictions() -> None:
     assert s.queues["b"].allocated_non_preemptible.gpu == 1
 
 
+def test_evicting_a_pod_placed_in_this_session_makes_it_pending_again() -> None:
+    s = cluster()
+    before = state(s)
+    stmt = s.statement()
+    pend = jobs_by_name(s)["pend"].tasks[0]
+    stmt.allocate(pend, s.nodes["n2"], (), pipelined=False)
+    placed = state(s)
+    stmt.evict(pend, "reclaim", None)
+    assert pend.status is TaskStatus.PENDING and pend.node_name is None
+    assert stmt.log[-1].unplaced
+    # Nothing is being released: the placement is simply undone.
+    assert state(s) == before
+    stmt.rollback(1)
+    assert state(s) == placed
+    frac = jobs_by_name(s)["frac"].tasks[0]
+    stmt.allocate(frac, s.nodes["n1"], ("0",), pipelined=True)
+    stmt.pipeline(pend)
+    placed = state(s)
+    stmt.evict(frac, "reclaim", None)
+    stmt.evict(pend, "reclaim", None)
+    stmt.rollback(3)
+    assert state(s) == placed
+
+
 # ---------------------------------------------------------------- property
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["alloc", "pipe_alloc", "evict", "pipeline", "cp", "rb"]),
+        st.sampled_from(["alloc", "pipe_alloc", "evict", "take_back", "pipeline", "cp", "rb"]),
         st.integers(0, 50),
     ),
     max_size=25,
@@ -281,6 +305,12 @@ def test_random_operation_sequences_roll_back_exactly(ops: list[tuple[str, int]]
             live = [t for t in all_tasks if t.status is TaskStatus.RUNNING]
             if live:
                 stmt.evict(live[k % len(live)], "reclaim", None)
+        elif op == "take_back":
+            placed = [
+                t for t in all_tasks if t.status in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED)
+            ]
+            if placed:
+                stmt.evict(placed[k % len(placed)], "reclaim", None)
         elif op == "pipeline":
             allocated = [t for t in all_tasks if t.status is TaskStatus.ALLOCATED]
             if allocated:

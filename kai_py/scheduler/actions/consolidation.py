@@ -55,4 +55,5 @@ def consolidation(session: Session, placer: Placer) -> None:
         )
         units = pool.units(sorted(pool.queues), keep=lambda v, job=job: v is not job)  # type: ignore[misc]
         if search.run(job, units):
+            pool.refresh([job])
             free = None

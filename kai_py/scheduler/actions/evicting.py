@@ -8,7 +8,7 @@ from kai_py.scheduler.actions.allocate import gate, pending_jobs
 from kai_py.scheduler.actions.common import demand, needed
 from kai_py.scheduler.model import Job, Task, TaskStatus
 from kai_py.scheduler.ordering import JobPicker
-from kai_py.scheduler.resources import EPS, Res
+from kai_py.scheduler.resources import EPS, INF, Res
 from kai_py.scheduler.session import Session
 
 
@@ -66,9 +66,13 @@ def contested(amount: Res) -> tuple[str, ...]:
 
 
 def victim_cost(job: Job) -> tuple[int, float, float, str]:
-    """Cheapest victim first: lowest priority, then the newest (least work lost)."""
-    running = [t for t in job.tasks if t.start_time is not None]
-    newest = max((t.start_time or 0.0) for t in running) if running else 0.0
+    """Cheapest victim first: lowest priority, then the newest (least work lost); a job
+    with pods placed in this cycle is the newest of all."""
+    if any(t.status in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED) for t in job.tasks):
+        newest = INF
+    else:
+        running = [t for t in job.tasks if t.start_time is not None]
+        newest = max((t.start_time or 0.0) for t in running) if running else 0.0
     return (job.priority, -newest, -job.created, job.name)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from kai_py.scheduler import reasons
+from kai_py.scheduler.actions.allocate import pending_jobs
 from kai_py.scheduler.actions.evicting import (
     old_enough,
     preemptors,
@@ -13,6 +14,7 @@ from kai_py.scheduler.actions.evicting import (
 )
 from kai_py.scheduler.actions.victims import VictimPool, VictimSearch, always
 from kai_py.scheduler.model import Job, Task
+from kai_py.scheduler.ordering import PendingLine
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.session import Session
@@ -24,6 +26,7 @@ def _old_enough(session: Session, queue: str, task: Task) -> bool:
 
 def preempt(session: Session, placer: Placer) -> None:
     pools: dict[str, VictimPool] = {}
+    line: PendingLine | None = None
     lowest: dict[str, int] = {}  # the lowest priority of a preemptible job, per queue
     for v in session.jobs.values():
         if v.preemptible:
@@ -41,15 +44,19 @@ def preempt(session: Session, placer: Placer) -> None:
                 victim_cost,
                 partial(_old_enough, session, job.queue),
             )
+        if line is None:
+            line = PendingLine(session, pending_jobs(session))
         units = pool.units([job.queue], keep=lambda v, job=job: v.priority < job.priority)  # type: ignore[misc]
         search = VictimSearch(
             session,
             placer,
             "preempt",
             always,
-            move_victims=session.config.allow_consolidating_reclaim,
+            moved_give_nothing=session.config.allow_consolidating_reclaim,
+            line=line,
         )
         if search.run(job, units):
+            pool.refresh([job])
             continue
         note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
         session.explain(job, _why_not(job, True, note))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kai_py.scheduler import reasons
+from kai_py.scheduler.actions.allocate import pending_jobs
 from kai_py.scheduler.actions.common import demand, needed
 from kai_py.scheduler.actions.evicting import (
     contested,
@@ -24,6 +25,7 @@ from kai_py.scheduler.actions.evicting import (
 from kai_py.scheduler.actions.reclaimable import Reclaimable
 from kai_py.scheduler.actions.victims import Unit, VictimPool, VictimSearch
 from kai_py.scheduler.model import Job, Queue
+from kai_py.scheduler.ordering import PendingLine
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import EPS, Res, format_quantity
@@ -100,6 +102,7 @@ WAYS = ("fair_share", "deserved")
 
 def reclaim(session: Session, placer: Placer) -> None:
     pool: VictimPool | None = None
+    line: PendingLine | None = None
     for job in preemptors(session):
         amount = demand(session, job, needed(job))
         leaf = session.queues[job.queue]
@@ -123,11 +126,21 @@ def reclaim(session: Session, placer: Placer) -> None:
                     session, t, session.jobs[t.job_uid].queue, "reclaim_min_runtime"
                 ),
             )
-        if not _reclaim(session, placer, pool, job, amount):
+            line = PendingLine(session, pending_jobs(session))
+        if _reclaim(session, placer, pool, line, job, amount):
+            pool.refresh([job])
+        else:
             session.explain(job, _nothing_to_reclaim(session, job))
 
 
-def _reclaim(session: Session, placer: Placer, pool: VictimPool, job: Job, amount: Res) -> bool:
+def _reclaim(
+    session: Session,
+    placer: Placer,
+    pool: VictimPool,
+    line: PendingLine | None,
+    job: Job,
+    amount: Res,
+) -> bool:
     plan = _Reclaim(session, job, amount)
     queues = [q for q in pool.queues if q != job.queue and plan.rules.may_be_victim(q)]
     if not queues:
@@ -138,7 +151,8 @@ def _reclaim(session: Session, placer: Placer, pool: VictimPool, job: Job, amoun
         "reclaim",
         plan.validate,
         admit=plan.admit,
-        move_victims=session.config.allow_consolidating_reclaim,
+        moved_give_nothing=session.config.allow_consolidating_reclaim,
+        line=line,
     )
     return search.run(job, pool.units_in_queue_order(session, queues))
 

@@ -11,13 +11,14 @@ back one by one, and the smallest scenario found is kept.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, place_tasks
 from kai_py.scheduler.model import Job, Task, TaskStatus
-from kai_py.scheduler.ordering import JobPicker
+from kai_py.scheduler.ordering import JobPicker, PendingLine
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Op, Session, Statement
@@ -37,16 +38,32 @@ def always(_: Sequence[Unit]) -> bool:
     return True
 
 
-def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], Unit | None]:
-    """A job's surplus pods (one unit each) and its gang unit (all its running pods).
+#: Whether pods placed (bound or pipelined) earlier in the cycle may be victims, as in
+#: KAI. Off: with them, a busy cycle's victim search (which adds victims one at a time,
+#: wherever they run, and simulates each step) grows from milliseconds to minutes on
+#: bench/cycle.py. The search must first add victims node by node.
+THIS_CYCLE_VICTIMS = False
 
-    The gang unit holds every running pod, so taking it never leaves part of a
+
+def held(task: Task) -> bool:
+    """The pod holds resources a victim search may take back: it runs (or, with
+    ``THIS_CYCLE_VICTIMS``, it was placed earlier in this cycle)."""
+    if THIS_CYCLE_VICTIMS:
+        return task.status.is_placed
+    return task.status is TaskStatus.RUNNING
+
+
+def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], Unit | None]:
+    """A job's surplus pods (one unit each) and its gang unit (all its placed pods).
+
+    The gang unit holds every placed pod, so taking it never leaves part of a
     gang behind; a protected pod (too young) keeps the whole gang safe.
     """
-    # The reverse of the placement order: the last pod placed is the first to go.
+    # The reverse of the placement order: the last pod placed is the first to go
+    # (pods placed in this cycle before running ones).
     running = sorted(
-        (t for t in job.tasks if t.status is TaskStatus.RUNNING),
-        key=lambda t: t.order,
+        (t for t in job.tasks if held(t)),
+        key=lambda t: (t.status is not TaskStatus.RUNNING, t.order),
         reverse=True,
     )
     if not running:
@@ -75,11 +92,17 @@ class VictimPool:
         cost: Callable[[Job], tuple[object, ...]],
         eligible: Callable[[Task], bool],
     ) -> None:
+        self._session = session
+        self._action = action
+        self._cost = cost
+        self._eligible = eligible
         self._surplus: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
         self._gangs: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
         self._ordered: dict[str, list[Unit]] = {}
+        self._covered: dict[str, frozenset[str]] = {}  # job uid -> the pods its units hold
         may = session.framework.may_be_victim
         ordered = sorted((j for j in jobs if may(session, j, action)), key=cost)
+        self._seq = len(ordered)
         for seq, job in enumerate(ordered):
             extra, gang = job_units(job, eligible)
             key = cost(job)
@@ -87,6 +110,36 @@ class VictimPool:
                 self._surplus.setdefault(job.queue, []).append((key, seq, unit))
             if gang is not None:
                 self._gangs.setdefault(job.queue, []).append((key, seq, gang))
+            self._covered[job.uid] = frozenset(t.uid for t in job.tasks if held(t))
+
+    def refresh(self, jobs: Iterable[Job]) -> None:
+        """Take in what ``jobs`` placed since the pool was built (a preemptor placed by
+        this action may be a later preemptor's victim, as pods placed earlier are)."""
+        session = self._session
+        for job in jobs:
+            now = frozenset(t.uid for t in job.tasks if held(t))
+            if not now or now <= self._covered.get(job.uid, frozenset()):
+                continue
+            if not session.framework.may_be_victim(session, job, self._action):
+                continue
+            self._covered[job.uid] = now
+            for table in (self._surplus, self._gangs):
+                entries = table.get(job.queue)
+                if entries:
+                    entries[:] = [e for e in entries if e[2].job is not job]
+            extra, gang = job_units(job, self._eligible)
+            key = self._cost(job)
+            self._seq += 1
+            for unit in [*extra, gang]:
+                if unit is None:
+                    continue
+                table = self._gangs if unit is gang else self._surplus
+                bisect.insort(
+                    table.setdefault(job.queue, []),
+                    (key, self._seq, unit),
+                    key=lambda e: (e[0], e[1]),
+                )
+            self._ordered.pop(job.queue, None)
 
     @property
     def queues(self) -> set[str]:
@@ -153,7 +206,7 @@ def _last_in_line(session: Session, pending: dict[str, Unit]) -> str:
     def freed(unit: Unit) -> Res:
         total = Res()
         for task in unit.tasks:
-            if task.status is TaskStatus.RUNNING:
+            if held(task):
                 total.sub(session.task_res(task, session.nodes.get(task.node_name or "")))
         return total
 
@@ -185,7 +238,7 @@ def _free(session: Session) -> Res:
 
 
 def _live(unit: Unit) -> bool:
-    return any(t.status is TaskStatus.RUNNING for t in unit.tasks)
+    return any(held(t) for t in unit.tasks)
 
 
 class VictimSearch:
@@ -197,18 +250,20 @@ class VictimSearch:
         validate: Validator,
         *,
         replace_victims: bool = False,
-        move_victims: bool = False,
+        moved_give_nothing: bool = False,  # allowConsolidatingReclaim: a moved victim frees nothing
         max_victims: int | None = None,
         admit: Callable[[Unit], bool] | None = None,
+        line: PendingLine | None = None,
     ) -> None:
         self.session = session
         self.placer = placer
         self.action = action
         self.validate = validate
         self.replace_victims = replace_victims
-        self.move_victims = move_victims
+        self.moved_give_nothing = moved_give_nothing
         self.max_victims = max_victims
         self.admit = admit
+        self.line = line
 
     def run(self, preemptor: Job, units: Iterable[Unit]) -> bool:
         """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing.
@@ -231,7 +286,7 @@ class VictimSearch:
         for unit in units:
             if not _live(unit) or (self.admit is not None and not self.admit(unit)):
                 continue
-            live = [t for t in unit.tasks if t.status is TaskStatus.RUNNING]
+            live = [t for t in unit.tasks if held(t)]
             if gpu_only and not any(session.task_res(t, None).gpu > EPS for t in live):
                 continue
             if self.max_victims is not None and evicted + len(live) > self.max_victims:
@@ -251,6 +306,10 @@ class VictimSearch:
             if self._try(stmt, preemptor, chosen):
                 stmt.rollback(0)
                 self._prune(stmt, preemptor, chosen)
+                if self.line is not None:
+                    # Pods taken back from this cycle's placements wait in line again.
+                    session_jobs = session.jobs
+                    self.line.add(session_jobs[r.task.job_uid] for r in stmt.log if r.unplaced)
                 stmt.commit()
                 return True
             stmt.rollback(mark)
@@ -262,7 +321,7 @@ class VictimSearch:
     def _scenario(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
         for unit in units:
             for task in unit.tasks:
-                if task.status is TaskStatus.RUNNING:
+                if held(task):
                     stmt.evict(task, self.action, preemptor)
         return self._try(stmt, preemptor, units)
 
@@ -283,22 +342,23 @@ class VictimSearch:
         assert applied, "a scenario that worked must work again"
 
     def _try(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
-        if self.move_victims:
+        if not self.replace_victims:
             if not self._simulate(stmt, preemptor, units):
                 return False
         else:
             result = place_tasks(self.session, stmt, self.placer, preemptor, needed(preemptor))
             if not result.ok:
                 return False
-            if self.replace_victims and not self._replace(stmt):
+            if not self._replace(stmt):
                 return False
         s = self.session
-        real = self._really_evicted(stmt, units) if self.move_victims else list(units)
+        real = self._really_evicted(stmt, units) if self.moved_give_nothing else list(units)
         return self.validate(real) and s.framework.validate(s, preemptor, real, self.action)
 
     @staticmethod
     def _really_evicted(stmt: Statement, units: Sequence[Unit]) -> list[Unit]:
-        """The victims as they give resources up: pods moved elsewhere do not count."""
+        """The victims as they give resources up: pods moved elsewhere (or, placed in this
+        cycle, placed again) do not count."""
         moved = {
             rec.task.uid.removesuffix(MOVED_SUFFIX)
             for rec in stmt.log
@@ -307,7 +367,11 @@ class VictimSearch:
         evicted = {rec.task.uid for rec in stmt.log if rec.op is Op.EVICT}
         real: list[Unit] = []
         for unit in units:
-            gone = [t for t in unit.tasks if t.uid in evicted and t.uid not in moved]
+            gone = [
+                t
+                for t in unit.tasks
+                if t.uid in evicted and t.uid not in moved and not t.status.is_placed
+            ]
             if gone:
                 real.append(Unit(unit.job, gone))
         return real
@@ -320,52 +384,99 @@ class VictimSearch:
         after the preemptor is moved there instead of only evicted.
         """
         evicted: dict[str, list[Task]] = {}
+        unplaced: set[str] = set()  # pods placed earlier in this cycle: pending again
         for rec in stmt.log:
             if rec.op is Op.EVICT:
                 evicted.setdefault(rec.task.job_uid, []).append(rec.task)
+                if rec.unplaced:
+                    unplaced.add(rec.task.uid)
         jobs = {u.job.uid: u.job for u in units if u.job.uid in evicted}
         session = self.session
 
         def want(job: Job) -> Res:
             if job is preemptor:
                 return demand(session, job, needed(job))
+            if job.uid not in evicted:
+                return demand(session, job)
             total = Res()
             for task in evicted[job.uid]:
                 total.add(session.task_res(task, None))
             return total
 
-        picker = JobPicker(session, [preemptor, *jobs.values()], want)
-        while (job := picker.pop()) is not None:
+        # Every pending job takes its place in line (it shapes its queue's turn) but
+        # is not placed: only the preemptor and the victims are.
+        waiting = {preemptor.uid, *jobs}
+        picker = JobPicker(session, [preemptor, *jobs.values()], want, self.line)
+        while waiting and (job := picker.pop()) is not None:
+            if job.uid not in waiting:
+                continue
+            waiting.discard(job.uid)
             if job is preemptor:
                 if not place_tasks(session, stmt, self.placer, preemptor, needed(preemptor)).ok:
                     return False
+                # The scenario counts now; the others in line only set the order in
+                # which the victims left try to move, which kai-py takes without them
+                # (otherwise every pending job would be walked for each scenario).
+                picker.drop_line()
                 continue
             # The gang's missing part moves as a whole or not at all; an elastic
             # job's surplus moves pod by pod while there is room.
             gang = max(0, job.min_member - job.placed)
             mark = stmt.checkpoint()
+            again: list[Task] = []
             for index, task in enumerate(sorted(evicted[job.uid], key=lambda t: t.order)):
+                if task.uid in unplaced:
+                    where = self.placer.find(task)
+                    if where is None:
+                        if index < gang:
+                            stmt.rollback(mark)
+                            again = []
+                        break
+                    stmt.allocate(task, where.node, where.groups, where.pipelined)
+                    again.append(task)
+                    continue
                 shadow = shadow_of(task)
                 where = self.placer.find(shadow)
                 if where is None:
                     if index < gang:
                         stmt.rollback(mark)
+                        again = []
                     break
                 stmt.allocate(shadow, where.node, where.groups, True)
+            _start_together(stmt, again)
         return True
 
     def _replace(self, stmt: Statement) -> bool:
-        """Find every victim of this scenario a new place (held by a shadow task)."""
-        for task in [rec.task for rec in stmt.log if rec.op is Op.EVICT]:
-            shadow = shadow_of(task)
-            where = self.placer.find(shadow)
+        """Find every victim of this scenario a new place (held by a shadow task; a pod
+        placed earlier in this cycle is simply placed again)."""
+        again: list[Task] = []
+        for rec in [rec for rec in stmt.log if rec.op is Op.EVICT]:
+            task = rec.task if rec.unplaced else shadow_of(rec.task)
+            where = self.placer.find(task)
             if where is None:
                 return False
-            stmt.allocate(shadow, where.node, where.groups, where.pipelined)
+            stmt.allocate(task, where.node, where.groups, where.pipelined)
+            if rec.unplaced:
+                again.append(task)
+        _start_together(stmt, again)
         return True
 
 
 MOVED_SUFFIX = "~moved"
+
+
+def _start_together(stmt: Statement, tasks: Sequence[Task]) -> None:
+    """Pods of one cycle placed again: if one of a job's waits for released resources,
+    its others placed now wait too (a gang starts as a whole)."""
+    by_job: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_job.setdefault(task.job_uid, []).append(task)
+    for job_uid, placed in by_job.items():
+        job = stmt.session.jobs[job_uid]
+        if any(t.status is TaskStatus.PIPELINED for t in job.tasks):
+            for task in placed:
+                if task.status is TaskStatus.ALLOCATED:
+                    stmt.pipeline(task)
 
 
 def shadow_of(task: Task) -> Task:
