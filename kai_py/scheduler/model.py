@@ -9,6 +9,7 @@ undo log instead of copying the snapshot.
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass, field
 
 from kai_py.scheduler.resources import EPS, INF, Res
@@ -206,6 +207,43 @@ class Node:
         return self.allocatable.gpu - self.used.gpu + self.releasing.gpu - self.pipelined.gpu
 
 
+class Shape:
+    """A task's shape as a dict key, hashed once: a tuple's hash is computed again on
+    every lookup, through every selector and toleration in it, and the placer looks
+    one up for each node it considers."""
+
+    __slots__ = ("__weakref__", "_hash", "value")
+
+    def __init__(self, value: tuple[object, ...]) -> None:
+        self.value = value
+        self._hash = hash(value)
+
+    @classmethod
+    def of(cls, value: tuple[object, ...]) -> Shape:
+        """The one Shape for ``value`` while any task holds it: lookups then compare by
+        identity, not field by field."""
+        found = _SHAPES.get(value)
+        if found is None:
+            found = _SHAPES[value] = cls(value)
+        return found
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Shape):
+            return NotImplemented
+        return self._hash == other._hash and self.value == other.value
+
+    def __repr__(self) -> str:
+        return f"Shape{self.value!r}"
+
+
+_SHAPES: weakref.WeakValueDictionary[tuple[object, ...], Shape] = weakref.WeakValueDictionary()
+
+
 @dataclass(slots=True, eq=False)
 class Task:
     uid: str
@@ -244,7 +282,7 @@ class Task:
     gpu_uuids: tuple[str, ...] = ()
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
-    _shape: tuple[object, ...] | None = field(default=None, repr=False)
+    _shape: Shape | None = field(default=None, repr=False)
 
     def clone(self) -> Task:
         """A copy a session may change (its own ``request``; the rest is replaced, not
@@ -321,10 +359,10 @@ class Task:
         return self.portion_on(node) * self.gpu_devices
 
     @property
-    def shape(self) -> tuple[object, ...]:
+    def shape(self) -> Shape:
         """Tasks of the same shape pass the same predicates on the same node."""
         if self._shape is None:
-            self._shape = self._make_shape()
+            self._shape = Shape.of(self._make_shape())
         return self._shape
 
     def _make_shape(self) -> tuple[object, ...]:

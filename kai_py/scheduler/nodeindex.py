@@ -19,6 +19,10 @@ class NodeIndex:
         self._buckets: dict[int, list[str]] = {}
         self._bucket_of: dict[str, int] = {}
         self.releasing: set[str] = set()
+        # Nodes releasing resources, bucketed by whole GPUs free once releases are done
+        # (pipelined placements pick the best of these).
+        self._future: dict[int, set[str]] = {}
+        self._future_of: dict[str, int] = {}
         for node in nodes:
             self.update(node)
 
@@ -46,8 +50,27 @@ class NodeIndex:
             or any(g.releasing > EPS for g in node.groups.values())
         ):
             self.releasing.add(node.name)
+            future = max(0, math.floor(node.free_gpus_future() + EPS))
         else:
             self.releasing.discard(node.name)
+            future = None
+        was = self._future_of.get(node.name)
+        if was != future:
+            if was is not None:
+                self._future[was].discard(node.name)
+                del self._future_of[node.name]
+            if future is not None:
+                self._future.setdefault(future, set()).add(node.name)
+                self._future_of[node.name] = future
+
+    def releasing_by_future_gpus(self, need: int, spread: bool) -> Iterator[list[str]]:
+        """Releasing nodes with at least ``need`` GPUs free once releases are done, a
+        bucket of equal whole GPUs at a time, best bucket first (fewest for binpack)."""
+        levels = sorted(
+            (b for b, names in self._future.items() if b >= need and names), reverse=spread
+        )
+        for level in levels:
+            yield list(self._future[level])  # a copy: the caller may allocate
 
     def by_free_gpus(self, need: int, spread: bool) -> Iterator[str]:
         """Names of nodes with at least ``need`` free GPUs, best first."""

@@ -35,6 +35,10 @@ class Placer:
         )
         self.spread = session.framework.placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
+        # Demands that found no node, with the session's release generation then: a
+        # search is repeated only once something was freed (victim searches ask the
+        # same of many scenarios).
+        self._failed: dict[tuple[object, ...], int] = {}
 
     # --------------------------------------------------------------- fit
     @staticmethod
@@ -115,11 +119,37 @@ class Placer:
             nominated = self._on_nominated(task)
             if nominated is not None:
                 return nominated
+        key = self._demand_key(task)
+        generation = self.session.release_generation
+        if key is not None and self._failed.get(key) == generation:
+            return None  # the same demand found no node, and nothing was freed since
         if task.is_shared:
-            return self._find_scan(task)
-        if task.request.gpu > EPS:
-            return self._find_whole(task)
-        return self._find_scan(task)
+            found = self._find_scan(task)
+        elif task.request.gpu > EPS:
+            found = self._find_whole(task)
+        else:
+            found = self._find_scan(task)
+        if found is None and key is not None:
+            self._failed[key] = generation
+        return found
+
+    @staticmethod
+    def _demand_key(task: Task) -> tuple[object, ...] | None:
+        """What decides whether a task fits anywhere, when that can only get worse while
+        nothing is freed: not for pinned tasks (their cards are chosen one by one) nor
+        for pod affinity (a pod placed may be the one it wants beside it)."""
+        if task.pin is not None or task.pod_affinity:
+            return None
+        r = task.request
+        return (
+            task.shape,
+            r.cpu,
+            r.memory,
+            r.gpu,
+            task.gpu_fraction,
+            task.gpu_memory_mib,
+            task.gpu_devices,
+        )
 
     def _on_nominated(self, task: Task) -> Placement | None:
         """The nominated node, when the task fits there now."""
@@ -134,19 +164,27 @@ class Placer:
     def _find_whole(self, task: Task) -> Placement | None:
         s = self.session
         need = math.ceil(task.request.gpu - EPS)
+        # Resources first: arithmetic that rules out a full node before the predicates'
+        # cache lookup (which hashes the task's shape) is paid for it.
         for name in s.index.by_free_gpus(need, self.spread):
             node = s.nodes[name]
-            if self.predicates.check(task, node) is None and self._fits_whole(task, node, False):
+            if self._fits_whole(task, node, False) and self.predicates.check(task, node) is None:
                 return Placement(node, (), False)
-        best: tuple[float, str] | None = None
-        for name in s.index.releasing:
-            node = s.nodes[name]
-            if self.predicates.check(task, node) is None and self._fits_whole(task, node, True):
-                free = node.free_gpus_future()
-                key = (-free if self.spread else free, name)
-                if best is None or key < best:
-                    best = key
-        return Placement(s.nodes[best[1]], (), True) if best is not None else None
+        # The best releasing node: fewest GPUs free once released (most for spread),
+        # then by name. Buckets of whole free GPUs are in that order, so the best
+        # of the first bucket with a fit is the best of all.
+        for bucket in s.index.releasing_by_future_gpus(need, self.spread):
+            best: tuple[float, str] | None = None
+            for name in bucket:
+                node = s.nodes[name]
+                if self._fits_whole(task, node, True) and self.predicates.check(task, node) is None:
+                    free = node.free_gpus_future()
+                    key = (-free if self.spread else free, name)
+                    if best is None or key < best:
+                        best = key
+            if best is not None:
+                return Placement(s.nodes[best[1]], (), True)
+        return None
 
     def _score(self, task: Task, node: Node, future: bool) -> tuple[float, ...]:
         free_gpu = node.free_gpus_future() if future else node.free_gpus_now()
@@ -160,9 +198,11 @@ class Placer:
             best: tuple[tuple[object, ...], Placement] | None = None
             nodes = s.nodes.values() if not future else [s.nodes[n] for n in s.index.releasing]
             for node in nodes:
-                if self.predicates.check(task, node) is not None:
-                    continue
                 if task.is_shared:
+                    if not self._fits_plain(task, node, future):
+                        continue  # resources first, as in _find_whole
+                    if self.predicates.check(task, node) is not None:
+                        continue
                     groups = self._shared_groups(task, node, future)
                     if groups is None:
                         continue
@@ -172,6 +212,8 @@ class Placer:
                     placement = Placement(node, groups, future)
                 else:
                     if not self._fits_whole(task, node, future):
+                        continue
+                    if self.predicates.check(task, node) is not None:
                         continue
                     key = (*self._score(task, node, future), node.name)
                     placement = Placement(node, (), future)

@@ -9,7 +9,7 @@ within a session. The predicates themselves are plugins
 from __future__ import annotations
 
 from kai_py.scheduler.framework import Framework, default_framework
-from kai_py.scheduler.model import Config, Node, Task
+from kai_py.scheduler.model import Config, Node, Shape, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 
 _DEFAULT: Framework | None = None
@@ -28,7 +28,7 @@ class PredicateCache:
 
     def __init__(self, framework: Framework, pod_affinity: PodAffinity | None = None) -> None:
         self._framework = framework
-        self._cache: dict[tuple[object, str], str | None] = {}
+        self._cache: dict[tuple[Shape, str], str | None] = {}
         self._pod_affinity = pod_affinity
 
     def check(self, task: Task, node: Node) -> str | None:

@@ -308,6 +308,7 @@ class Statement:
         """Hold an allocated task back until its job can start as a whole."""
         self.log.append(Record(Op.PIPELINE, task, prev_status=task.status))
         self.session._set_status(task, TaskStatus.PIPELINED)
+        self.session.release_generation += 1  # its idle resources are free again
 
     def evict(self, task: Task, action: str, by: Job | None) -> None:
         """Take a pod's resources back: a running pod is evicted (it releases them); a
