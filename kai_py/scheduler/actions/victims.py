@@ -425,24 +425,19 @@ class VictimSearch:
             mark = stmt.checkpoint()
             again: list[Task] = []
             for index, task in enumerate(sorted(evicted[job.uid], key=lambda t: t.order)):
-                if task.uid in unplaced:
-                    where = self.placer.find(task)
-                    if where is None:
-                        if index < gang:
-                            stmt.rollback(mark)
-                            again = []
-                        break
-                    stmt.allocate(task, where.node, where.groups, where.pipelined)
-                    again.append(task)
-                    continue
-                shadow = shadow_of(task)
-                where = self.placer.find(shadow)
+                # A pod placed earlier in this cycle is placed again; a running one
+                # moves (a shadow holds its new place, as releasing resources do).
+                replaced = task.uid in unplaced
+                target = task if replaced else shadow_of(task)
+                where = self.placer.find(target)
                 if where is None:
                     if index < gang:
                         stmt.rollback(mark)
                         again = []
                     break
-                stmt.allocate(shadow, where.node, where.groups, True)
+                stmt.allocate(target, where.node, where.groups, where.pipelined or not replaced)
+                if replaced:
+                    again.append(task)
             _start_together(stmt, again)
         return True
 
