@@ -34,14 +34,15 @@ def _portion_in(value: Any) -> float:
     return portion
 
 
-def _portion_out(value: float) -> str:
+def format_portion(value: float) -> str:
+    """A portion as KAI writes it in a BindRequest ("0.5", "1")."""
     return f"{value:g}"
 
 
 Portion = Annotated[
     float,
     BeforeValidator(_portion_in),
-    PlainSerializer(_portion_out, return_type=str),
+    PlainSerializer(format_portion, return_type=str),
     WithJsonSchema({"type": "string", "pattern": r"^(0(\.[0-9]*)?|1(\.0*)?|\.[0-9]+)$"}),
 ]
 

@@ -45,7 +45,7 @@ from kai_py.api.queue import Queue as QueueModel
 from kai_py.cluster import hami, pins
 from kai_py.cluster import reservation as rsv
 from kai_py.cluster.builder import Built, ParseMemo, build
-from kai_py.cluster.convert import meta, parse_time
+from kai_py.cluster.convert import is_newer, meta, parse_time, resource_version
 from kai_py.cluster.foreign import ForeignPods
 from kai_py.cluster.inputs import Document
 from kai_py.cluster.pinned_binding import BLOCKER_LABEL
@@ -288,14 +288,6 @@ def _key(body: Mapping[str, Any]) -> Key:
     return str(m.get("namespace") or ""), str(m.get("name") or "")
 
 
-def _rv(body: Mapping[str, Any]) -> int | None:
-    value = meta(body).get("resourceVersion")
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return None
-
-
 @dataclass(slots=True)
 class View:
     """One cycle's worth of cached objects, ready to build a snapshot from."""
@@ -455,10 +447,9 @@ class ClusterCache:
     @staticmethod
     def _newer(current: Mapping[str, Any] | None, body: Mapping[str, Any]) -> bool:
         """False when ``body`` is an older version of the same object than ``current``."""
-        if current is None or meta(current).get("uid") != meta(body).get("uid"):
+        if current is None:
             return True
-        old, new = _rv(current), _rv(body)
-        return old is None or new is None or new >= old
+        return is_newer(meta(current).get("uid"), resource_version(current), body)
 
     def forget(self, kind: str, namespace: str, name: str) -> None:
         """Drop an object this process deleted (the watch will confirm it)."""
@@ -489,7 +480,7 @@ class ClusterCache:
                     dropped += 1
         for store in stores:
             for key, body in list(store.items()):
-                rv = _rv(body)
+                rv = resource_version(body)
                 uid = str(meta(body).get("uid") or "")
                 if uid and uid not in listed and rv is not None and rv <= at:
                     del store[key]

@@ -56,6 +56,23 @@ def meta(obj: Manifest) -> Mapping[str, Any]:
     return m if isinstance(m, Mapping) else {}
 
 
+def resource_version(obj: Manifest) -> int | None:
+    """metadata.resourceVersion as a number (None when missing or not a number)."""
+    try:
+        return int(str(meta(obj).get("resourceVersion")))
+    except (TypeError, ValueError):
+        return None
+
+
+def is_newer(uid: object, version: int | None, obj: Manifest) -> bool:
+    """False when ``obj`` is an older version of the object kept as (uid, version); a
+    different uid is a new object, and versions that are not numbers never say older."""
+    if uid != meta(obj).get("uid"):
+        return True
+    new = resource_version(obj)
+    return version is None or new is None or new >= version
+
+
 def ref(obj: Manifest) -> str:
     m = meta(obj)
     ns = m.get("namespace")

@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kai_py.cluster.convert import WorkloadError, meta, pod_requests
+from kai_py.cluster.convert import (
+    WorkloadError,
+    is_newer,
+    meta,
+    pod_requests,
+    resource_version,
+)
 from kai_py.scheduler.resources import Res
 
 Key = tuple[str, str]  # (namespace, name)
@@ -29,13 +35,6 @@ class ForeignPod:
     #: What it holds; None when its requests do not parse (then it is not counted,
     #: as ``kai-py simulate`` does not count it).
     request: Res | None
-
-
-def _rv(body: Mapping[str, Any]) -> int | None:
-    try:
-        return int(str(meta(body).get("resourceVersion")))
-    except (TypeError, ValueError):
-        return None
 
 
 class ForeignPods:
@@ -62,11 +61,9 @@ class ForeignPods:
     def newer(self, key: Key, body: Mapping[str, Any]) -> bool:
         """False when ``body`` is an older version of the pod kept under ``key``."""
         current = self._pods.get(key)
-        if current is None or current.uid != meta(body).get("uid"):
+        if current is None:
             return True
-        new = _rv(body)
-        old = current.resource_version
-        return old is None or new is None or new >= old
+        return is_newer(current.uid or None, current.resource_version, body)
 
     def put(self, key: Key, body: Mapping[str, Any], node: str) -> None:
         self.pop(key)
@@ -74,7 +71,7 @@ class ForeignPods:
             request: Res | None = pod_requests(body)
         except WorkloadError:
             request = None
-        pod = ForeignPod(str(meta(body).get("uid") or ""), _rv(body), node, request)
+        pod = ForeignPod(str(meta(body).get("uid") or ""), resource_version(body), node, request)
         self._pods[key] = pod
         if request is not None:
             self._by_node.setdefault(node, {})[key] = request

@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from kai_py.api import keys
-from kai_py.api.bindrequest import BindRequest
+from kai_py.api.bindrequest import BindRequest, format_portion
 from kai_py.api.quantities import ResourceAmounts, from_resource_map, to_resource_map
 from kai_py.cluster import metrics
 from kai_py.cluster.builder import Built
@@ -93,12 +93,15 @@ def bindrequest_manifest(
     if task.is_shared:
         portion = task.portion_on(node) if node is not None else task.gpu_fraction
         spec["receivedResourceType"] = "Fraction"
-        spec["receivedGPU"] = {"count": task.gpu_devices, "portion": f"{min(1.0, portion):g}"}
+        spec["receivedGPU"] = {
+            "count": task.gpu_devices,
+            "portion": format_portion(min(1.0, portion)),
+        }
         spec["selectedGPUGroups"] = list(task.gpu_groups)
     else:
         gpus = round(task.request.gpu)
         spec["receivedResourceType"] = "Regular"
-        spec["receivedGPU"] = {"count": gpus, "portion": "1" if gpus else "0"}
+        spec["receivedGPU"] = {"count": gpus, "portion": format_portion(1.0 if gpus else 0.0)}
     spec["backoffLimit"] = backoff_limit
     return {
         "apiVersion": BindRequest.API_VERSION,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, KeysView
 
 from kai_py.scheduler.model import Node
 from kai_py.scheduler.resources import EPS
@@ -18,7 +18,6 @@ class NodeIndex:
     def __init__(self, nodes: list[Node]) -> None:
         self._buckets: dict[int, list[str]] = {}
         self._bucket_of: dict[str, int] = {}
-        self.releasing: set[str] = set()
         # Nodes releasing resources, bucketed by whole GPUs free once releases are done
         # (pipelined placements pick the best of these).
         self._future: dict[int, set[str]] = {}
@@ -49,10 +48,8 @@ class NodeIndex:
             or releasing.gpu > EPS
             or any(g.releasing > EPS for g in node.groups.values())
         ):
-            self.releasing.add(node.name)
-            future = max(0, math.floor(node.free_gpus_future() + EPS))
+            future: int | None = max(0, math.floor(node.free_gpus_future() + EPS))
         else:
-            self.releasing.discard(node.name)
             future = None
         was = self._future_of.get(node.name)
         if was != future:
@@ -62,6 +59,11 @@ class NodeIndex:
             if future is not None:
                 self._future.setdefault(future, set()).add(node.name)
                 self._future_of[node.name] = future
+
+    @property
+    def releasing(self) -> KeysView[str]:
+        """Names of the nodes releasing resources."""
+        return self._future_of.keys()
 
     def releasing_by_future_gpus(self, need: int, spread: bool) -> Iterator[list[str]]:
         """Releasing nodes with at least ``need`` GPUs free once releases are done, a

@@ -140,16 +140,7 @@ class Placer:
         for pod affinity (a pod placed may be the one it wants beside it)."""
         if task.pin is not None or task.pod_affinity:
             return None
-        r = task.request
-        return (
-            task.shape,
-            r.cpu,
-            r.memory,
-            r.gpu,
-            task.gpu_fraction,
-            task.gpu_memory_mib,
-            task.gpu_devices,
-        )
+        return _demand(task)
 
     def _on_nominated(self, task: Task) -> Placement | None:
         """The nominated node, when the task fits there now."""
@@ -227,16 +218,7 @@ class Placer:
     def explain(self, task: Task) -> str:
         """Why no node fits ``task``, counted per cause, as kube-scheduler words it."""
         s = self.session
-        key = (
-            task.shape,
-            task.request.cpu,
-            task.request.memory,
-            task.request.gpu,
-            task.gpu_fraction,
-            task.gpu_memory_mib,
-            task.gpu_devices,
-            s.release_generation,
-        )
+        key = (*_demand(task), s.release_generation)
         cached = self._no_fit.get(key)
         if cached is not None:
             return cached
@@ -278,3 +260,17 @@ class Placer:
         if task.request.memory > idle.memory + node.releasing.memory + EPS:
             return "Insufficient memory"
         return "node(s) had resources only after other pods finish"
+
+
+def _demand(task: Task) -> tuple[object, ...]:
+    """What decides where a task fits: its shape (predicates) and what it asks for."""
+    r = task.request
+    return (
+        task.shape,
+        r.cpu,
+        r.memory,
+        r.gpu,
+        task.gpu_fraction,
+        task.gpu_memory_mib,
+        task.gpu_devices,
+    )
