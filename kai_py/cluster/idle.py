@@ -30,19 +30,15 @@ class IdleGate:
     generation: int | None = None
     wake_at: float = float("inf")
     last_full: float = float("-inf")
-    skipped: int = 0
 
     def due(self, generation: int, now: float) -> bool:
-        """True when a cycle must run; counts the cycles it tells to skip."""
-        if (
+        """True when a cycle must run."""
+        return (
             self.generation is None
             or generation != self.generation
             or now >= self.wake_at
             or now - self.last_full >= self.max_idle
-        ):
-            return True
-        self.skipped += 1
-        return False
+        )
 
     def ran(self, generation: int, now: float, wake_at: float, quiet: bool) -> None:
         """A full cycle over the view taken at ``generation`` ran at ``now``.
