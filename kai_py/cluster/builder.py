@@ -65,10 +65,11 @@ class Built:
 
 
 class ParseMemo:
-    """Pods parsed in earlier builds, by object version, so a build parses only what changed.
+    """Pods and PodGroups parsed in earlier builds, by object version, so a build parses
+    only what changed.
 
     The operator's cache keeps one across cycles (``kai-py simulate`` builds once and
-    needs none). A pod is known by its uid, resourceVersion and the node it counts on
+    needs none; other schedulers' pods are kept parsed by the cache itself). A pod is known by its uid, resourceVersion and the node it counts on
     (a BindRequest may place it before the pod says so); a build hands out a fresh
     copy of the parsed Task, since a session changes its Tasks. Entries a build did not
     use are dropped at its end, so the memo holds no more than the cluster.
@@ -76,9 +77,7 @@ class ParseMemo:
 
     def __init__(self) -> None:
         self._tasks: dict[tuple[object, ...], tuple[Task, tuple[str, ...]]] = {}
-        self._requests: dict[tuple[object, ...], Res] = {}
         self._used_tasks: dict[tuple[object, ...], tuple[Task, tuple[str, ...]]] = {}
-        self._used_requests: dict[tuple[object, ...], Res] = {}
         self._podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
         self._used_podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
 
@@ -91,15 +90,6 @@ class ParseMemo:
         # Where it counts and on which cards: a BindRequest may place it before it says so.
         group = (m.get("labels") or {}).get(keys.GPU_GROUP_LABEL)
         return (uid, rv, (body.get("spec") or {}).get("nodeName"), group, *extra)
-
-    def requests(self, body: Mapping[str, Any]) -> Res:
-        key = self.key(body)
-        found = self._requests.get(key) if key is not None else None
-        if found is None:
-            found = pod_requests(body)
-        if key is not None:
-            self._used_requests[key] = found
-        return found.copy()
 
     def task(
         self, body: Mapping[str, Any], job_uid: str, status: TaskStatus, now: float
@@ -130,7 +120,6 @@ class ParseMemo:
     def done(self) -> None:
         """The end of a build: keep what it used."""
         self._tasks, self._used_tasks = self._used_tasks, {}
-        self._requests, self._used_requests = self._used_requests, {}
         self._podgroups, self._used_podgroups = self._used_podgroups, {}
 
 
@@ -558,7 +547,7 @@ def _add_pod(
         node = node_names.get(str(spec.get("nodeName") or ""))
         if node is not None and status is not TaskStatus.PENDING:
             try:
-                used = memo.requests(body)
+                used = pod_requests(body)
             except WorkloadError:
                 return
             node.allocatable.sub(used)
