@@ -30,7 +30,7 @@ from kai_py.cluster.convert import (
     queue_amount,
     task_from_pod,
 )
-from kai_py.cluster.grouping import group_for_pod
+from kai_py.cluster.grouping import Grouped, group_for_pod
 from kai_py.cluster.inputs import Document, InputError
 from kai_py.cluster.workloads import expand
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
@@ -64,15 +64,47 @@ class Built:
     other_scheduler_pods: int = 0
 
 
+@dataclass(slots=True, frozen=True)
+class PodFacts:
+    """What a build reads from a pod's manifest before its Task (read once per version)."""
+
+    namespace: str
+    name: str
+    status: TaskStatus | None  # None: finished
+    phase: object
+    ours: bool  # its schedulerName is ours
+    group: str | None  # its PodGroup annotation
+    version: tuple[object, ...] | None  # the memo's key of its parsed Task, without the job
+
+    @staticmethod
+    def of(body: Mapping[str, Any]) -> PodFacts:
+        m = meta(body)
+        spec = body.get("spec") or {}
+        group = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+        return PodFacts(
+            namespace=str(m.get("namespace") or "default"),
+            name=str(m["name"]),
+            status=pod_status(body),
+            phase=(body.get("status") or {}).get("phase"),
+            ours=(spec.get("schedulerName") or "default-scheduler")
+            == keys.DEFAULT_SCHEDULER_NAME,
+            group=str(group) if group else None,
+            version=ParseMemo.key(body),
+        )
+
+
 class ParseMemo:
     """Pods and PodGroups parsed in earlier builds, by object version, so a build parses
     only what changed.
 
     The operator's cache keeps one across cycles (``kai-py simulate`` builds once and
-    needs none; other schedulers' pods are kept parsed by the cache itself). A pod is known by its uid, resourceVersion and the node it counts on
-    (a BindRequest may place it before the pod says so); a build hands out a fresh
-    copy of the parsed Task, since a session changes its Tasks. Entries a build did not
-    use are dropped at its end, so the memo holds no more than the cluster.
+    needs none; other schedulers' pods are kept parsed by the cache itself). A pod is
+    known by its uid, resourceVersion and the node it counts on (a BindRequest may
+    place it before the pod says so); a build hands out a fresh copy of the parsed
+    Task, since a session changes its Tasks. A pod's ``PodFacts`` are kept by the
+    identity of its manifest: the cache hands out the same object until the pod
+    changes, so an unchanged pod is not even read again. Entries a build did not use
+    are dropped at its end, so the memo holds no more than the cluster.
     """
 
     def __init__(self) -> None:
@@ -80,6 +112,9 @@ class ParseMemo:
         self._used_tasks: dict[tuple[object, ...], tuple[Task, tuple[str, ...]]] = {}
         self._podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
         self._used_podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
+        # id(manifest) -> (manifest, facts); the manifest is held so its id stays its own.
+        self._facts: dict[int, tuple[Mapping[str, Any], PodFacts]] = {}
+        self._used_facts: dict[int, tuple[Mapping[str, Any], PodFacts]] = {}
 
     @staticmethod
     def key(body: Mapping[str, Any], *extra: object) -> tuple[object, ...] | None:
@@ -91,11 +126,20 @@ class ParseMemo:
         group = (m.get("labels") or {}).get(keys.GPU_GROUP_LABEL)
         return (uid, rv, (body.get("spec") or {}).get("nodeName"), group, *extra)
 
+    def facts(self, body: Mapping[str, Any]) -> PodFacts:
+        found = self._facts.get(id(body))
+        if found is None or found[0] is not body:
+            found = (body, PodFacts.of(body))
+        self._used_facts[id(body)] = found
+        return found[1]
+
     def task(
-        self, body: Mapping[str, Any], job_uid: str, status: TaskStatus, now: float
+        self, body: Mapping[str, Any], facts: PodFacts, job_uid: str, now: float
     ) -> tuple[Task, tuple[str, ...]]:
         """The pod's Task (a fresh copy) and its pin notes; raises WorkloadError."""
-        key = self.key(body, job_uid, status)
+        status = facts.status
+        assert status is not None, "a finished pod has no Task"
+        key = None if facts.version is None else (*facts.version, job_uid, status)
         found = self._tasks.get(key) if key is not None else None
         if found is None:
             found = _parse_task(body, job_uid, status, now)
@@ -121,6 +165,7 @@ class ParseMemo:
         """The end of a build: keep what it used."""
         self._tasks, self._used_tasks = self._used_tasks, {}
         self._podgroups, self._used_podgroups = self._used_podgroups, {}
+        self._facts, self._used_facts = self._used_facts, {}
 
 
 def _parse_task(
@@ -531,19 +576,17 @@ def _add_pod(
     memo: ParseMemo,
 ) -> None:
     body = doc.body
-    m = meta(body)
-    ns, name = _ns(doc), str(m["name"])
-    spec = body.get("spec") or {}
-    status = pod_status(body)
+    facts = memo.facts(body)
+    ns, name, status = facts.namespace, facts.name, facts.status
     if status is None:
-        phase = (body.get("status") or {}).get("phase")
-        group = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
-        if phase == "Succeeded" and group and (ns, str(group)) in jobs:
+        group = facts.group
+        if facts.phase == "Succeeded" and group and (ns, group) in jobs:
             # A gang with a finished member is not stale (it is winding down).
-            jobs[(ns, str(group))].has_succeeded = True
+            jobs[(ns, group)].has_succeeded = True
         return
-    if (spec.get("schedulerName") or "default-scheduler") != keys.DEFAULT_SCHEDULER_NAME:
+    if not facts.ours:
         # Another scheduler's pod: what it holds is not ours to give.
+        spec = body.get("spec") or {}
         node = node_names.get(str(spec.get("nodeName") or ""))
         if node is not None and status is not TaskStatus.PENDING:
             try:
@@ -553,7 +596,8 @@ def _add_pod(
             node.allocatable.sub(used)
         built.other_scheduler_pods += 1
         return
-    grouped = group_for_pod(body, owners)
+    # An annotated pod names its group; only others need the grouper (and its owners).
+    grouped = Grouped(facts.group) if facts.group else group_for_pod(body, owners)
     for warning in grouped.warnings:
         built.events.append(
             Event("Pod", ns, name, "Warning", "PodGrouperWarning", _at(doc.source, str(warning)))
@@ -565,6 +609,7 @@ def _add_pod(
                 Document(doc.source, grouped.podgroup), classes, built.events, memo
             )
         else:
+            m = meta(body)
             message = _at(
                 doc.source,
                 f"Pod {ns}/{name}: metadata.annotations[{keys.POD_GROUP_ANNOTATION}]: "
@@ -584,12 +629,13 @@ def _add_pod(
             built.events.append(Event("Pod", ns, name, "Warning", "PodGroupNotFound", message))
         jobs[(ns, grouped.name)] = job
     try:
-        task, notes = memo.task(body, job.uid, status, built.snapshot.now)
+        task, notes = memo.task(body, facts, job.uid, built.snapshot.now)
         for note in notes:
             built.events.append(
                 Event("Pod", ns, name, "Warning", "GpuPinIgnored", f"{doc.source}: {note}")
             )
     except WorkloadError as exc:
+        m, spec = meta(body), body.get("spec") or {}
         message = _at(doc.source, str(exc))
         job.errors.append(message)
         built.events.append(Event("Pod", ns, name, "Warning", "InvalidPod", message))

@@ -49,6 +49,7 @@ from kai_py.cluster.convert import is_newer, meta, parse_time, resource_version
 from kai_py.cluster.foreign import ForeignPods
 from kai_py.cluster.inputs import Document
 from kai_py.cluster.pinned_binding import BLOCKER_LABEL
+from kai_py.cluster.statusmemo import StatusMemo
 from kai_py.scheduler.model import Config
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
@@ -314,6 +315,12 @@ class View:
     used_by_others: dict[str, Res] = field(default_factory=dict)
     #: How many such pods there are.
     others: int = 0
+    #: Our pods and the PodGroups by (namespace, name), as cached when the view was
+    #: taken (held-back pods too): the plan finds an event's object here.
+    pods_by_name: dict[Key, Json] = field(default_factory=dict)
+    podgroups_by_name: dict[Key, Json] = field(default_factory=dict)
+    #: PodGroup status the plan found already right, kept across cycles (the cache's).
+    status_memo: StatusMemo | None = None
 
     def build(self, now: float, config: Config | None = None) -> Built:
         built = build(self.documents, now, config, self.memo)
@@ -346,6 +353,8 @@ class ClusterCache:
         self.generation = 0
         #: Pods parsed by earlier builds, by version: a build parses only what changed.
         self.memo = ParseMemo()
+        #: PodGroups whose status the last plan found right: unchanged, not compared again.
+        self.status_memo = StatusMemo()
         # Warm-up: uids a first LIST returned that the watch has not delivered yet.
         self._waiting: dict[str, set[str] | None] = dict.fromkeys(KINDS)
         self._seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
@@ -600,6 +609,9 @@ class ClusterCache:
             memo=self.memo,
             used_by_others=self.foreign_pods.used(),
             others=self.foreign_pods.counted(),
+            pods_by_name=dict(self.objects[PODS]),
+            podgroups_by_name=dict(self.objects[PODGROUPS]),
+            status_memo=self.status_memo,
         )
 
 

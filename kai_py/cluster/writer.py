@@ -280,14 +280,42 @@ class JobResources:
 
 def job_resources(job: Job, nodes: Mapping[str, Node]) -> JobResources:
     """What a job's pods hold and ask for after the cycle's decisions."""
-    allocated, requested = Res(), Res()
+    # Plain floats: this runs for every PodGroup in every cycle.
+    a_cpu = a_memory = a_gpu = r_cpu = r_memory = r_gpu = 0.0
     for task in job.tasks:
         node = nodes.get(task.node_name) if task.node_name else None
-        amount = Res(task.request.cpu, task.request.memory, task.gpu_on(node))
-        requested.add(amount)
-        if task.status in (TaskStatus.RUNNING, TaskStatus.ALLOCATED):
-            allocated.add(amount)
-    return JobResources(allocated, allocated if not job.preemptible else Res(), requested)
+        request = task.request
+        gpu = task.gpu_on(node)
+        r_cpu += request.cpu
+        r_memory += request.memory
+        r_gpu += gpu
+        if task.status in _HOLDING:
+            a_cpu += request.cpu
+            a_memory += request.memory
+            a_gpu += gpu
+    allocated = Res(a_cpu, a_memory, a_gpu)
+    return JobResources(
+        allocated, allocated if not job.preemptible else Res(), Res(r_cpu, r_memory, r_gpu)
+    )
+
+
+_HOLDING: Final = (TaskStatus.RUNNING, TaskStatus.ALLOCATED)
+
+
+def status_key(
+    podgroup: Mapping[str, Any], reasons: list[Reason], resources: JobResources, phase: str | None
+) -> tuple[object, ...] | None:
+    """What a PodGroup's wanted status depends on (``StatusMemo``'s key); None when the
+    PodGroup has no resourceVersion to tell its versions apart."""
+    version = meta(podgroup).get("resourceVersion")
+    if not version:
+        return None
+    figures = tuple(
+        (r.cpu, r.memory, r.gpu)
+        for r in (resources.allocated, resources.allocated_non_preemptible, resources.requested)
+    )
+    why = tuple((r.code, r.message, repr(r.details)) for r in reasons)
+    return (version, why, figures, phase)
 
 
 def _queue_details(details: Mapping[str, Any]) -> Json | None:
@@ -472,7 +500,7 @@ class EventRecorder:
     records: dict[tuple[str, str, str, str, str, str], _EventRecord] = field(default_factory=dict)
 
     def writes(
-        self, events: list[Event], uids: Mapping[tuple[str, str, str], str], now: float
+        self, events: list[Event], uids: ObjectUids | Mapping[tuple[str, str, str], str], now: float
     ) -> list[Write]:
         out: list[Write] = []
         for event in events:
@@ -644,14 +672,10 @@ def plan(
                 key=f"podgroup-evicted {ns}/{name}",
             )
         )
-    uids = _uids(view)
-    pods_by_key = {
-        (str(meta(p).get("namespace") or "default"), str(meta(p).get("name"))): p
-        for p in view.pods.values()
-    }
+    uids = ObjectUids(view)
     for event in decisions.events:
         if event.kind == "Pod" and event.reason == "Unschedulable":
-            pod = pods_by_key.get((event.namespace, event.name))
+            pod = uids.body("Pod", event.namespace, event.name)
             # The condition holds the whole reason, also where the event only points to it.
             why = decisions.pending_reasons.get(f"{event.namespace}/{event.name}", event.message)
             patch = unschedulable_patch(pod, why, now) if pod is not None else None
@@ -670,14 +694,21 @@ def plan(
                 )
     writes.extend(recorder.writes([*view.events, *built.events, *decisions.events], uids, now))
     jobs = {j.uid: j for j in built.snapshot.jobs}
+    memo = view.status_memo
     for uid, pg in view.podgroups.items():
         job = jobs.get(uid)
         ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
         if job is None:
             continue
-        patch = podgroup_status_patch(
-            pg, decisions.reasons.get(uid, []), job_resources(job, nodes), now, podgroup_phase(job)
-        )
+        reasons = decisions.reasons.get(uid, [])
+        resources, phase = job_resources(job, nodes), podgroup_phase(job)
+        key = status_key(pg, reasons, resources, phase)
+        if memo is not None and key is not None and memo.is_right(uid, key):
+            patch = None
+        else:
+            patch = podgroup_status_patch(pg, reasons, resources, now, phase)
+            if patch is None and memo is not None and key is not None:
+                memo.found_right(uid, key)
         if patch is not None:
             writes.append(
                 Write(
@@ -728,22 +759,34 @@ def plan(
                     key=f"queue-status {name}",
                 )
             )
+    if memo is not None:
+        memo.done()
     return writes
 
 
-def _uids(view: View) -> dict[tuple[str, str, str], str]:
-    uids: dict[tuple[str, str, str], str] = {}
-    for uid, pod in view.pods.items():
-        m = meta(pod)
-        uids[("Pod", str(m.get("namespace") or "default"), str(m.get("name")))] = uid
-    for uid, pg in view.podgroups.items():
-        m = meta(pg)
-        uids[("PodGroup", str(m.get("namespace") or "default"), str(m.get("name")))] = uid
-    for name, q in view.queues.items():
-        queue_uid = meta(q).get("uid")
-        if queue_uid:
-            uids[("Queue", "", name)] = str(queue_uid)
-    return uids
+class ObjectUids:
+    """(kind, namespace, name) -> uid of the objects events are about, looked up in the
+    view's by-name stores (an index of every pod built per cycle would cost more than
+    the lookups)."""
+
+    def __init__(self, view: View) -> None:
+        self._view = view
+
+    def body(self, kind: str, namespace: str, name: str) -> Json | None:
+        if kind == "Queue":
+            return self._view.queues.get(name)
+        store = {"Pod": self._view.pods_by_name, "PodGroup": self._view.podgroups_by_name}.get(kind)
+        if store is None:
+            return None
+        found = store.get((namespace, name))
+        if found is None and namespace == "default":
+            found = store.get(("", name))  # an object without a namespace is in "default"
+        return found
+
+    def get(self, key: tuple[str, str, str]) -> str | None:
+        body = self.body(*key)
+        uid = meta(body).get("uid") if body is not None else None
+        return str(uid) if uid else None
 
 
 # ------------------------------------------------------------- the writer

@@ -166,3 +166,56 @@ def test_a_build_reuses_unchanged_pods_and_parses_changed_ones_again() -> None:
     third = cache.view(NOW).build(NOW).snapshot
     new = next(t for j in third.jobs for t in j.tasks if t.name == "big-0")
     assert new.request.cpu == 6000
+
+
+def _status_writes(writes: list[Write]) -> list[str]:
+    return sorted(w.what for w in writes if w.what.startswith("PodGroup"))
+
+
+def test_a_podgroup_status_found_right_is_compared_again_once_it_changes() -> None:
+    objs = _objects()
+    cache = ClusterCache()
+    for (kind, _, _), body in objs.items():
+        cache.observe(kind, "ADDED", body)
+    recorder, gate = EventRecorder(), IdleGate()
+    _apply(cache, objs, _cycle(cache, recorder, gate, NOW))
+    assert _cycle(cache, recorder, gate, NOW + 1) == []
+    assert _cycle(cache, recorder, gate, NOW + 2) == []  # remembered as right: still nothing
+    # Someone overwrites the status (a new version): the plan sees it and puts it right.
+    wrong = copy.deepcopy(objs[(PODGROUPS, "ns", "run")])
+    wrong["status"]["resourcesStatus"]["allocated"] = {"nvidia.com/gpu": 7}
+    wrong["metadata"]["resourceVersion"] = "900"
+    objs[(PODGROUPS, "ns", "run")] = wrong
+    cache.observe(PODGROUPS, "MODIFIED", wrong)
+    fixed = _cycle(cache, recorder, gate, NOW + 3)
+    assert _status_writes(fixed) == ["PodGroup ns/run status"]
+    assert (fixed[0].body or {})["status"]["resourcesStatus"]["allocated"]["nvidia.com/gpu"] == 2
+    # What the job holds changes with the PodGroup untouched: the plan sees that too.
+    cache.observe(PODS, "DELETED", objs[(PODS, "ns", "run-1")])
+    _apply(cache, objs, fixed)
+    shrunk = _cycle(cache, recorder, gate, NOW + 4)
+    assert "PodGroup ns/run status" in _status_writes(shrunk)
+    run = next(w for w in shrunk if w.what == "PodGroup ns/run status")
+    assert (run.body or {})["status"]["resourcesStatus"]["allocated"]["nvidia.com/gpu"] == 1
+
+
+def test_events_carry_the_uid_of_their_object() -> None:
+    objs = _objects()
+    cache = ClusterCache()
+    for (kind, _, _), body in objs.items():
+        cache.observe(kind, "ADDED", body)
+    view = cache.view(NOW)
+    built = view.build(NOW)
+    events = [
+        w
+        for w in plan(view, built, run_cycle(built.snapshot), NOW, EventRecorder())
+        if w.what.startswith("event")
+    ]
+    involved = {
+        ((w.body or {})["involvedObject"]["kind"], (w.body or {})["involvedObject"]["name"]): (
+            w.body or {}
+        )["involvedObject"].get("uid")
+        for w in events
+    }
+    assert involved[("PodGroup", "big")] == "pg-big"
+    assert involved[("Pod", "big-3")] == "big-3"
