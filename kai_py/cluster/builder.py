@@ -86,8 +86,7 @@ class PodFacts:
             name=str(m["name"]),
             status=pod_status(body),
             phase=(body.get("status") or {}).get("phase"),
-            ours=(spec.get("schedulerName") or "default-scheduler")
-            == keys.DEFAULT_SCHEDULER_NAME,
+            ours=(spec.get("schedulerName") or "default-scheduler") == keys.DEFAULT_SCHEDULER_NAME,
             group=str(group) if group else None,
             version=ParseMemo.key(body),
         )

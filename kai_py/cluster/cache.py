@@ -355,6 +355,9 @@ class ClusterCache:
         self.memo = ParseMemo()
         #: PodGroups whose status the last plan found right: unchanged, not compared again.
         self.status_memo = StatusMemo()
+        # What the last view read from each pod, by the identity of the manifest it read
+        # (the manifest is held, so its id stays its own): an unchanged pod is not read.
+        self._pod_entries: dict[int, tuple[Json, _PodEntry]] = {}
         # Warm-up: uids a first LIST returned that the watch has not delivered yet.
         self._waiting: dict[str, set[str] | None] = dict.fromkeys(KINDS)
         self._seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
@@ -564,29 +567,30 @@ class ClusterCache:
         held_back = 0
         wake = float("inf")  # when a held-back pod's grace period ends
         used_groups: set[tuple[str, str]] = set()  # (node, group) that live shared pods use
+        seen, entries = self._pod_entries, {}
         for (ns, name), pod in self.objects[PODS].items():
-            m = meta(pod)
-            spec = pod.get("spec") or {}
-            placed = _placed_by_bindrequest(pod, binds.get((ns, name)))
-            node = (placed.get("spec") or {}).get("nodeName")
-            if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                # Every live shared pod (also those held back below) keeps its card's group.
-                for gpu_groups in rsv.shared_pod_groups(placed):
-                    for one in gpu_groups.split(","):
-                        used_groups.add((str(node), one))
-            group = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
-            if not group or ((ns, name) in blocked and not spec.get("nodeName")):
+            request = binds.get((ns, name))
+            placed = pod if request is None else _placed_by_bindrequest(pod, request)
+            found = seen.get(id(placed))
+            if found is None or found[0] is not placed:
+                found = (placed, _PodEntry.of(ns, name, pod, placed))
+            entries[id(placed)] = found
+            entry = found[1]
+            # Every live shared pod (also those held back below) keeps its card's group.
+            used_groups.update(entry.gpu_groups)
+            if not entry.group or ((ns, name) in blocked and not entry.bound):
                 # Not grouped by the pod-grouper yet, or a BindRequest still to delete.
                 held_back += 1
                 continue
-            if (ns, str(group)) not in self.objects[PODGROUPS]:
-                created = parse_time(m.get("creationTimestamp")) or 0.0
-                if now - created < PODGROUP_GRACE_SECONDS:
-                    wake = min(wake, created + PODGROUP_GRACE_SECONDS)
-                    held_back += 1
-                    continue
-            by_uid[str(m.get("uid") or f"{ns}/{name}")] = pod
-            docs.append(Document(f"Pod {ns}/{name}", placed))
+            if (ns, entry.group) not in self.objects[PODGROUPS] and (
+                now - entry.created < PODGROUP_GRACE_SECONDS
+            ):
+                wake = min(wake, entry.created + PODGROUP_GRACE_SECONDS)
+                held_back += 1
+                continue
+            by_uid[entry.uid] = pod
+            docs.append(entry.document)
+        self._pod_entries = entries
         for (ns, name), reservation in self.reservations.items():
             node = str((reservation.get("spec") or {}).get("nodeName"))
             group = str(reservation.get("group"))
@@ -683,6 +687,46 @@ def bindrequest_owner_uid(br: Mapping[str, Any]) -> str | None:
         if ref.get("kind") == "Pod":
             return str(ref.get("uid") or "") or None
     return None
+
+
+@dataclass(slots=True, frozen=True)
+class _PodEntry:
+    """What ``ClusterCache.view`` reads from one of our pods (as a BindRequest places it)."""
+
+    uid: str
+    group: str | None  # its PodGroup annotation
+    bound: bool  # the pod itself names a node
+    created: float
+    gpu_groups: tuple[tuple[str, str], ...]  # (node, GPU group) it uses while live
+    document: Document
+
+    @staticmethod
+    def of(ns: str, name: str, pod: Json, placed: Json) -> _PodEntry:
+        m = meta(pod)
+        node = (placed.get("spec") or {}).get("nodeName")
+        used: tuple[tuple[str, str], ...] = ()
+        if node and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            used = tuple(
+                (str(node), one)
+                for gpu_groups in rsv.shared_pod_groups(placed)
+                for one in gpu_groups.split(",")
+            )
+        group = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+        return _PodEntry(
+            uid=str(m.get("uid") or f"{ns}/{name}"),
+            group=str(group) if group else None,
+            bound=bool((pod.get("spec") or {}).get("nodeName")),
+            created=_created(m),
+            gpu_groups=used,
+            document=Document(f"Pod {ns}/{name}", placed),
+        )
+
+
+def _created(m: Mapping[str, Any]) -> float:
+    try:
+        return parse_time(m.get("creationTimestamp")) or 0.0
+    except ValueError:
+        return 0.0  # unreadable: as old as can be, so it waits for no grace period
 
 
 def _placed_by_bindrequest(pod: Json, br: Json | None) -> Json:

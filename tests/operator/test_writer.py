@@ -394,6 +394,37 @@ def test_plan_from_the_cache_binds_and_a_live_bindrequest_counts_as_placed() -> 
     assert task.node_name == "n1"
 
 
+def test_each_view_reads_a_pod_as_it_is_now() -> None:
+    """Views reuse what they read from an unchanged pod; any change is seen."""
+    cache = _cache()
+    ungrouped = _pod_body("p1", "u1")
+    del ungrouped["metadata"]["annotations"]
+    cache.observe(PODS, "ADDED", ungrouped)
+    assert cache.view(NOW).held_back == 1
+    assert cache.view(NOW).held_back == 1  # read again from what the last view kept
+    grouped = _pod_body("p1", "u1")
+    grouped["metadata"]["resourceVersion"] = "6"
+    cache.observe(PODS, "MODIFIED", grouped)
+    view = cache.view(NOW)
+    assert view.held_back == 0 and list(view.pods) == ["u1"]
+    # A BindRequest places it; once the request is gone, it is pending again.
+    request = {
+        "metadata": {
+            "name": "p1",
+            "namespace": "ns",
+            "uid": "ubr",
+            "ownerReferences": [{"kind": "Pod", "name": "p1", "uid": "u1"}],
+        },
+        "spec": {"podName": "p1", "selectedNode": "n1"},
+    }
+    cache.observe(BINDREQUESTS, "ADDED", request)
+    [task] = cache.view(NOW).build(NOW).snapshot.jobs[0].tasks
+    assert task.node_name == "n1"
+    cache.observe(BINDREQUESTS, "DELETED", request)
+    [task] = cache.view(NOW).build(NOW).snapshot.jobs[0].tasks
+    assert task.node_name is None
+
+
 def test_an_evicted_jobs_podgroup_records_when_for_its_preemption_delay() -> None:
     from kai_py.scheduler.session import Decisions, Eviction
 
