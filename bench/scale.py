@@ -57,6 +57,7 @@ from kai_py.cluster.cache import (
     ClusterCache,
 )
 from kai_py.cluster.convert import meta
+from kai_py.cluster.gcpause import paused_gc
 from kai_py.cluster.idle import IdleGate
 from kai_py.cluster.writer import EventRecorder, Write, plan, rfc3339
 from kai_py.scheduler.cycle import configured_actions, run_cycle
@@ -545,6 +546,10 @@ class Runner:
         self.gate = IdleGate()
 
     def cycle(self, now: float) -> tuple[dict[str, float], list[Write], dict[str, int]]:
+        with paused_gc():  # as the operator runs a cycle
+            return self._cycle(now)
+
+    def _cycle(self, now: float) -> tuple[dict[str, float], list[Write], dict[str, int]]:
         t: dict[str, float] = {}
         start = time.perf_counter()
         view = self.cache.view(now)

@@ -40,6 +40,7 @@ from kai_py.cluster.cache import (
     ClusterCache,
 )
 from kai_py.cluster.convert import meta
+from kai_py.cluster.gcpause import paused_gc
 from kai_py.cluster.idle import IdleGate
 from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.inputs import InputError
@@ -227,6 +228,7 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
     pending = list(KINDS)
     while pending:
         for kind in list(pending):
+
             def load_page(items: list[dict[str, Any]], kind: str = kind) -> None:
                 for item in items:
                     s.cache.observe(kind, "ADDED", item)
@@ -320,24 +322,27 @@ async def run_one_cycle(s: LoopState) -> Outcome:
     now = time.time()
     if not s.idle.due(s.cache.generation, now):
         return Outcome()  # nothing changed since a cycle that decided nothing
-    view = s.cache.view(now)
-    cleanup = bindrequest_writes(view, s.cache)
+    with paused_gc():
+        view = s.cache.view(now)
+        cleanup = bindrequest_writes(view, s.cache)
     if cleanup:
         await writer.apply(cleanup)
-        view = s.cache.view(now)
-    config = replace(s.settings.scheduler, placement=s.settings.placement)
-    opened = time.perf_counter()
-    try:
-        built = await asyncio.to_thread(view.build, now, config)
-    except InputError as exc:
-        # The cluster's objects as a whole cannot be scheduled (e.g. a queue cycle).
-        raise RuntimeError(f"cannot build a snapshot: {exc}") from None
-    metrics.record_open_session(time.perf_counter() - opened)
-    actions = metrics.timed_actions(configured_actions(config))
-    decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions)
-    closing = time.perf_counter()
-    writes = plan(view, built, decisions, now, s.recorder, s.cache)
-    metrics.record_close_session(time.perf_counter() - closing)
+    with paused_gc():  # the cycle's objects die with it: no collector pass over the cache
+        if cleanup:
+            view = s.cache.view(now)
+        config = replace(s.settings.scheduler, placement=s.settings.placement)
+        opened = time.perf_counter()
+        try:
+            built = await asyncio.to_thread(view.build, now, config)
+        except InputError as exc:
+            # The cluster's objects as a whole cannot be scheduled (e.g. a queue cycle).
+            raise RuntimeError(f"cannot build a snapshot: {exc}") from None
+        metrics.record_open_session(time.perf_counter() - opened)
+        actions = metrics.timed_actions(configured_actions(config))
+        decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions)
+        closing = time.perf_counter()
+        writes = plan(view, built, decisions, now, s.recorder, s.cache)
+        metrics.record_close_session(time.perf_counter() - closing)
     metrics.record_decisions(decisions, built.snapshot, s.cache.objects[QUEUES].values())
     outcome = await writer.apply(writes)
     quiet = not (cleanup or decisions.binds or decisions.evictions or decisions.pipelined)
