@@ -6,8 +6,8 @@ parts, no leader election) run as separate processes and talk over HTTP, as they
 would on a real cluster. This process creates the pods (bare pods, ``nvidia.com/gpu:
 1``, in one namespace; the pod-grouper gives each a PodGroup) and watches them.
 
-Per run it measures: seconds from the first create to all pods bound (``spec.nodeName``
-set) and to all Running, pods/s (pods / seconds to all Running), the operator's peak
+Per run it measures: seconds from the first create to all pods created, to all bound
+(``spec.nodeName`` set) and to all Running, pods/s (pods / seconds to all Running), the operator's peak
 RSS (``VmHWM``) and CPU seconds, and the API requests the operator made per pod
 (counted by the emulator per client, verb and resource, from the first create to all
 Running, and again once the operator has gone quiet after it, which adds the Events
@@ -104,6 +104,7 @@ def pod(i: int) -> dict[str, Any]:
 @dataclass
 class Run:
     pods: int
+    to_created_s: float
     to_bound_s: float
     to_running_s: float
     pods_per_s: float
@@ -194,8 +195,11 @@ def wait_ready(operator: subprocess.Popen[bytes], log: Path, timeout: float = 12
     raise TimeoutError("the operator did not load its cache")
 
 
-async def burst(url: str, pods: int, concurrency: int, timeout: float) -> tuple[float, float]:
-    """Create the pods; seconds from the first create to all bound and to all Running."""
+async def burst(
+    url: str, pods: int, concurrency: int, timeout: float
+) -> tuple[float, float, float]:
+    """Create the pods; seconds from the first create to all created, to all bound and to
+    all Running."""
     headers = {"User-Agent": AGENT, "Content-Type": "application/json"}
     base = f"{url}/api/v1/namespaces/{NAMESPACE}/pods"
     connector = aiohttp.TCPConnector(limit=concurrency + 1)
@@ -239,13 +243,14 @@ async def burst(url: str, pods: int, concurrency: int, timeout: float) -> tuple[
 
         started = time.monotonic()
         await asyncio.gather(*(create() for _ in range(concurrency)))
+        created = time.monotonic() - started
         try:
             await asyncio.wait_for(all_running.wait(), timeout)
         finally:
             watcher.cancel()
     if len(bound) < pods or len(running) < pods:
         raise TimeoutError(f"{len(bound)} bound, {len(running)} Running of {pods}")
-    return max(bound.values()) - started, max(running.values()) - started
+    return created, max(bound.values()) - started, max(running.values()) - started
 
 
 def _ours(counts: dict[str, int]) -> Counter[str]:
@@ -278,7 +283,7 @@ def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
         emulator.command("reset")
         cpu0 = _cpu_seconds(operator.pid)
         emulator_cpu0 = _cpu_seconds(emulator.process.pid)
-        to_bound, to_running = asyncio.run(
+        to_created, to_bound, to_running = asyncio.run(
             burst(emulator.url, args.pods, args.concurrency, args.timeout)
         )
         counts = emulator.command("counts")
@@ -300,6 +305,7 @@ def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
     ours = _ours(counts)
     return Run(
         pods=args.pods,
+        to_created_s=round(to_created, 2),
         to_bound_s=round(to_bound, 2),
         to_running_s=round(to_running, 2),
         pods_per_s=round(args.pods / to_running, 1),
@@ -339,7 +345,8 @@ def main() -> int:
             runs.append(run)
             if not args.json:
                 print(
-                    f"run {i + 1}/{args.runs}: bound {run.to_bound_s:.2f} s, Running "
+                    f"run {i + 1}/{args.runs}: created {run.to_created_s:.2f} s, bound "
+                    f"{run.to_bound_s:.2f} s, Running "
                     f"{run.to_running_s:.2f} s ({run.pods_per_s:.0f} pods/s), operator peak "
                     f"RSS {run.operator_peak_rss_mb:.0f} MB, CPU {run.operator_cpu_s:.0f} s "
                     f"(emulator {run.emulator_cpu_s:.0f} s), {run.requests_per_pod:.2f} API "
@@ -356,6 +363,7 @@ def main() -> int:
                 "median": statistics.median(getattr(r, key) for r in runs),
             }
             for key in (
+                "to_created_s",
                 "to_bound_s",
                 "to_running_s",
                 "pods_per_s",
@@ -382,6 +390,7 @@ def main() -> int:
         f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods, "
         f"{len(runs)} run(s), min / median:"
     )
+    print(f"  first create -> all created  {_spread([r.to_created_s for r in runs], ' s')}")
     print(f"  first create -> all bound    {_spread([r.to_bound_s for r in runs], ' s')}")
     print(f"  first create -> all Running  {_spread([r.to_running_s for r in runs], ' s')}")
     print(f"  pods/s (to all Running)      {_spread([r.pods_per_s for r in runs], '', 1)}")
