@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from kai_py.cluster.pins import names_pin
+
+#: Hints kept at most (pending pods of the scheduler; beyond that they start over).
+MAX_HINTS: Final = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,10 @@ class PodHints:
         ):
             self._hints.pop(key, None)
             return
+        if len(self._hints) >= MAX_HINTS and key not in self._hints:
+            # Pods deleted while the watch was down leave hints no event removes: never
+            # let them pile up (a pod without a hint is only read first, as before).
+            self._hints.clear()
         self._hints[key] = PodHint(str(m["uid"]), names_pin(pod))
 
     def get(self, namespace: str, name: str) -> PodHint | None:

@@ -641,3 +641,20 @@ def test_hints_follow_the_scheduler_s_unbound_pods_only() -> None:
     hints.observe("MODIFIED", pod)
     hints.observe("DELETED", pod)
     assert len(hints) == 0
+
+
+def test_hints_never_pile_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kai_py.cluster import podhints
+
+    monkeypatch.setattr(podhints, "MAX_HINTS", 3)
+    hints = PodHints("kai-scheduler")
+    for i in range(5):
+        hints.observe(
+            "ADDED",
+            {
+                "metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"u{i}"},
+                "spec": {"schedulerName": "kai-scheduler"},
+            },
+        )
+    assert len(hints) <= 3
+    assert hints.get("ns", "p4") is not None  # the newest is kept
