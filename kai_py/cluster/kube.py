@@ -276,12 +276,7 @@ def list_all(
 
 
 async def send(
-    kube: Any,
-    method: str,
-    path: str,
-    body: object = None,
-    *,
-    content_type: str = "application/json",
+    kube: Any, method: str, path: str, body: object = None, *, content_type: str = "application/json"
 ) -> Json:
     """A request from the event loop: ``kube.arequest`` where there is one (a ``Kube``),
     else ``kube.request`` in a thread (test doubles)."""

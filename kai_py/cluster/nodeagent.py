@@ -124,7 +124,9 @@ def run_node_agent(
     while True:
         try:
             if publish(kube, node, cards):
-                print(f"kai-py node-agent: node {node}: published {len(cards)} GPU(s)", flush=True)
+                print(
+                    f"kai-py node-agent: node {node}: published {len(cards)} GPU(s)", flush=True
+                )
         except KubeError as exc:
             print(f"kai-py node-agent: cannot annotate node {node}: {exc}", file=sys.stderr)
             if once:

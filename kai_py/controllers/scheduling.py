@@ -229,7 +229,6 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
     pending = list(KINDS)
     while pending:
         for kind in list(pending):
-
             def load_page(items: list[dict[str, Any]], kind: str = kind) -> None:
                 for item in items:
                     s.cache.observe(kind, "ADDED", item)

@@ -245,8 +245,6 @@ def test_without_it_the_pod_is_moved_to_its_owners_group() -> None:
     outcome = service(kube).handle(pod)
     assert outcome.group == "pg-train-job-uid"
     assert kube.writes("PATCH")
-
-
 def test_a_conflict_on_create_is_not_taken_for_an_existing_group() -> None:
     # An injected (or racing) 409 on create: the group may not exist. The grouper must not
     # remember it as made, so the pod is grouped again and the group made on the retry.

@@ -316,7 +316,6 @@ def test_pinned_gang_and_preemption_for_a_pinned_card(
     c.create("pods", urgent)
     got = wait_for(lambda: c.running("urgent"), 40, "the urgent pinned pod Running")
     assert _seen(got) == [card[7]]
-
     def lows_left() -> set[str]:
         pods, _ = cluster.call(cluster.store.list("pods", NS))
         return {p["metadata"]["name"] for p in pods if p["metadata"]["name"].startswith("low-")}
