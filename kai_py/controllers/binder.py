@@ -7,9 +7,9 @@
   events or writes were lost. Kopf writes nothing to them (``on.event`` only).
 - Pods, from the operator's pod watch (nothing is written to them): the
   scheduler's unbound pods are noted (``PodHints``: a Regular bind of one needs
-  no GET of the pod), and a shared pod that ended or went releases its reservation pods when no other
-  shared pod uses them; a reservation pod that went takes the shared pods
-  bound to its card with it.
+  no GET of the pod), and a shared pod that ended or went releases its
+  reservation pods when no other shared pod uses them; a reservation pod that
+  went takes the shared pods bound to its card with it.
 - A clean-up pass over the reservation pods and shared pods every
   ``sweep_period`` seconds, from the first second on: what a missed event
   left behind is found from state.
