@@ -6,12 +6,15 @@ parts, no leader election) run as separate processes and talk over HTTP, as they
 would on a real cluster. This process creates the pods (bare pods, ``nvidia.com/gpu:
 1``, in one namespace; the pod-grouper gives each a PodGroup) and watches them.
 
-Per run it measures: seconds from the first create to all pods bound (``spec.nodeName``
-set) and to all Running, pods/s (pods / seconds to all Running), the operator's peak
+Per run it measures: seconds from the first create to all pods created, to all bound
+(``spec.nodeName`` set) and to all Running, pods/s (pods / seconds to all Running), the operator's peak
 RSS (``VmHWM``) and CPU seconds, and the API requests the operator made per pod
 (counted by the emulator per client, verb and resource, from the first create to all
-Running; the benchmark's own creates and watch are not counted). Prints min / median
-of ``--runs`` runs (default 3), each on a fresh cluster and operator.
+Running, and again once the operator has gone quiet after it, which adds the Events
+and status writes still queued then; the benchmark's own creates and watch are not
+counted), and the emulator's CPU seconds (the two processes share the machine, and
+every request costs the emulator too). Prints min / median of ``--runs`` runs
+(default 3), each on a fresh cluster and operator.
 
     python bench/e2e.py                                  # 500 nodes x 8 GPUs, 4,000 pods
     python bench/e2e.py --nodes 50 --pods 400 --runs 1   # a quick look
@@ -101,13 +104,17 @@ def pod(i: int) -> dict[str, Any]:
 @dataclass
 class Run:
     pods: int
+    to_created_s: float
     to_bound_s: float
     to_running_s: float
     pods_per_s: float
     operator_peak_rss_mb: float
     operator_cpu_s: float
+    emulator_cpu_s: float
     requests_per_pod: float
+    requests_per_pod_settled: float
     requests: dict[str, int] = field(default_factory=dict)
+    requests_settled: dict[str, int] = field(default_factory=dict)
 
 
 def _proc_status(pid: int, key: str) -> float:
@@ -188,8 +195,11 @@ def wait_ready(operator: subprocess.Popen[bytes], log: Path, timeout: float = 12
     raise TimeoutError("the operator did not load its cache")
 
 
-async def burst(url: str, pods: int, concurrency: int, timeout: float) -> tuple[float, float]:
-    """Create the pods; seconds from the first create to all bound and to all Running."""
+async def burst(
+    url: str, pods: int, concurrency: int, timeout: float
+) -> tuple[float, float, float]:
+    """Create the pods; seconds from the first create to all created, to all bound and to
+    all Running."""
     headers = {"User-Agent": AGENT, "Content-Type": "application/json"}
     base = f"{url}/api/v1/namespaces/{NAMESPACE}/pods"
     connector = aiohttp.TCPConnector(limit=concurrency + 1)
@@ -233,13 +243,32 @@ async def burst(url: str, pods: int, concurrency: int, timeout: float) -> tuple[
 
         started = time.monotonic()
         await asyncio.gather(*(create() for _ in range(concurrency)))
+        created = time.monotonic() - started
         try:
             await asyncio.wait_for(all_running.wait(), timeout)
         finally:
             watcher.cancel()
     if len(bound) < pods or len(running) < pods:
         raise TimeoutError(f"{len(bound)} bound, {len(running)} Running of {pods}")
-    return max(bound.values()) - started, max(running.values()) - started
+    return created, max(bound.values()) - started, max(running.values()) - started
+
+
+def _ours(counts: dict[str, int]) -> Counter[str]:
+    return Counter({k: v for k, v in counts.items() if not k.startswith(AGENT + " ")})
+
+
+def settle(emulator: Emulator, counts: dict[str, int], limit: float = 60.0) -> Counter[str]:
+    """The operator's requests once it has gone quiet after the burst (Events and status
+    writes still queued when the last pod ran): counts unchanged for 2 s, at most
+    ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    last, same = _ours(counts), 0
+    while same < 2 and time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = _ours(emulator.command("counts"))
+        same = same + 1 if now == last else 0
+        last = now
+    return last
 
 
 def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
@@ -253,12 +282,15 @@ def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
         time.sleep(1.0)  # let the start-up passes settle
         emulator.command("reset")
         cpu0 = _cpu_seconds(operator.pid)
-        to_bound, to_running = asyncio.run(
+        emulator_cpu0 = _cpu_seconds(emulator.process.pid)
+        to_created, to_bound, to_running = asyncio.run(
             burst(emulator.url, args.pods, args.concurrency, args.timeout)
         )
         counts = emulator.command("counts")
         cpu = _cpu_seconds(operator.pid) - cpu0
+        emulator_cpu = _cpu_seconds(emulator.process.pid) - emulator_cpu0
         peak = _proc_status(operator.pid, "VmHWM")
+        settled = settle(emulator, counts)
     finally:
         if operator is not None and operator.poll() is None:
             operator.send_signal(signal.SIGINT)
@@ -270,16 +302,20 @@ def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
         emulator.close()
     if args.keep_logs:
         print(f"operator log: {log}", file=sys.stderr)
-    ours = Counter({k: v for k, v in counts.items() if not k.startswith(AGENT + " ")})
+    ours = _ours(counts)
     return Run(
         pods=args.pods,
+        to_created_s=round(to_created, 2),
         to_bound_s=round(to_bound, 2),
         to_running_s=round(to_running, 2),
         pods_per_s=round(args.pods / to_running, 1),
         operator_peak_rss_mb=round(peak, 1),
         operator_cpu_s=round(cpu, 1),
+        emulator_cpu_s=round(emulator_cpu, 1),
         requests_per_pod=round(sum(ours.values()) / args.pods, 2),
+        requests_per_pod_settled=round(sum(settled.values()) / args.pods, 2),
         requests=dict(ours.most_common()),
+        requests_settled=dict(settled.most_common()),
     )
 
 
@@ -309,14 +345,16 @@ def main() -> int:
             runs.append(run)
             if not args.json:
                 print(
-                    f"run {i + 1}/{args.runs}: bound {run.to_bound_s:.2f} s, Running "
+                    f"run {i + 1}/{args.runs}: created {run.to_created_s:.2f} s, bound "
+                    f"{run.to_bound_s:.2f} s, Running "
                     f"{run.to_running_s:.2f} s ({run.pods_per_s:.0f} pods/s), operator peak "
-                    f"RSS {run.operator_peak_rss_mb:.0f} MB, CPU {run.operator_cpu_s:.0f} s, "
-                    f"{run.requests_per_pod:.2f} API requests per pod",
+                    f"RSS {run.operator_peak_rss_mb:.0f} MB, CPU {run.operator_cpu_s:.0f} s "
+                    f"(emulator {run.emulator_cpu_s:.0f} s), {run.requests_per_pod:.2f} API "
+                    f"requests per pod ({run.requests_per_pod_settled:.2f} once settled)",
                     flush=True,
                 )
     by_verb: Counter[str] = Counter()
-    for key, value in runs[0].requests.items():
+    for key, value in runs[0].requests_settled.items():
         by_verb[key.split(" ", 1)[1]] += value
     if args.json:
         summary = {
@@ -325,12 +363,15 @@ def main() -> int:
                 "median": statistics.median(getattr(r, key) for r in runs),
             }
             for key in (
+                "to_created_s",
                 "to_bound_s",
                 "to_running_s",
                 "pods_per_s",
                 "operator_peak_rss_mb",
                 "operator_cpu_s",
+                "emulator_cpu_s",
                 "requests_per_pod",
+                "requests_per_pod_settled",
             )
         }
         print(
@@ -349,6 +390,7 @@ def main() -> int:
         f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods, "
         f"{len(runs)} run(s), min / median:"
     )
+    print(f"  first create -> all created  {_spread([r.to_created_s for r in runs], ' s')}")
     print(f"  first create -> all bound    {_spread([r.to_bound_s for r in runs], ' s')}")
     print(f"  first create -> all Running  {_spread([r.to_running_s for r in runs], ' s')}")
     print(f"  pods/s (to all Running)      {_spread([r.pods_per_s for r in runs], '', 1)}")
@@ -356,8 +398,10 @@ def main() -> int:
         f"  operator peak RSS            {_spread([r.operator_peak_rss_mb for r in runs], ' MB', 0)}"
     )
     print(f"  operator CPU                 {_spread([r.operator_cpu_s for r in runs], ' s', 1)}")
+    print(f"  emulator CPU                 {_spread([r.emulator_cpu_s for r in runs], ' s', 1)}")
     print(f"  API requests per pod         {_spread([r.requests_per_pod for r in runs])}")
-    print("  requests by verb and resource (run 1, per pod):")
+    print(f"  ... once settled             {_spread([r.requests_per_pod_settled for r in runs])}")
+    print("  requests by verb and resource once settled (run 1, per pod):")
     for key, value in by_verb.most_common():
         print(f"    {key:40s} {value / args.pods:6.2f}")
     return 0

@@ -13,7 +13,12 @@ reservation pod nobody else uses) and counted in ``status.failedAttempts``;
 while that stays below ``backoffLimit`` the phase stays ``Pending`` and the
 outcome says when to try again (``base * 2**failedAttempts`` s), after that
 the phase is ``Failed`` (the scheduler then deletes the request and decides
-again). Events ``Bound`` / ``BindingError`` go to the pod.
+again). Events go to the pod: ``BindingError`` for a failed attempt, ``Bound``
+for a bind that put the pod on named cards (a Fraction's, a pinned pod's); a
+plain bind's outcome is the request's status (the scheduler's ``Scheduled``
+Event already named the pod's node). A Regular request whose pod the watch
+shows unbound and not pinned binds without reading the pod first
+(``kai_py.cluster.podhints``).
 
 The calls are synchronous (Kopf runs the handlers in worker threads); a lock
 per (node, GPU group) keeps creating, using and deleting one reservation pod
@@ -37,6 +42,7 @@ from kai_py.cluster.convert import parse_time
 from kai_py.cluster.eventpost import EventPoster, involved
 from kai_py.cluster.kube import Kube, KubeError, list_all, path_of
 from kai_py.cluster.pinned_binding import Held, PinnedBinder, PinnedBindError
+from kai_py.cluster.podhints import PodHints
 
 Json = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -113,6 +119,9 @@ class _Attempt:
     #: (path, uid) of each reservation pod whose card this attempt uses.
     reservations: list[tuple[str, str]] = field(default_factory=list)
     pinned: Held | None = None  # a pinned pod's freed cards and blockers
+    #: The outcome names the cards the pod got (a Fraction's, a pinned pod's): more
+    #: than the scheduler's ``Scheduled`` event said.
+    names_cards: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +184,13 @@ class Binder:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         events: EventPoster | None = None,
+        hints: PodHints | None = None,
     ) -> None:
         self.kube = kube
         self.config = config or BinderConfig()
         self.events = events or EventPoster(kube, COMPONENT)
+        #: Unbound pods as the pod watch shows them: a Regular bind of one needs no GET.
+        self.hints = hints
         self._sleep = sleep
         self._clock = clock
         self._locks: dict[tuple[str, str], threading.Lock] = {}
@@ -223,7 +235,11 @@ class Binder:
                 "BindRequest %s/%s: Succeeded not written: %s", req.namespace, req.name, exc
             )
             return Outcome("Pending", f"status write failed: {exc}", attempts_before, 1.0)
-        self.events.post(_pod_ref(req, pod), "Normal", "Bound", message)
+        if attempt.names_cards:
+            # A plain bind posts no Event of its own: the scheduler's ``Scheduled``
+            # Event (pod and node) says it all and the BindRequest's status records the
+            # outcome; failures post ``BindingError``. One Event per pod fewer.
+            self.events.post(_pod_ref(req, pod), "Normal", "Bound", message)
         return Outcome("Succeeded", message, attempts_before)
 
     def _failed(
@@ -254,10 +270,8 @@ class Binder:
     def _attempt(self, req: _Request, attempt: _Attempt) -> tuple[Json, str]:
         if not req.pod_name or not req.node:
             raise BindError("spec.podName and spec.selectedNode are required", final=True)
-        pod = self._get_pod(req)
-        uid = (pod.get("metadata") or {}).get("uid")
-        if req.pod_uid and uid and uid != req.pod_uid:
-            raise BindError("the BindRequest is for an earlier pod of that name", final=True)
+        pod = self._hinted_pod(req) or self._get_pod(req)
+        self._check_uid(req, pod)
         bound = (pod.get("spec") or {}).get("nodeName")
         if bound:
             if bound == req.node:
@@ -281,7 +295,9 @@ class Binder:
             # The card may have gone since it reported its UUID (reservation pod deleted):
             # never bind onto a card nobody holds.
             self._check_cards(req, attempt)
-        self._bind(req, pod)
+        if self._bind(req, pod) and attempt.pinned is None and req.kind == "Regular":
+            # Bound already (a pod not read first: the watch had not shown it bound).
+            return pod, f"Pod {req.namespace}/{req.pod_name} is already bound to node {req.node}"
         if req.kind == "Fraction":
             self._card_kept_after_binding(req, pod, attempt)
         cards = self.pinned.settle(
@@ -296,9 +312,32 @@ class Binder:
         message = f"Pod {req.namespace}/{req.pod_name} bound to node {req.node}"
         if req.kind == "Fraction":
             message += f" on {rsv.gpus_text(req.groups, attempt.uuids, req.portion)}"
+            attempt.names_cards = True
         elif cards:
             message += f" on {', '.join(cards)}"
+            attempt.names_cards = True
         return pod, message
+
+    def _hinted_pod(self, req: _Request) -> Json | None:
+        """The pod of a Regular bind as the watch showed it, unbound and not pinned: its
+        uid is all the bind needs (``kai_py.cluster.podhints`` says why that is safe).
+        None: read the pod."""
+        if self.hints is None or req.kind != "Regular" or not req.pod_uid:
+            return None
+        hint = self.hints.get(req.namespace, req.pod_name)
+        if hint is None or hint.pinned or hint.uid != req.pod_uid:
+            return None
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": req.pod_name, "namespace": req.namespace, "uid": req.pod_uid},
+        }
+
+    @staticmethod
+    def _check_uid(req: _Request, pod: Mapping[str, Any]) -> None:
+        uid = (pod.get("metadata") or {}).get("uid")
+        if req.pod_uid and uid and uid != req.pod_uid:
+            raise BindError("the BindRequest is for an earlier pod of that name", final=True)
 
     def _get_pod(self, req: _Request) -> Json:
         try:
@@ -333,7 +372,8 @@ class Binder:
                 raise
             self._nodes_seen[node] = self._clock()
 
-    def _bind(self, req: _Request, pod: Mapping[str, Any]) -> None:
+    def _bind(self, req: _Request, pod: Mapping[str, Any]) -> bool:
+        """Bind the pod; True if it was bound to that node already."""
         uid = (pod.get("metadata") or {}).get("uid")
         body = rsv.binding_body(req.pod_name, req.namespace, req.node, str(uid) if uid else None)
         try:
@@ -341,13 +381,21 @@ class Binder:
                 path_of("", "v1", "pods", req.namespace, req.pod_name, "binding"), body
             )
         except KubeError as exc:
-            if exc.code != 409:
+            if exc.code not in (404, 409, 500):
                 raise
-            # "already assigned": bound, by us before a restart or by someone else.
+            # Refused: read the pod and judge. 409 "already assigned": bound, by us
+            # before a restart or by someone else; or (a pod not read first) the uid
+            # precondition failed. 404: gone. 500: kube-apiserver's answer for a pod
+            # being deleted. Each of these is final; a 500 for another cause is not.
             now = self._get_pod(req)
+            self._check_uid(req, now)
             bound = (now.get("spec") or {}).get("nodeName")
             if bound != req.node:
+                if exc.code == 500 and not bound:
+                    raise
                 raise BindError(f"binding refused: {exc.message}", final=bool(bound)) from None
+            return True
+        return False
 
     # ---- GPU sharing -----------------------------------------------------------------
 

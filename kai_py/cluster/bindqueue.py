@@ -5,7 +5,8 @@ over a fresh LIST (``reconcile``), so a lost event, a failed write or a
 restart never leaves one Pending: what matters is the object's state, not
 one event or one retry. Offers are de-duplicated: one attempt per request
 at a time, and a request that asked to be retried later waits for its
-time. Attempts run in a dedicated thread pool (a Fraction bind may wait
+time, and a request this process drove to an end is not attempted again on a
+stale offer. Attempts run in a dedicated thread pool (a Fraction bind may wait
 for its card), never on the event loop.
 
 Nothing is written to the BindRequest but its status (by ``Binder``): no
@@ -17,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
@@ -28,6 +30,9 @@ from kai_py.cluster.kube import list_all, path_of
 
 log = logging.getLogger(__name__)
 
+#: How many finished requests are remembered (stale offers of older ones cost one
+#: attempt that finds the pod bound and the status written).
+FINISHED_KEPT: Final = 65536
 #: After an attempt that raised (a bug or an unexpected answer), try again after this long.
 ERROR_RETRY_SECONDS: Final = 2.0
 
@@ -48,6 +53,9 @@ class BindQueue:
         self._attempts: dict[str, int] = {}  # uid -> failed attempts seen by this process
         self._tasks: set[asyncio.Task[None]] = set()
         self.outcomes: dict[str, Outcome] = {}  # uid -> last outcome (tests, logs)
+        #: uids this process drove to an end (status written): a stale offer of one (a
+        #: LIST or an event from before that write) is not a second attempt.
+        self._finished: OrderedDict[str, None] = OrderedDict()
 
     @property
     def busy(self) -> int:
@@ -62,7 +70,11 @@ class BindQueue:
         if not is_pending(br) or m.get("deletionTimestamp"):
             self._forget(uid)
             return False
-        if uid in self._inflight or self._due.get(uid, 0.0) > self._clock():
+        if (
+            uid in self._inflight
+            or uid in self._finished
+            or self._due.get(uid, 0.0) > self._clock()
+        ):
             return False
         self._inflight.add(uid)
         task = asyncio.get_running_loop().create_task(self._attempt(uid, dict(br)))
@@ -90,6 +102,9 @@ class BindQueue:
         else:
             self._due.pop(uid, None)
             self._attempts.pop(uid, None)
+            self._finished[uid] = None
+            while len(self._finished) > FINISHED_KEPT:
+                self._finished.popitem(last=False)
 
     async def reconcile(self) -> int:
         """Offer every pending BindRequest of a fresh LIST; returns how many were started."""

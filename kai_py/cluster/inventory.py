@@ -16,6 +16,7 @@ by ``:``, newer ones as a JSON list of objects (``id``, ``index``, ``devmem``,
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -149,11 +150,18 @@ def node_cards(annotations: Mapping[str, Any]) -> tuple[Card, ...]:
     """The node's cards: kai-py's annotation, else HAMi's, else none."""
     raw = annotations.get(keys.GPU_INVENTORY_ANNOTATION)
     if raw:
-        return parse_inventory(str(raw))
+        return _parsed_inventory(str(raw))
     raw = annotations.get(keys.HAMI_NODE_REGISTER_ANNOTATION)
     if raw:
-        return parse_hami_register(str(raw))
+        return _parsed_hami_register(str(raw))
     return ()
+
+
+# A snapshot reads every node's inventory, every cycle, twice (the node and its
+# warning), while an annotation changes rarely: each text is parsed once (Cards are
+# frozen; a text that does not parse is not kept and raises each time).
+_parsed_inventory = functools.lru_cache(maxsize=8192)(parse_inventory)
+_parsed_hami_register = functools.lru_cache(maxsize=8192)(parse_hami_register)
 
 
 def card_memory_mib(cards: Sequence[Card]) -> float:

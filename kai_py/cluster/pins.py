@@ -46,6 +46,12 @@ def _items(who: str, annotation: str, raw: object, uuids: bool) -> tuple[str, ..
     return items
 
 
+def names_pin(obj: Mapping[str, Any]) -> bool:
+    """Does the object carry any pin annotation (valid or not)? Cheap: no parsing."""
+    ann = meta(obj).get("annotations") or {}
+    return any(k in ann for k in _PIN_KEYS)
+
+
 def pin_of(obj: Mapping[str, Any]) -> GpuPin | None:
     """The pod's pin, or None when it names no cards; WorkloadError for a bad value."""
     ann = meta(obj).get("annotations") or {}

@@ -324,7 +324,8 @@ class PodGrouperService:
             self.kube.create(
                 path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace), manifest
             )
-            log.info("created PodGroup %s/%s", namespace, name)
+            # The grouper's own line for the pod says "(created)": one INFO line per pod.
+            log.debug("created PodGroup %s/%s", namespace, name)
         except KubeError as exc:
             if exc.code != 409:
                 raise

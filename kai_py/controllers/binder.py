@@ -5,10 +5,11 @@
   ``reconcile_period`` seconds offers them again, so a request is driven to an
   end (Succeeded, or Failed and decided again by the scheduler) whatever
   events or writes were lost. Kopf writes nothing to them (``on.event`` only).
-- Pods, through ``@kopf.on.event`` only (nothing is written to pods by Kopf):
-  a shared pod that ended or went releases its reservation pods when no other
-  shared pod uses them; a reservation pod that went takes the shared pods
-  bound to its card with it.
+- Pods, from the operator's pod watch (nothing is written to them): the
+  scheduler's unbound pods are noted (``PodHints``: a Regular bind of one needs
+  no GET of the pod), and a shared pod that ended or went releases its
+  reservation pods when no other shared pod uses them; a reservation pod that
+  went takes the shared pods bound to its card with it.
 - A clean-up pass over the reservation pods and shared pods every
   ``sweep_period`` seconds, from the first second on: what a missed event
   left behind is found from state.
@@ -33,7 +34,8 @@ from kai_py.cluster.binding import COMPONENT, Binder, BinderConfig, is_pending
 from kai_py.cluster.bindqueue import BindQueue
 from kai_py.cluster.eventpost import EventPoster
 from kai_py.cluster.kube import KubeError, RetryingKube, load_api_client
-from kai_py.controllers import leadership, watches
+from kai_py.cluster.podhints import PodHints
+from kai_py.controllers import leadership, settings, watches
 
 _MEMO_KEY: Final = "kai_py_binder"
 _QUEUE_KEY: Final = "kai_py_binder_queue"
@@ -76,7 +78,10 @@ async def start(memo: Any, **_: Any) -> None:
     # Transient API errors are asked again in place, so they rarely cost an attempt
     # (each of which counts towards the request's backoffLimit).
     kube = RetryingKube(await asyncio.to_thread(load_api_client))
-    binder = Binder(kube, _config, events=EventPoster(kube, COMPONENT, background=True))
+    hints = PodHints(lambda: settings.current().scheduler_name)
+    binder = Binder(
+        kube, _config, events=EventPoster(kube, COMPONENT, background=True), hints=hints
+    )
     queue = BindQueue(binder, workers=BIND_WORKERS)
     memo[_MEMO_KEY] = binder
     memo[_QUEUE_KEY] = queue
@@ -179,6 +184,9 @@ def gpu_pod_event(type: str | None, body: Any, memo: Any, logger: Any, **_: Any)
 
 def _on_pod(type: str | None, body: dict[str, Any], memo: Any) -> None:
     """The pod watch's listener (on the event loop): the clean-up runs in a thread."""
+    binder = memo.get(_MEMO_KEY)
+    if isinstance(binder, Binder) and binder.hints is not None:
+        binder.hints.observe(type, body)
     work = memo.get(_WORK_KEY)
     if not isinstance(work, watches.SerialPerKey) or not _gpu_pod_event(type, body):
         return

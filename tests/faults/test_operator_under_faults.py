@@ -109,7 +109,7 @@ def test_two_replicas_and_the_leader_is_killed(tmp_path: Path) -> None:
         leader = next(op for op in (a, b) if f"_{op.process.pid}_" in str(first))
         standby = b if leader is a else a
         # Exactly one replica schedules, binds and groups: the standby wrote nothing.
-        for mark in ("cycle ", "created reservation pod", "created PodGroup", "bound"):
+        for mark in ("cycle ", "created reservation pod", "pod-grouper: pod in PodGroup", "bound"):
             assert mark not in standby.log, standby.log
         killed_at = time.monotonic()
         leader.kill9()

@@ -178,10 +178,10 @@ def test_regular_request_binds_the_pod_and_succeeds(
     wait_for(lambda: phase_of(cluster, "plain") == "Succeeded", what="BindRequest Succeeded")
     pod = wait_for(lambda: running(cluster, "plain"), what="pod Running")
     assert pod["spec"]["nodeName"] == "gpu-1"
-    bound = wait_for(lambda: events(cluster, "plain", "Bound"), what="Bound event")
-    assert bound[0]["type"] == "Normal"
-    assert "gpu-1" in bound[0]["message"]
-    assert bound[0]["source"]["component"] == "kai-py-binder"
+    # A plain bind posts no Event of its own (the scheduler's Scheduled Event names the
+    # node; the BindRequest's status is the outcome); binds onto named cards do (below).
+    time.sleep(0.5)  # binder Events are posted from a background thread
+    assert events(cluster, "plain", "Bound") == []
     # Kopf wrote nothing on the pod.
     meta = pod["metadata"]
     assert not meta.get("finalizers")

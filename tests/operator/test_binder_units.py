@@ -11,6 +11,7 @@ from kai_py.api import keys
 from kai_py.cluster import reservation as rsv
 from kai_py.cluster.binding import Binder, BinderConfig
 from kai_py.cluster.kube import KubeError
+from kai_py.cluster.podhints import PodHints
 
 Json = dict[str, Any]
 
@@ -147,7 +148,16 @@ class FakeKube:
         if method == "POST":
             assert isinstance(body, dict)
             if path.endswith("/binding"):
-                pod = self.objects[path.removesuffix("/binding")]
+                # As kube-apiserver: 404 for no pod, 409 for a uid precondition that
+                # names another pod or a pod bound already, 500 for a pod being deleted.
+                pod = self.objects.get(path.removesuffix("/binding"))
+                if pod is None:
+                    raise KubeError(404, "NotFound", "pod not found")
+                uid = (body.get("metadata") or {}).get("uid")
+                if uid and uid != pod["metadata"].get("uid"):
+                    raise KubeError(409, "Conflict", "Precondition failed: UID")
+                if pod["metadata"].get("deletionTimestamp"):
+                    raise KubeError(500, "InternalError", "pod is being deleted")
                 if pod["spec"].get("nodeName"):
                     raise KubeError(409, "Conflict", "pod is already assigned to node")
                 pod["spec"]["nodeName"] = body["target"]["name"]
@@ -229,13 +239,14 @@ def setup(
     return kube, br
 
 
-def binder(kube: FakeKube, **config: Any) -> Binder:
+def binder(kube: FakeKube, hints: PodHints | None = None, **config: Any) -> Binder:
     ticks = iter(range(10_000))
     return Binder(
         kube,  # type: ignore[arg-type]
         BinderConfig(**config),
         sleep=lambda _s: None,
         clock=lambda: float(next(ticks)),
+        hints=hints,
     )
 
 
@@ -513,3 +524,137 @@ def test_the_sweep_finds_leftovers_and_orphans_from_state() -> None:
     assert RES not in kube.objects
     assert b.orphaned_shared_pods() == ["ns/o"]
     assert "/api/v1/namespaces/ns/pods/o" not in kube.objects
+
+
+# ---------------------------------------------------------------- binds that do not read the pod
+def hinted(kube: FakeKube, br: Json, *, pod_uid: str = "u-1") -> PodHints:
+    """The BindRequest owned by ``pod_uid`` and a watch that has shown pod ns/p (ours)."""
+    br["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": pod_uid}
+    ]
+    hints = PodHints("kai-scheduler")
+    pod = copy.deepcopy(kube.objects[POD])
+    pod["spec"]["schedulerName"] = "kai-scheduler"
+    hints.observe("ADDED", pod)
+    return hints
+
+
+def test_a_regular_bind_of_a_pod_the_watch_showed_does_not_read_it() -> None:
+    kube, br = setup(kind="Regular")
+    br["metadata"]["resourceVersion"] = "5"
+    outcome = binder(kube, hinted(kube, br)).reconcile(br)
+    assert outcome.phase == "Succeeded"
+    assert kube.objects[POD]["spec"]["nodeName"] == "n1"
+    assert ("GET", POD) not in kube.calls
+    binding = next(b for m, p, b in kube.bodies if p == f"{POD}/binding")
+    assert binding["metadata"]["uid"] == "u-1"  # the precondition still names the pod
+    # A plain bind posts no Event of its own (the scheduler's Scheduled one names the node).
+    assert events(kube, "Bound") == []
+
+
+def test_a_pod_made_again_since_the_request_is_not_bound() -> None:
+    kube, br = setup(kind="Regular")
+    hints = hinted(kube, br)
+    kube.objects[POD]["metadata"]["uid"] = "u-2"  # deleted and made again; watch behind
+    outcome = binder(kube, hints).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert "earlier pod" in outcome.reason
+    assert not kube.objects[POD]["spec"].get("nodeName")
+
+
+def test_a_pod_bound_meanwhile_counts_as_done_or_fails_at_once() -> None:
+    kube, br = setup(kind="Regular")
+    hints = hinted(kube, br)
+    kube.objects[POD]["spec"]["nodeName"] = "n1"  # the watch has not shown it bound yet
+    outcome = binder(kube, hints).reconcile(br)
+    assert outcome.phase == "Succeeded" and "already bound" in outcome.reason
+    kube, br = setup(kind="Regular", limit=5)
+    hints = hinted(kube, br)
+    kube.objects[POD]["spec"]["nodeName"] = "n2"
+    outcome = binder(kube, hints).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+
+
+def test_a_pod_gone_or_being_deleted_fails_at_once() -> None:
+    kube, br = setup(kind="Regular", limit=5)
+    hints = hinted(kube, br)
+    del kube.objects[POD]
+    outcome = binder(kube, hints).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert "not found" in outcome.reason
+    kube, br = setup(kind="Regular", limit=5)
+    hints = hinted(kube, br)
+    kube.objects[POD]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    outcome = binder(kube, hints).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert "being deleted" in outcome.reason
+
+
+def test_pinned_fraction_and_unknown_pods_are_read_first() -> None:
+    # No hint for the pod (the watch has not shown it): read.
+    kube, br = setup(kind="Regular")
+    br["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u-1"}
+    ]
+    binder(kube, PodHints("kai-scheduler")).reconcile(br)
+    assert ("GET", POD) in kube.calls
+    # A pod that names cards: the pinned bind needs all of it.
+    kube, br = setup(kind="Regular")
+    kube.objects[POD]["metadata"]["annotations"] = {keys.USE_GPU_UUID_ANNOTATION: "GPU-1"}
+    hints = hinted(kube, br)
+    assert hints.get("ns", "p") is not None and hints.get("ns", "p").pinned  # type: ignore[union-attr]
+    binder(kube, hints).reconcile(br)
+    assert ("GET", POD) in kube.calls
+    # A Fraction labels the pod over its resourceVersion: read.
+    kube, br = setup(kind="Fraction")
+    assert binder(kube, hinted(kube, br))._hinted_pod(_request(br)) is None
+
+
+def _request(br: Json) -> Any:
+    from kai_py.cluster.binding import _Request
+
+    return _Request.of(br)
+
+
+def test_hints_follow_the_scheduler_s_unbound_pods_only() -> None:
+    hints = PodHints(lambda: "kai-scheduler")
+    pod: Json = {
+        "metadata": {"name": "a", "namespace": "ns", "uid": "u"},
+        "spec": {"schedulerName": "kai-scheduler"},
+    }
+    hints.observe(None, pod)  # from a listing
+    assert hints.get("ns", "a") is not None and len(hints) == 1
+    other = copy.deepcopy(pod)
+    other["metadata"]["name"] = "b"
+    other["spec"]["schedulerName"] = "default-scheduler"
+    hints.observe("ADDED", other)
+    assert hints.get("ns", "b") is None
+    bound = copy.deepcopy(pod)
+    bound["spec"]["nodeName"] = "n1"
+    hints.observe("MODIFIED", bound)
+    assert hints.get("ns", "a") is None and len(hints) == 0
+    hints.observe("MODIFIED", pod)
+    terminating = copy.deepcopy(pod)
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    hints.observe("MODIFIED", terminating)
+    assert hints.get("ns", "a") is None
+    hints.observe("MODIFIED", pod)
+    hints.observe("DELETED", pod)
+    assert len(hints) == 0
+
+
+def test_hints_never_pile_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kai_py.cluster import podhints
+
+    monkeypatch.setattr(podhints, "MAX_HINTS", 3)
+    hints = PodHints("kai-scheduler")
+    for i in range(5):
+        hints.observe(
+            "ADDED",
+            {
+                "metadata": {"name": f"p{i}", "namespace": "ns", "uid": f"u{i}"},
+                "spec": {"schedulerName": "kai-scheduler"},
+            },
+        )
+    assert len(hints) <= 3
+    assert hints.get("ns", "p4") is not None  # the newest is kept

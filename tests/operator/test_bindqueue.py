@@ -98,3 +98,20 @@ def test_an_attempt_that_raises_is_tried_again() -> None:
         await queue.close()
 
     asyncio.run(main())
+
+
+def test_a_stale_offer_of_a_finished_request_is_not_a_second_attempt() -> None:
+    async def main() -> None:
+        binder = FakeBinder([Outcome("Succeeded", "ok", 0)])
+        queue = BindQueue(binder)  # type: ignore[arg-type]
+        assert queue.offer(_br("a"))
+        while queue.busy:
+            await asyncio.sleep(0.01)
+        # A LIST taken before the status write still shows it Pending.
+        binder.listed = [_br("a")]
+        assert await queue.reconcile() == 0
+        assert not queue.offer(_br("a"))
+        assert binder.calls == [("a", 0)]
+        await queue.close()
+
+    asyncio.run(main())

@@ -210,7 +210,12 @@ def scenario(api: k8s.ApiClient, logs: Any) -> None:
         return any("giving up" in (e.message or "") for e in events_of(core, NS, "lost"))
 
     wait_for(failed, timeout=30, what=f"the bad BindRequest Failed\n{logs()}")
-    assert [e for e in events_of(core, NS, "lost") if e.reason == "BindingError"]
+    # The binder posts its Events from a background thread, after the status write.
+    wait_for(
+        lambda: [e for e in events_of(core, NS, "lost") if e.reason == "BindingError"],
+        timeout=10,
+        what=f"the BindingError Event\n{logs()}",
+    )
     # Pods going away: the reservation pod follows the last of its sharers.
     for name in ("half-a", "half-b"):  # (unless the preemption took them already)
         try:
