@@ -11,7 +11,16 @@ from kai_py.scheduler.actions.preempt import preempt
 from kai_py.scheduler.actions.reclaim import reclaim
 from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.actions.victims import MOVED_SUFFIX
-from kai_py.scheduler.model import DEFAULT_ACTIONS, Config, Job, Snapshot, Task, TaskStatus
+from kai_py.scheduler.model import (
+    ALLOCATED,
+    DEFAULT_ACTIONS,
+    PENDING,
+    PIPELINED,
+    Config,
+    Job,
+    Snapshot,
+    Task,
+)
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import format_quantity
@@ -74,7 +83,7 @@ def close(session: Session) -> Decisions:
         elif rec.op is Op.ALLOCATE and not task.shadow:
             placed[task.uid] = task
     for task in placed.values():
-        if task.status is TaskStatus.ALLOCATED:
+        if task.status is ALLOCATED:
             d.binds.append(task)
             session.event(
                 "Pod",
@@ -84,7 +93,7 @@ def close(session: Session) -> Decisions:
                 "Scheduled",
                 f"Successfully assigned pod {task.key} to node {task.node_name}",
             )
-        elif task.status is TaskStatus.PIPELINED:
+        elif task.status is PIPELINED:
             d.pipelined.append(task)
             session.event(
                 "Pod",
@@ -96,11 +105,11 @@ def close(session: Session) -> Decisions:
                 f"released there are free",
             )
     for rec in taken_back.values():
-        if rec.task.status is TaskStatus.PENDING and rec.by is not None:
+        if rec.task.status is PENDING and rec.by is not None:
             session.explain(session.jobs[rec.task.job_uid], _taken_back(rec.action, rec.by))
     for job_uid, why in list(d.reasons.items()):
         job = session.jobs[job_uid]
-        pending = [t for t in job.tasks if t.status is TaskStatus.PENDING]
+        pending = [t for t in job.tasks if t.status is PENDING]
         if not pending:
             del d.reasons[job_uid]
             continue

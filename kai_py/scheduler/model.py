@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import weakref
 from dataclasses import dataclass, field
+from typing import Final
 
 from kai_py.scheduler.resources import EPS, INF, Res
 
@@ -23,19 +24,25 @@ class TaskStatus(enum.Enum):
     PIPELINED = "Pipelined"  # placed in this session on resources being released
     EVICTED = "Evicted"  # chosen as a victim in this session: now releasing
 
+    # Identity tests rather than a frozenset: hashing an Enum member runs Python code
+    # (Enum.__hash__), and these are asked for every task, many times a cycle.
     @property
     def holds_resources(self) -> bool:
-        return self in _HOLDING
+        return self is RUNNING or self is RELEASING or self is ALLOCATED or self is EVICTED
 
     @property
     def is_placed(self) -> bool:
-        return self in _PLACED
+        return self is RUNNING or self is ALLOCATED or self is PIPELINED
 
 
-_HOLDING = frozenset(
-    {TaskStatus.RUNNING, TaskStatus.RELEASING, TaskStatus.ALLOCATED, TaskStatus.EVICTED}
-)
-_PLACED = frozenset({TaskStatus.RUNNING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED})
+# The members as module names, for the hot loops: looking a member up on the Enum
+# class goes through its metaclass's __getattr__ hook, several times slower.
+PENDING: Final = TaskStatus.PENDING
+RUNNING: Final = TaskStatus.RUNNING
+RELEASING: Final = TaskStatus.RELEASING
+ALLOCATED: Final = TaskStatus.ALLOCATED
+PIPELINED: Final = TaskStatus.PIPELINED
+EVICTED: Final = TaskStatus.EVICTED
 
 
 @dataclass(slots=True, frozen=True)
@@ -419,11 +426,16 @@ class Job:
 
     @property
     def placed(self) -> int:
-        return sum(1 for t in self.tasks if t.status.is_placed)
+        count = 0
+        for task in self.tasks:  # a plain loop: this is asked for every job, every turn
+            status = task.status
+            if status is RUNNING or status is ALLOCATED or status is PIPELINED:
+                count += 1
+        return count
 
     @property
     def pending_tasks(self) -> list[Task]:
-        return [t for t in self.tasks if t.status is TaskStatus.PENDING]
+        return [t for t in self.tasks if t.status is PENDING]
 
 
 @dataclass(slots=True, eq=False)

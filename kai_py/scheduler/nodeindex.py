@@ -75,8 +75,11 @@ class NodeIndex:
             yield list(self._future[level])  # a copy: the caller may allocate
 
     def by_free_gpus(self, need: int, spread: bool) -> Iterator[str]:
-        """Names of nodes with at least ``need`` free GPUs, best first."""
+        """Names of nodes with at least ``need`` free GPUs, best first.
+
+        The buckets themselves, not copies (a copy of a thousand names per task cost
+        more than the search): the caller must not change a node while iterating.
+        """
         levels = sorted((b for b in self._buckets if b >= need), reverse=spread)
         for level in levels:
-            # A copy: the caller may allocate, which moves nodes between buckets.
-            yield from list(self._buckets[level])
+            yield from self._buckets[level]

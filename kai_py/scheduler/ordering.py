@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Callable, Iterable
 
 from kai_py.scheduler.fairshare import allocatable_share
-from kai_py.scheduler.model import Job, Queue, TaskStatus
+from kai_py.scheduler.model import PENDING, Job, Queue
 from kai_py.scheduler.resources import EPS, INF, Res
 from kai_py.scheduler.session import Session
 
@@ -315,7 +315,7 @@ class PendingLine:
 
     @staticmethod
     def pending(job: Job) -> bool:
-        return any(t.status is TaskStatus.PENDING for t in job.tasks)
+        return any(t.status is PENDING for t in job.tasks)
 
     def add(self, jobs: Iterable[Job]) -> None:
         queues = self.session.queues

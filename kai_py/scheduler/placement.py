@@ -156,7 +156,8 @@ class Placer:
         s = self.session
         need = math.ceil(task.request.gpu - EPS)
         # Resources first: arithmetic that rules out a full node before the predicates'
-        # cache lookup (which hashes the task's shape) is paid for it.
+        # cache lookup (which hashes the task's shape) is paid for it. Nothing changes
+        # while the index is walked: the caller allocates once this returns.
         for name in s.index.by_free_gpus(need, self.spread):
             node = s.nodes[name]
             if self._fits_whole(task, node, False) and self.predicates.check(task, node) is None:

@@ -15,7 +15,21 @@ from typing import TYPE_CHECKING
 
 from kai_py.scheduler import pinning
 from kai_py.scheduler.fairshare import compute_fair_shares
-from kai_py.scheduler.model import GpuGroup, Job, Node, Queue, Snapshot, Task, TaskStatus
+from kai_py.scheduler.model import (
+    ALLOCATED,
+    EVICTED,
+    PENDING,
+    PIPELINED,
+    RELEASING,
+    RUNNING,
+    GpuGroup,
+    Job,
+    Node,
+    Queue,
+    Snapshot,
+    Task,
+    TaskStatus,
+)
 from kai_py.scheduler.nodeindex import NodeIndex
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
@@ -25,7 +39,7 @@ if TYPE_CHECKING:
 
 
 #: Statuses of pods placed in this session: evicting one only undoes its placement.
-PLACED_THIS_SESSION = frozenset({TaskStatus.ALLOCATED, TaskStatus.PIPELINED})
+PLACED_THIS_SESSION = frozenset({ALLOCATED, PIPELINED})
 
 
 class Op(enum.Enum):
@@ -41,7 +55,7 @@ class Record:
     node: Node | None = None
     action: str = ""
     by: Job | None = None
-    prev_status: TaskStatus = TaskStatus.PENDING
+    prev_status: TaskStatus = PENDING
     # An eviction of a pod placed earlier in this session: where it was (it is pending again).
     prev_groups: tuple[str, ...] = ()
     prev_uuids: tuple[str, ...] = ()
@@ -159,11 +173,11 @@ class Session:
                 where = self.nodes.get(task.node_name) if task.node_name else None
                 if task.status.holds_resources and where is not None:
                     self._node_add(where, task)
-                    if task.status is TaskStatus.RUNNING:
+                    if task.status is RUNNING:
                         # Releasing pods hold their node but no longer count for their queue.
                         self._queue_add(job, task.gpu_on(where), task)
                         self._queue_request(job, task, where)
-                elif task.status is TaskStatus.PENDING and not job.errors:
+                elif task.status is PENDING and not job.errors:
                     self._queue_request(job, task, None)
 
     def ancestors(self, queue_name: str) -> list[Queue]:
@@ -219,7 +233,7 @@ class Session:
         if job is not None:
             job.version += 1
         req = task.request
-        releasing = task.status in (TaskStatus.RELEASING, TaskStatus.EVICTED) and not task.stuck
+        releasing = task.status in (RELEASING, EVICTED) and not task.stuck
         if task.claim_now:
             _add(node.used, req, sign)
             if releasing:
@@ -298,7 +312,7 @@ class Statement:
         if task.pin is not None:
             # Which allowed cards it takes, so the next pinned task sees them taken.
             task.gpu_uuids = pinning.choose_cards(task, node, groups, pipelined)
-        task.status = TaskStatus.PIPELINED if pipelined else TaskStatus.ALLOCATED
+        task.status = PIPELINED if pipelined else ALLOCATED
         task.claim_now = not pipelined
         s._node_add(node, task)
         s._queue_add(job, task.gpu_on(node), task, placed=True)
@@ -307,7 +321,7 @@ class Statement:
     def pipeline(self, task: Task) -> None:
         """Hold an allocated task back until its job can start as a whole."""
         self.log.append(Record(Op.PIPELINE, task, prev_status=task.status))
-        self.session._set_status(task, TaskStatus.PIPELINED)
+        self.session._set_status(task, PIPELINED)
         self.session.release_generation += 1  # its idle resources are free again
 
     def evict(self, task: Task, action: str, by: Job | None) -> None:
@@ -333,14 +347,14 @@ class Statement:
             )
             s._queue_add(job, task.gpu_on(node), task, -1.0, placed=True)
             s._node_remove(node, task)
-            task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+            task.status, task.node_name, task.gpu_groups = PENDING, None, ()
             if task.pin is not None:
                 task.gpu_uuids = ()
             task.claim_now = True
             s.release_generation += 1
             return
         self.log.append(Record(Op.EVICT, task, node, action, by, task.status))
-        s._set_status(task, TaskStatus.EVICTED)
+        s._set_status(task, EVICTED)
         s._queue_add(job, task.gpu_on(node), task, -1.0)
         s.release_generation += 1
 
@@ -353,7 +367,7 @@ class Statement:
                 assert rec.node is not None
                 s._queue_add(job, task.gpu_on(rec.node), task, -1.0, placed=True)
                 s._node_remove(rec.node, task)
-                task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+                task.status, task.node_name, task.gpu_groups = PENDING, None, ()
                 if task.pin is not None:
                     task.gpu_uuids = ()
                 task.claim_now = True

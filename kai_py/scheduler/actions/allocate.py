@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions.common import demand, needed, place_tasks
-from kai_py.scheduler.model import Job, TaskStatus
+from kai_py.scheduler.model import PENDING, RELEASING, Job
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
@@ -36,7 +36,7 @@ def gate(session: Session, job: Job) -> Reason | None:
             f"only leaf queues hold jobs",
             {"queue": job.queue},
         )
-    live = sum(1 for t in job.tasks if t.status is not TaskStatus.RELEASING)
+    live = sum(1 for t in job.tasks if t.status is not RELEASING)
     if live < job.min_member:
         return Reason(
             reasons.NOT_READY,
@@ -48,18 +48,14 @@ def gate(session: Session, job: Job) -> Reason | None:
 
 
 def pending_jobs(session: Session) -> list[Job]:
-    return [
-        job
-        for job in session.jobs.values()
-        if any(t.status is TaskStatus.PENDING for t in job.tasks)
-    ]
+    return [job for job in session.jobs.values() if any(t.status is PENDING for t in job.tasks)]
 
 
 def gang_message(job: Job, found: int, required: int, detail: str) -> str:
     if required == 1 and len(job.tasks) == 1:
         return f"Pod {job.tasks[0].key} cannot be scheduled: {detail}"
     if job.placed >= job.min_member:
-        pending = sum(1 for t in job.tasks if t.status is TaskStatus.PENDING)
+        pending = sum(1 for t in job.tasks if t.status is PENDING)
         return (
             f"Elastic job {job.key} runs {job.placed} pods (minMember {job.min_member}); "
             f"its {pending} other pods do not fit: {detail}"
@@ -90,7 +86,7 @@ def allocate(session: Session, placer: Placer) -> None:
             stmt.commit()
         else:
             stmt.rollback()
-    ready = [j for j in ready if any(t.status is TaskStatus.PENDING for t in j.tasks)]
+    ready = [j for j in ready if any(t.status is PENDING for t in j.tasks)]
     picker = JobPicker(session, ready, lambda j: demand(session, j))
     while (picked := picker.pop()) is not None:
         job = picked
@@ -114,5 +110,5 @@ def allocate(session: Session, placer: Placer) -> None:
             )
             continue
         stmt.commit()
-        if any(t.status is TaskStatus.PENDING for t in job.tasks):
+        if any(t.status is PENDING for t in job.tasks):
             picker.push(job)

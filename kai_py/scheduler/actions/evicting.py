@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 
 from kai_py.scheduler.actions.allocate import gate, pending_jobs
 from kai_py.scheduler.actions.common import demand, needed
-from kai_py.scheduler.model import Job, Task, TaskStatus
+from kai_py.scheduler.model import ALLOCATED, PIPELINED, RUNNING, Job, Task
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.resources import EPS, INF, Res
 from kai_py.scheduler.session import Session
@@ -68,7 +68,7 @@ def contested(amount: Res) -> tuple[str, ...]:
 def victim_cost(job: Job) -> tuple[int, float, float, str]:
     """Cheapest victim first: lowest priority, then the newest (least work lost); a job
     with pods placed in this cycle is the newest of all."""
-    if any(t.status in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED) for t in job.tasks):
+    if any(t.status in (ALLOCATED, PIPELINED) for t in job.tasks):
         newest = INF
     else:
         running = [t for t in job.tasks if t.start_time is not None]
@@ -108,9 +108,7 @@ def _young_by_queue(session: Session, attr: str) -> dict[str, list[tuple[int, st
             if not job.preemptible:
                 continue
             for task in job.tasks:
-                if task.status is not TaskStatus.RUNNING or old_enough(
-                    session, task, job.queue, attr
-                ):
+                if task.status is not RUNNING or old_enough(session, task, job.queue, attr):
                     continue
                 minimum = inherited(session, job.queue, attr)
                 age = session.now - task.start_time if task.start_time is not None else 0.0
