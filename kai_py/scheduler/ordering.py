@@ -33,18 +33,29 @@ def job_key(job: Job) -> JobKey:
     return (-job.priority, elastic_state(job), job.created, job.uid)
 
 
-def _allocatable(deserved: float, fair_share: float, limit: float) -> float:
-    """A queue's allocatable share of one resource (``fairshare.allocatable_share``)."""
-    return min(max(deserved, fair_share), limit)
+def _allocatable(queue: Queue) -> tuple[float, float, float]:
+    """A queue's allocatable shares (gpu, cpu, memory), as ``fairshare.allocatable_share``:
+    min(max(deserved, fair share), limit), written out (what max and min return,
+    without their calls)."""
+    deserved, fair, limit = queue.deserved, queue.fair_share, queue.limit
+    gpu = fair.gpu if fair.gpu > deserved.gpu else deserved.gpu
+    cpu = fair.cpu if fair.cpu > deserved.cpu else deserved.cpu
+    memory = fair.memory if fair.memory > deserved.memory else deserved.memory
+    return (
+        limit.gpu if limit.gpu < gpu else gpu,
+        limit.cpu if limit.cpu < cpu else cpu,
+        limit.memory if limit.memory < memory else memory,
+    )
 
 
 def _dominant(gpu: float, cpu: float, memory: float, shares: tuple[float, float, float]) -> float:
     """DRF over plain floats, as ``fairshare.dominant_share`` (same order, same arithmetic)."""
     best = 0.0
     for used, share in ((gpu, shares[0]), (cpu, shares[1]), (memory, shares[2])):
-        if used <= EPS:
-            continue
-        best = max(best, used / share if share > EPS else INF)
+        if used > EPS:
+            fraction = used / share if share > EPS else INF
+            if fraction > best:  # max(best, fraction), without the call
+                best = fraction
     return best
 
 
@@ -65,8 +76,15 @@ class WeakerShare:
         return self._shares
 
     def _weaker(self, other: WeakerShare) -> bool:
-        pairs = list(zip(self.shares, other.shares, strict=True))
-        return all(a <= b + EPS for a, b in pairs) and any(a < b - EPS for a, b in pairs)
+        """No larger in any resource and smaller in one (a plain loop: queue keys that
+        tie up to here are compared by this, often)."""
+        smaller = False
+        for mine, theirs in zip(self.shares, other.shares, strict=True):
+            if not mine <= theirs + EPS:
+                return False
+            if mine < theirs - EPS:
+                smaller = True
+        return smaller
 
     def __lt__(self, other: object) -> bool:
         return isinstance(other, WeakerShare) and self._weaker(other)
@@ -86,14 +104,10 @@ def queue_key(queue: Queue, extra: Res) -> tuple[object, ...]:
     Written over plain floats: it is computed thousands of times a cycle, and the
     ``Res`` temporaries and ``getattr`` lookups of the readable form cost most of it.
     """
-    alloc, fair, deserved, limit = queue.allocated, queue.fair_share, queue.deserved, queue.limit
+    alloc, fair, deserved = queue.allocated, queue.fair_share, queue.deserved
     gpu, cpu, memory = alloc.gpu, alloc.cpu, alloc.memory
     with_gpu, with_cpu, with_memory = gpu + extra.gpu, cpu + extra.cpu, memory + extra.memory
-    shares = (
-        _allocatable(deserved.gpu, fair.gpu, limit.gpu),
-        _allocatable(deserved.cpu, fair.cpu, limit.cpu),
-        _allocatable(deserved.memory, fair.memory, limit.memory),
-    )
+    shares = _allocatable(queue)
     return (
         # Over its fair share in every resource (CPU, memory and GPU): last.
         gpu > fair.gpu + EPS and cpu > fair.cpu + EPS and memory > fair.memory + EPS,
@@ -127,15 +141,21 @@ class _KeyMemo:
 
 
 class _Pick:
-    """A queue's candidate: the best job of its subtree, and the queue's key judged
-    with that job (computed only once the queue has a rival to be compared with)."""
+    """A queue's candidate: the best job of its subtree (None: no job waits there), with
+    what it was found under, and the queue's key judged with that job (computed only
+    once the queue has a rival to be compared with)."""
 
-    __slots__ = ("job", "job_version", "key", "queue")
+    __slots__ = ("generation", "job", "job_version", "key", "queue", "version", "want")
 
-    def __init__(self, queue: Queue, job: Job) -> None:
+    def __init__(
+        self, queue: Queue, job: Job | None, generation: int, want: Res | None = None
+    ) -> None:
         self.queue = queue
+        self.version = queue.version
+        self.generation = generation
         self.job = job
-        self.job_version = job.version
+        self.job_version = 0 if job is None else job.version
+        self.want = want  # the job's demand, once asked (a parent takes its child's)
         self.key: tuple[object, ...] | None = None
 
 
@@ -164,8 +184,12 @@ class JobPicker:
         self.demand = demand
         self._heaps: dict[str, list[tuple[tuple[object, ...], Job]]] = {}
         self._pending: dict[str, int] = {}  # queue -> jobs waiting in its subtree
-        # queue -> (its version, the line's generation, its candidate)
-        self._picks: dict[str, tuple[int, int, _Pick | None]] = {}
+        self._picks: dict[str, _Pick] = {}  # queue -> its candidate, while still valid
+        # Queue keys by queue, for the whole session: the pickers of one session share them.
+        memos = session.memo.get("queue-keys")
+        if not isinstance(memos, dict):
+            memos = session.memo["queue-keys"] = {}
+        self._key_memos: dict[str, _KeyMemo] = memos
         self._line = line
         self._at: dict[str, int] = {}  # queue -> the next of its line's jobs to hand out
         self._mine: set[str] = set()  # jobs pushed (the line skips them)
@@ -225,12 +249,14 @@ class JobPicker:
         """The queue's key with its candidate job, memoised per queue version and demand
         (jobs in line often ask for the same, and a failed job changes nothing)."""
         if pick.key is None:
+            assert pick.job is not None
             queue = pick.queue
-            want = self.demand(pick.job)
-            memo_key = ("queue-key", queue.name)
-            memo = self.session.memo.get(memo_key)
-            if not isinstance(memo, _KeyMemo) or memo.version != queue.version:
-                memo = self.session.memo[memo_key] = _KeyMemo(queue.version)
+            want = pick.want
+            if want is None:
+                want = pick.want = self.demand(pick.job)
+            memo = self._key_memos.get(queue.name)
+            if memo is None or memo.version != queue.version:
+                memo = self._key_memos[queue.name] = _KeyMemo(queue.version)
             asked = (want.cpu, want.memory, want.gpu)
             key = memo.keys.get(asked)
             if key is None:
@@ -238,47 +264,53 @@ class JobPicker:
             pick.key = key
         return pick.key
 
-    def _pick(self, name: str) -> _Pick | None:
-        """``name``'s candidate: from the cache while nothing under it changed."""
+    def _fresh(self, name: str) -> _Pick:
+        """``name``'s candidate, found again."""
         queue = self.session.queues[name]
-        generation = -1 if self._line is None else self._line.generation
-        cached = self._picks.get(name)
-        if cached is not None and cached[0] == queue.version and cached[1] == generation:
-            pick = cached[2]
-            if pick is None or pick.job.version == pick.job_version:
-                return pick
-        pick = None
+        job: Job | None = None
+        want: Res | None = None
         if self._waiting(name):
             if queue.children:
                 found = self._best(queue.children)
                 if found is not None:
-                    pick = _Pick(queue, found.job)
+                    job, want = found.job, found.want
             else:
                 head = self._head(name)
                 if head is not None:
-                    pick = _Pick(queue, head[1])
-        # _head may have dropped finished jobs from the line (a new generation).
-        generation = -1 if self._line is None else self._line.generation
-        self._picks[name] = (queue.version, generation, pick)
+                    job = head[1]
+        # Read after _head, which may have dropped finished jobs from the line.
+        pick = _Pick(queue, job, -1 if self._line is None else self._line.generation, want)
+        self._picks[name] = pick
         return pick
 
     def _best(self, names: Iterable[str]) -> _Pick | None:
         """The best candidate of ``names``: the first with the smallest key. A lone
-        candidate needs no key."""
+        candidate needs no key. Kept candidates are checked inline: this loop runs
+        for every sibling on the changed path of every pick."""
+        picks = self._picks
+        generation = -1 if self._line is None else self._line.generation
         best: _Pick | None = None
-        rivals = False
+        best_key: tuple[object, ...] | None = None
         for name in names:
-            pick = self._pick(name)
-            if pick is None:
+            pick = picks.get(name)
+            if (
+                pick is None
+                or pick.version != pick.queue.version
+                or pick.generation != generation
+                or (pick.job is not None and pick.job.version != pick.job_version)
+            ):
+                pick = self._fresh(name)
+                generation = -1 if self._line is None else self._line.generation
+            if pick.job is None:
                 continue
             if best is None:
                 best = pick
                 continue
-            if not rivals:
-                self._key(best)
-                rivals = True
-            if self._key(pick) < self._key(best):
-                best = pick
+            if best_key is None:
+                best_key = best.key if best.key is not None else self._key(best)
+            key = pick.key if pick.key is not None else self._key(pick)
+            if key < best_key:
+                best, best_key = pick, key
         return best
 
     def pop(self) -> Job | None:
@@ -286,15 +318,18 @@ class JobPicker:
         if found is None:
             return None
         job = found.job
+        assert job is not None
         heap = self._heaps.get(job.queue)
-        if heap and heap[0][1] is job:
+        mine = heap is not None and bool(heap) and heap[0][1] is job
+        if heap is not None and mine:
             heapq.heappop(heap)
-            for queue in self.session.ancestors(job.queue):
-                self._pending[queue.name] -= 1
         else:
             self._at[job.queue] += 1  # one of the line's jobs
+        pending, picks = self._pending, self._picks
         for queue in self.session.ancestors(job.queue):
-            self._picks.pop(queue.name, None)
+            if mine:
+                pending[queue.name] -= 1
+            picks.pop(queue.name, None)
         return job
 
 

@@ -54,16 +54,36 @@ def next_tasks_of(session: Session, job: Job, count: int) -> list[Task]:
 
 def demand(session: Session, job: Job, count: int | None = None) -> Res:
     """What the next ``count`` tasks (default: the next step) of ``job`` ask for."""
+    step: tuple[object, ...] | None = None
     if count is None:
-        count = needed(job)  # one memo entry for the default step and the same count
+        # The default step has an entry of its own, so that a hit needs no count of the
+        # placed tasks; a miss fills the explicit count's entry too.
+        step = ("demand-step", job.uid, job.version)
+        cached = session.memo.get(step)
+        if isinstance(cached, Res):
+            return cached
+        count = needed(job)
     key = ("demand", job.uid, job.version, count)
     cached = session.memo.get(key)
     if isinstance(cached, Res):
+        if step is not None:
+            session.memo[step] = cached
         return cached
-    total = Res()
+    # Summed in floats, in the order Res.add would (no Res per task); a whole-GPU
+    # task's GPUs are its request (what session.task_gpu says, without its calls).
+    cpu = memory = gpu = 0.0
     for task in next_tasks_of(session, job, count):
-        total.add(session.task_res(task, None))
+        request = task.request
+        cpu += request.cpu
+        memory += request.memory
+        if task.gpu_fraction > 0 or task.gpu_memory_mib > 0:
+            gpu += session.task_gpu(task, None)
+        else:
+            gpu += request.gpu
+    total = Res(cpu, memory, gpu)
     session.memo[key] = total
+    if step is not None:
+        session.memo[step] = total
     return total
 
 
