@@ -249,6 +249,9 @@ class Shape:
 
 
 _SHAPES: weakref.WeakValueDictionary[tuple[object, ...], Shape] = weakref.WeakValueDictionary()
+# The shape of a task with no selector, affinity, toleration, memory share or pin: most
+# tasks. Held here, so it stays the one Shape of its value (Shape.of finds it too).
+_PLAIN_SHAPE: Final = Shape.of(((), (), (), False, (), (), None))
 
 
 @dataclass(slots=True, eq=False)
@@ -369,7 +372,19 @@ class Task:
     def shape(self) -> Shape:
         """Tasks of the same shape pass the same predicates on the same node."""
         if self._shape is None:
-            self._shape = Shape.of(self._make_shape())
+            if (
+                not self.node_selector
+                and not self.affinity
+                and not self.tolerations
+                and not self.gpu_memory_mib > 0
+                and not self.pod_affinity
+                and not self.pod_anti_affinity
+                and self.pin is None
+            ):
+                # What _make_shape would build, without building and looking it up.
+                self._shape = _PLAIN_SHAPE
+            else:
+                self._shape = Shape.of(self._make_shape())
         return self._shape
 
     def _make_shape(self) -> tuple[object, ...]:
