@@ -65,22 +65,23 @@ def close(session: Session) -> Decisions:
     events = d.events
     d.events = []
     placed: dict[str, Task] = {}
+    allocate, evict = Op.ALLOCATE, Op.EVICT  # looked up once: Enum class lookups are slow
     moved_to = {
         rec.task.uid.removesuffix(MOVED_SUFFIX): rec.task.node_name
         for rec in session.committed
-        if rec.op is Op.ALLOCATE and rec.task.shadow and rec.task.status.is_placed
+        if rec.op is allocate and rec.task.shadow and rec.task.status.is_placed
     }
     taken_back: dict[str, Record] = {}
     for rec in session.committed:
         task = rec.task
         if rec.unplaced:
             taken_back[task.uid] = rec  # placed earlier in this cycle: nothing to evict
-        elif rec.op is Op.EVICT:
+        elif rec.op is evict:
             job = session.jobs[task.job_uid]
             message = eviction_message(session, rec.action, task, rec.by)
             d.evictions.append(Eviction(task, rec.action, rec.by, message, moved_to.get(task.uid)))
             session.event("PodGroup", job.namespace, job.name, "Normal", "Evict", message)
-        elif rec.op is Op.ALLOCATE and not task.shadow:
+        elif rec.op is allocate and not task.shadow:
             placed[task.uid] = task
     for task in placed.values():
         if task.status is ALLOCATED:

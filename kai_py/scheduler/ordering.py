@@ -130,6 +130,22 @@ def queue_key(queue: Queue, extra: Res) -> tuple[object, ...]:
     )
 
 
+def job_order_of(session: Session, job: Job) -> tuple[object, ...]:
+    """The framework's job order for ``job``, memoised per job version: a job order looks
+    at the job alone, and every picker of a cycle (three actions hand out every
+    unplaced job) asks it again for jobs that did not change."""
+    memo = session.memo.get("job-keys")
+    if not isinstance(memo, dict):
+        memo = session.memo["job-keys"] = {}
+    cached = memo.get(job.uid)
+    if cached is not None and cached[0] == job.version:
+        key: tuple[object, ...] = cached[1]
+        return key
+    key = session.framework.job_order(job)
+    memo[job.uid] = (job.version, key)
+    return key
+
+
 class _KeyMemo:
     """A queue's keys at one version of its totals, by the demand judged with."""
 
@@ -200,7 +216,7 @@ class JobPicker:
         if job.queue not in self.session.queues:
             return
         heapq.heappush(
-            self._heaps.setdefault(job.queue, []), (self.session.framework.job_order(job), job)
+            self._heaps.setdefault(job.queue, []), (job_order_of(self.session, job), job)
         )
         self._mine.add(job.uid)
         for queue in self.session.ancestors(job.queue):
@@ -354,7 +370,7 @@ class PendingLine:
 
     def add(self, jobs: Iterable[Job]) -> None:
         queues = self.session.queues
-        order = self.session.framework.job_order
+        session = self.session
         for job in jobs:
             queue = queues.get(job.queue)
             if queue is None or queue.children or job.uid in self._known:
@@ -363,7 +379,7 @@ class PendingLine:
                 continue
             self._known.add(job.uid)
             entries = self.entries.setdefault(job.queue, [])
-            key = order(job)
+            key = job_order_of(session, job)
             entries.insert(bisect.bisect(entries, key, key=lambda e: e[0]), (key, job))
             self.generation += 1
             for up in self.session.ancestors(job.queue):
