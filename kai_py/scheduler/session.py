@@ -178,6 +178,10 @@ class Session:
         for job in self.jobs.values():
             for task in job.tasks:
                 task.claim_now = True
+                if task.status is PENDING:  # most tasks: no node to look up
+                    if not job.errors:
+                        self._queue_request(job, task, None)
+                    continue
                 where = self.nodes.get(task.node_name) if task.node_name else None
                 if task.status.holds_resources and where is not None:
                     self._node_add(where, task)
@@ -185,8 +189,6 @@ class Session:
                         # Releasing pods hold their node but no longer count for their queue.
                         self._queue_add(job, task.gpu_on(where), task)
                         self._queue_request(job, task, where)
-                elif task.status is PENDING and not job.errors:
-                    self._queue_request(job, task, None)
 
     def ancestors(self, queue_name: str) -> list[Queue]:
         """The queue itself, then its parents up to the root."""
@@ -236,7 +238,12 @@ class Session:
                 total.gpu += gpu
 
     def _queue_request(self, job: Job, task: Task, node: Node | None) -> None:
-        cpu, memory, gpu = task.request.cpu, task.request.memory, self.task_gpu(task, node)
+        request = task.request
+        if task.gpu_fraction > 0 or task.gpu_memory_mib > 0:
+            gpu = self.task_gpu(task, node)
+        else:
+            gpu = request.gpu  # task_gpu of a whole-GPU task, without its three calls
+        cpu, memory = request.cpu, request.memory
         for queue in self.ancestors(job.queue):
             total = queue.request
             total.cpu += cpu

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from kai_py.scheduler.model import ALLOCATED, PENDING, PIPELINED, Job, Task
@@ -20,6 +21,9 @@ def task_order(task: Task) -> tuple[int, int, int, float, str]:
     return task.order
 
 
+_ORDER = operator.attrgetter("order")
+
+
 def next_tasks(job: Job, count: int) -> list[Task]:
     pending = [t for t in job.tasks if t.status is PENDING]
     pending.sort(key=task_order)
@@ -33,7 +37,8 @@ def _in_order(session: Session, job: Job) -> list[Task]:
     cached = session.memo.get(key)
     if isinstance(cached, list):
         return cached
-    ordered = sorted(job.tasks, key=task_order)
+    # attrgetter: the sort calls the property from C, without a frame of our own.
+    ordered = sorted(job.tasks, key=_ORDER) if len(job.tasks) > 1 else list(job.tasks)
     session.memo[key] = ordered
     return ordered
 
