@@ -19,6 +19,7 @@ class NodeIndex:
         self._buckets: dict[int, list[str]] = {}
         self._bucket_of: dict[str, int] = {}
         self._levels: list[int] = []  # the keys of _buckets, sorted (a bucket stays once made)
+        self._walks: dict[tuple[int, bool], list[list[str]]] = {}  # free_gpu_buckets' answers
         # Nodes releasing resources, bucketed by whole GPUs free once releases are done
         # (pipelined placements pick the best of these).
         self._future: dict[int, set[str]] = {}
@@ -44,6 +45,7 @@ class NodeIndex:
             if bucket is None:
                 bucket = self._buckets[new] = []
                 bisect.insort(self._levels, new)
+                self._walks.clear()
             bisect.insort(bucket, node.name)
             self._bucket_of[node.name] = new
         if (
@@ -83,7 +85,14 @@ class NodeIndex:
         binpack), each sorted by name.
 
         The buckets themselves, not copies (a copy of a thousand names per task cost
-        more than the search): the caller must not change a node while walking them.
+        more than the search), in a list that is kept: the caller must not change the
+        list, nor a node while walking them.
         """
-        levels = reversed(self._levels) if spread else self._levels
-        return [self._buckets[level] for level in levels if level >= need]
+        # The lists are kept per (need, order) until a new level appears: the buckets
+        # are changed in place, never replaced.
+        found = self._walks.get((need, spread))
+        if found is None:
+            levels = reversed(self._levels) if spread else self._levels
+            found = [self._buckets[level] for level in levels if level >= need]
+            self._walks[(need, spread)] = found
+        return found

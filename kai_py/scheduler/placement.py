@@ -41,7 +41,7 @@ class Placer:
         self._failed: dict[int, int] = {}
         # Each demand key once per task uid, as a small number: building the key and
         # hashing it cost more than the rest of a search that finds a node at once.
-        self._demand_of: dict[str, int | None] = {}
+        self._demand_of: dict[str, int] = {}
         self._demand_ids: dict[tuple[object, ...], int] = {}
 
     # --------------------------------------------------------------- fit
@@ -124,12 +124,11 @@ class Placer:
             nominated = self._on_nominated(task)
             if nominated is not None:
                 return nominated
-        try:
-            key = self._demand_of[task.uid]
-        except KeyError:
+        key = self._demand_of.get(task.uid)  # most tasks are looked for once: no try
+        if key is None:
             key = self._demand_of[task.uid] = self._demand_id(task)
         generation = self.session.release_generation
-        if key is not None and self._failed.get(key) == generation:
+        if key >= 0 and self._failed.get(key) == generation:
             return None  # the same demand found no node, and nothing was freed since
         if task.is_shared:
             found = self._find_scan(task)
@@ -137,17 +136,17 @@ class Placer:
             found = self._find_whole(task)
         else:
             found = self._find_scan(task)
-        if found is None and key is not None:
+        if found is None and key >= 0:
             self._failed[key] = generation
         return found
 
-    def _demand_id(self, task: Task) -> int | None:
+    def _demand_id(self, task: Task) -> int:
         """What decides whether a task fits anywhere, when that can only get worse while
         nothing is freed (as a number, the same for the same demand): not for pinned
         tasks (their cards are chosen one by one) nor for pod affinity (a pod placed
-        may be the one it wants beside it)."""
+        may be the one it wants beside it), which get -1."""
         if task.pin is not None or task.pod_affinity:
-            return None
+            return -1
         return self._demand_ids.setdefault(_demand(task), len(self._demand_ids))
 
     def _on_nominated(self, task: Task) -> Placement | None:
