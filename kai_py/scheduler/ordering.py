@@ -209,8 +209,21 @@ class JobPicker:
         self._line = line
         self._at: dict[str, int] = {}  # queue -> the next of its line's jobs to hand out
         self._mine: set[str] = set()  # jobs pushed (the line skips them)
+        # Pushed in bulk: heapify per queue and count per queue, then up the tree once
+        # (job keys are unique, so the order is that of pushing them one by one).
+        queues = session.queues
+        counts: dict[str, int] = {}
         for job in jobs:
-            self.push(job)
+            if job.queue not in queues:
+                continue
+            self._heaps.setdefault(job.queue, []).append((job_order_of(session, job), job))
+            self._mine.add(job.uid)
+            counts[job.queue] = counts.get(job.queue, 0) + 1
+        for heap in self._heaps.values():
+            heapq.heapify(heap)
+        for name, count in counts.items():
+            for queue in session.ancestors(name):
+                self._pending[queue.name] = self._pending.get(queue.name, 0) + count
 
     def push(self, job: Job) -> None:
         if job.queue not in self.session.queues:
@@ -366,7 +379,12 @@ class PendingLine:
 
     @staticmethod
     def pending(job: Job) -> bool:
-        return any(t.status is PENDING for t in job.tasks)
+        # A plain loop: asked for every job in line in every scenario simulated, and
+        # any() over a generator costs several times more for a job's few tasks.
+        for task in job.tasks:  # noqa: SIM110
+            if task.status is PENDING:
+                return True
+        return False
 
     def add(self, jobs: Iterable[Job]) -> None:
         queues = self.session.queues
