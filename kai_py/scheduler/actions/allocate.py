@@ -77,6 +77,15 @@ def gang_message(job: Job, found: int, required: int, detail: str) -> str:
     )
 
 
+def _nominated(job: Job) -> bool:
+    """A pending pod of the job was pipelined to a node last cycle (a plain loop: asked
+    of every job)."""
+    for task in job.tasks:  # noqa: SIM110
+        if task.status is PENDING and task.nominated_node:
+            return True
+    return False
+
+
 def allocate(session: Session, placer: Placer) -> None:
     ready = []
     for job in pending_jobs(session):
@@ -87,7 +96,7 @@ def allocate(session: Session, placer: Placer) -> None:
             ready.append(job)
     # Jobs pipelined last cycle first: what was freed for them (often by evicting
     # someone) must not go to whoever comes first in queue order, or evictions repeat.
-    nominated = [j for j in ready if any(t.nominated_node for t in j.pending_tasks)]
+    nominated = [j for j in ready if _nominated(j)]
     for job in sorted(nominated, key=session.framework.job_order):
         count = needed(job)
         if session.framework.check_capacity(session, job, demand(session, job, count)) is not None:

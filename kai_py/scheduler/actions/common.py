@@ -114,11 +114,13 @@ def place_tasks(
             return PlaceResult(False, len(placed), count, task)
         stmt.allocate(task, where.node, where.groups, where.pipelined)
         placed.append(task)
-    if any(t.status is PIPELINED for t in placed) or any(
-        t.status is PIPELINED for t in job.tasks if t not in placed
-    ):
-        # A gang starts as a whole: if one task waits for released resources, all wait.
-        for task in placed:
-            if task.status is ALLOCATED:
-                stmt.pipeline(task)
+    # The placed tasks are some of the job's, so this asks whether any task of the job,
+    # placed now or before, waits for released resources (a plain loop, for every job).
+    for other in job.tasks:
+        if other.status is PIPELINED:
+            # A gang starts as a whole: if one task waits for released resources, all wait.
+            for task in placed:
+                if task.status is ALLOCATED:
+                    stmt.pipeline(task)
+            break
     return PlaceResult(True, len(placed), count)
