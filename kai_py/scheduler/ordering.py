@@ -49,13 +49,23 @@ def _allocatable(queue: Queue) -> tuple[float, float, float]:
 
 
 def _dominant(gpu: float, cpu: float, memory: float, shares: tuple[float, float, float]) -> float:
-    """DRF over plain floats, as ``fairshare.dominant_share`` (same order, same arithmetic)."""
+    """DRF over plain floats, as ``fairshare.dominant_share``: the largest fraction of
+    its allocatable share held (INF for a share of nothing), unrolled over the three
+    resources in the same order."""
     best = 0.0
-    for used, share in ((gpu, shares[0]), (cpu, shares[1]), (memory, shares[2])):
-        if used > EPS:
-            fraction = used / share if share > EPS else INF
-            if fraction > best:  # max(best, fraction), without the call
-                best = fraction
+    if gpu > EPS:
+        share = shares[0]
+        best = gpu / share if share > EPS else INF  # max(0.0, x) is x for x > 0
+    if cpu > EPS:
+        share = shares[1]
+        fraction = cpu / share if share > EPS else INF
+        if fraction > best:
+            best = fraction
+    if memory > EPS:
+        share = shares[2]
+        fraction = memory / share if share > EPS else INF
+        if fraction > best:
+            best = fraction
     return best
 
 
@@ -298,7 +308,9 @@ class JobPicker:
         queue = self.session.queues[name]
         job: Job | None = None
         want: Res | None = None
-        if self._waiting(name):
+        # _waiting, inline: asked for every queue on the changed path of every pick.
+        line = self._line
+        if self._pending.get(name) or (line is not None and name in line.subtrees):
             if queue.children:
                 found = self._best(queue.children)
                 if found is not None:
