@@ -279,11 +279,6 @@ class JobPicker:
             return other
         return mine
 
-    def _waiting(self, name: str) -> bool:
-        if self._pending.get(name):
-            return True
-        return self._line is not None and name in self._line.subtrees
-
     def _key(self, pick: _Pick) -> tuple[object, ...]:
         """The queue's key with its candidate job, memoised per queue version and demand
         (jobs in line often ask for the same, and a failed job changes nothing)."""
@@ -308,7 +303,7 @@ class JobPicker:
         queue = self.session.queues[name]
         job: Job | None = None
         want: Res | None = None
-        # _waiting, inline: asked for every queue on the changed path of every pick.
+        # A job waits in its subtree (asked for every queue on the changed path of a pick).
         line = self._line
         if self._pending.get(name) or (line is not None and name in line.subtrees):
             if queue.children:
