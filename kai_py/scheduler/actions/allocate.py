@@ -21,21 +21,8 @@ def gate(session: Session, job: Job) -> Reason | None:
     if job.errors:
         return Reason(reasons.INVALID_WORKLOAD, "; ".join(job.errors))
     queue = session.queues.get(job.queue)
-    where = f"{job.source}: " if job.source else ""
-    if queue is None:
-        return Reason(
-            reasons.QUEUE_DOES_NOT_EXIST,
-            f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} does not exist "
-            f"(QueueDoesNotExist); create it or name an existing leaf queue",
-            {"queue": job.queue},
-        )
-    if queue.children:
-        return Reason(
-            reasons.QUEUE_DOES_NOT_EXIST,
-            f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} is a parent queue; "
-            f"only leaf queues hold jobs",
-            {"queue": job.queue},
-        )
+    if queue is None or queue.children:
+        return _bad_queue(job, queue is None)
     live = len(job.tasks)
     for task in job.tasks:  # pods being deleted do not count
         if task.status is RELEASING:
@@ -48,6 +35,25 @@ def gate(session: Session, job: Job) -> Reason | None:
             {"pods": live, "minMember": job.min_member},
         )
     return None
+
+
+def _bad_queue(job: Job, missing: bool) -> Reason:
+    """QueueDoesNotExist: no such queue, or a parent queue (the message is only built
+    here: gate runs for every pending job in each of four actions)."""
+    where = f"{job.source}: " if job.source else ""
+    if missing:
+        return Reason(
+            reasons.QUEUE_DOES_NOT_EXIST,
+            f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} does not exist "
+            f"(QueueDoesNotExist); create it or name an existing leaf queue",
+            {"queue": job.queue},
+        )
+    return Reason(
+        reasons.QUEUE_DOES_NOT_EXIST,
+        f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} is a parent queue; "
+        f"only leaf queues hold jobs",
+        {"queue": job.queue},
+    )
 
 
 def has_pending(job: Job) -> bool:
