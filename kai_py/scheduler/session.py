@@ -307,6 +307,12 @@ class Session:
         task.status = status
         if node is not None:
             self._node_add(node, task)
+        else:
+            # _node_change bumps it otherwise: what is memoised on the job's version
+            # (its demand, its place in job order) must see every change of status.
+            job = self.jobs.get(task.job_uid)
+            if job is not None:
+                job.version += 1
 
     # ------------------------------------------------------------ decisions
     def statement(self) -> Statement:
