@@ -216,6 +216,15 @@ class JobPicker:
         if not isinstance(memos, dict):
             memos = session.memo["queue-keys"] = {}
         self._key_memos: dict[str, _KeyMemo] = memos
+        # The built-in order reads of a queue only its allocated totals besides what is
+        # fixed for a session (fair share, deserved quota, limit, priority, age, name):
+        # its keys are memoised by those totals, which a scenario that evicts and rolls
+        # back comes back to while the versions move on. Another order: per version.
+        self._by_totals = session.framework.queue_order is queue_key
+        by_totals = session.memo.get("queue-keys-by-totals")
+        if not isinstance(by_totals, dict):
+            by_totals = session.memo["queue-keys-by-totals"] = {}
+        self._totals_memo: dict[tuple[object, ...], tuple[object, ...]] = by_totals
         self._line = line
         self._at: dict[str, int] = {}  # queue -> the next of its line's jobs to hand out
         self._mine: set[str] = set()  # jobs pushed (the line skips them)
@@ -280,14 +289,31 @@ class JobPicker:
         return mine
 
     def _key(self, pick: _Pick) -> tuple[object, ...]:
-        """The queue's key with its candidate job, memoised per queue version and demand
-        (jobs in line often ask for the same, and a failed job changes nothing)."""
+        """The queue's key with its candidate job, memoised per queue totals (or version)
+        and demand (jobs in line often ask for the same, and a failed job changes
+        nothing)."""
         if pick.key is None:
             assert pick.job is not None
             queue = pick.queue
             want = pick.want
             if want is None:
                 want = pick.want = self.demand(pick.job)
+            if self._by_totals:
+                held = queue.allocated
+                asked_at = (
+                    queue.name,
+                    held.cpu,
+                    held.memory,
+                    held.gpu,
+                    want.cpu,
+                    want.memory,
+                    want.gpu,
+                )
+                key = self._totals_memo.get(asked_at)
+                if key is None:
+                    key = self._totals_memo[asked_at] = queue_key(queue, want)
+                pick.key = key
+                return key
             memo = self._key_memos.get(queue.name)
             if memo is None or memo.version != queue.version:
                 memo = self._key_memos[queue.name] = _KeyMemo(queue.version)

@@ -147,9 +147,14 @@ def _waiting(j: Job, picker: JobPicker) -> bool:
 
 
 def _full_walk(s: Session, jobs: list[Job]) -> Job:
-    """The job a walk from the root with no kept state picks among ``jobs``."""
-    fresh = JobPicker(s, jobs, lambda j: demand(s, j))
-    found = fresh.pop()
+    """The job a walk from the root with no kept state picks among ``jobs``: a picker of
+    its own, with the session's memos (demands, keys) set aside meanwhile."""
+    kept, s.memo = s.memo, {}
+    try:
+        fresh = JobPicker(s, jobs, lambda j: demand(s, j))
+        found = fresh.pop()
+    finally:
+        s.memo = kept
     assert found is not None
     return found
 
