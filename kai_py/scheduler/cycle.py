@@ -11,7 +11,16 @@ from kai_py.scheduler.actions.preempt import preempt
 from kai_py.scheduler.actions.reclaim import reclaim
 from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.actions.victims import MOVED_SUFFIX
-from kai_py.scheduler.model import DEFAULT_ACTIONS, Config, Job, Snapshot, Task, TaskStatus
+from kai_py.scheduler.model import (
+    ALLOCATED,
+    DEFAULT_ACTIONS,
+    PENDING,
+    PIPELINED,
+    Config,
+    Job,
+    Snapshot,
+    Task,
+)
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import format_quantity
@@ -56,25 +65,26 @@ def close(session: Session) -> Decisions:
     events = d.events
     d.events = []
     placed: dict[str, Task] = {}
+    allocate, evict = Op.ALLOCATE, Op.EVICT  # looked up once: Enum class lookups are slow
     moved_to = {
         rec.task.uid.removesuffix(MOVED_SUFFIX): rec.task.node_name
         for rec in session.committed
-        if rec.op is Op.ALLOCATE and rec.task.shadow and rec.task.status.is_placed
+        if rec.op is allocate and rec.task.shadow and rec.task.status.is_placed
     }
     taken_back: dict[str, Record] = {}
     for rec in session.committed:
         task = rec.task
         if rec.unplaced:
             taken_back[task.uid] = rec  # placed earlier in this cycle: nothing to evict
-        elif rec.op is Op.EVICT:
+        elif rec.op is evict:
             job = session.jobs[task.job_uid]
             message = eviction_message(session, rec.action, task, rec.by)
             d.evictions.append(Eviction(task, rec.action, rec.by, message, moved_to.get(task.uid)))
             session.event("PodGroup", job.namespace, job.name, "Normal", "Evict", message)
-        elif rec.op is Op.ALLOCATE and not task.shadow:
+        elif rec.op is allocate and not task.shadow:
             placed[task.uid] = task
     for task in placed.values():
-        if task.status is TaskStatus.ALLOCATED:
+        if task.status is ALLOCATED:
             d.binds.append(task)
             session.event(
                 "Pod",
@@ -84,7 +94,7 @@ def close(session: Session) -> Decisions:
                 "Scheduled",
                 f"Successfully assigned pod {task.key} to node {task.node_name}",
             )
-        elif task.status is TaskStatus.PIPELINED:
+        elif task.status is PIPELINED:
             d.pipelined.append(task)
             session.event(
                 "Pod",
@@ -96,11 +106,11 @@ def close(session: Session) -> Decisions:
                 f"released there are free",
             )
     for rec in taken_back.values():
-        if rec.task.status is TaskStatus.PENDING and rec.by is not None:
+        if rec.task.status is PENDING and rec.by is not None:
             session.explain(session.jobs[rec.task.job_uid], _taken_back(rec.action, rec.by))
     for job_uid, why in list(d.reasons.items()):
         job = session.jobs[job_uid]
-        pending = [t for t in job.tasks if t.status is TaskStatus.PENDING]
+        pending = [t for t in job.tasks if t.status is PENDING]
         if not pending:
             del d.reasons[job_uid]
             continue

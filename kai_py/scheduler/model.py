@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import weakref
 from dataclasses import dataclass, field
+from typing import Final
 
 from kai_py.scheduler.resources import EPS, INF, Res
 
@@ -23,19 +24,25 @@ class TaskStatus(enum.Enum):
     PIPELINED = "Pipelined"  # placed in this session on resources being released
     EVICTED = "Evicted"  # chosen as a victim in this session: now releasing
 
+    # Identity tests rather than a frozenset: hashing an Enum member runs Python code
+    # (Enum.__hash__), and these are asked for every task, many times a cycle.
     @property
     def holds_resources(self) -> bool:
-        return self in _HOLDING
+        return self is RUNNING or self is RELEASING or self is ALLOCATED or self is EVICTED
 
     @property
     def is_placed(self) -> bool:
-        return self in _PLACED
+        return self is RUNNING or self is ALLOCATED or self is PIPELINED
 
 
-_HOLDING = frozenset(
-    {TaskStatus.RUNNING, TaskStatus.RELEASING, TaskStatus.ALLOCATED, TaskStatus.EVICTED}
-)
-_PLACED = frozenset({TaskStatus.RUNNING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED})
+# The members as module names, for the hot loops: looking a member up on the Enum
+# class goes through its metaclass's __getattr__ hook, several times slower.
+PENDING: Final = TaskStatus.PENDING
+RUNNING: Final = TaskStatus.RUNNING
+RELEASING: Final = TaskStatus.RELEASING
+ALLOCATED: Final = TaskStatus.ALLOCATED
+PIPELINED: Final = TaskStatus.PIPELINED
+EVICTED: Final = TaskStatus.EVICTED
 
 
 @dataclass(slots=True, frozen=True)
@@ -242,6 +249,9 @@ class Shape:
 
 
 _SHAPES: weakref.WeakValueDictionary[tuple[object, ...], Shape] = weakref.WeakValueDictionary()
+# The shape of a task with no selector, affinity, toleration, memory share or pin: most
+# tasks. Held here, so it stays the one Shape of its value (Shape.of finds it too).
+_PLAIN_SHAPE: Final = Shape.of(((), (), (), False, (), (), None))
 
 
 @dataclass(slots=True, eq=False)
@@ -362,7 +372,19 @@ class Task:
     def shape(self) -> Shape:
         """Tasks of the same shape pass the same predicates on the same node."""
         if self._shape is None:
-            self._shape = Shape.of(self._make_shape())
+            if (
+                not self.node_selector
+                and not self.affinity
+                and not self.tolerations
+                and not self.gpu_memory_mib > 0
+                and not self.pod_affinity
+                and not self.pod_anti_affinity
+                and self.pin is None
+            ):
+                # What _make_shape would build, without building and looking it up.
+                self._shape = _PLAIN_SHAPE
+            else:
+                self._shape = Shape.of(self._make_shape())
         return self._shape
 
     def _make_shape(self) -> tuple[object, ...]:
@@ -419,11 +441,16 @@ class Job:
 
     @property
     def placed(self) -> int:
-        return sum(1 for t in self.tasks if t.status.is_placed)
+        count = 0
+        for task in self.tasks:  # a plain loop: this is asked for every job, every turn
+            status = task.status
+            if status is RUNNING or status is ALLOCATED or status is PIPELINED:
+                count += 1
+        return count
 
     @property
     def pending_tasks(self) -> list[Task]:
-        return [t for t in self.tasks if t.status is TaskStatus.PENDING]
+        return [t for t in self.tasks if t.status is PENDING]
 
 
 @dataclass(slots=True, eq=False)

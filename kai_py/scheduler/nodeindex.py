@@ -18,6 +18,8 @@ class NodeIndex:
     def __init__(self, nodes: list[Node]) -> None:
         self._buckets: dict[int, list[str]] = {}
         self._bucket_of: dict[str, int] = {}
+        self._levels: list[int] = []  # the keys of _buckets, sorted (a bucket stays once made)
+        self._walks: dict[tuple[int, bool], list[list[str]]] = {}  # free_gpu_buckets' answers
         # Nodes releasing resources, bucketed by whole GPUs free once releases are done
         # (pipelined placements pick the best of these).
         self._future: dict[int, set[str]] = {}
@@ -25,40 +27,44 @@ class NodeIndex:
         for node in nodes:
             self.update(node)
 
-    @staticmethod
-    def _free(node: Node) -> int:
+    def update(self, node: Node) -> None:
         # Whole GPUs free now and not promised to pipelined pods: what a placement
         # now can take (a node whose free cards are all promised is not offered).
-        free = min(node.free_gpus_now(), node.free_gpus_future())
-        return max(0, math.floor(free + EPS))
-
-    def update(self, node: Node) -> None:
-        new = self._free(node)
+        # Node.free_gpus_now / free_gpus_future written out: this runs for every
+        # change of every node.
+        releasing = node.releasing
+        now = node.allocatable.gpu - node.used.gpu
+        future = now + releasing.gpu - node.pipelined.gpu
+        new = max(0, math.floor((future if future < now else now) + EPS))
         old = self._bucket_of.get(node.name)
         if old != new:
             if old is not None:
                 names = self._buckets[old]
                 del names[bisect.bisect_left(names, node.name)]
-            bisect.insort(self._buckets.setdefault(new, []), node.name)
+            bucket = self._buckets.get(new)
+            if bucket is None:
+                bucket = self._buckets[new] = []
+                bisect.insort(self._levels, new)
+                self._walks.clear()
+            bisect.insort(bucket, node.name)
             self._bucket_of[node.name] = new
-        releasing = node.releasing
         if (
             releasing.cpu > EPS
             or releasing.memory > EPS
             or releasing.gpu > EPS
-            or any(g.releasing > EPS for g in node.groups.values())
+            or (node.groups and any(g.releasing > EPS for g in node.groups.values()))
         ):
-            future: int | None = max(0, math.floor(node.free_gpus_future() + EPS))
+            later: int | None = max(0, math.floor(future + EPS))
         else:
-            future = None
+            later = None
         was = self._future_of.get(node.name)
-        if was != future:
+        if was != later:
             if was is not None:
                 self._future[was].discard(node.name)
                 del self._future_of[node.name]
-            if future is not None:
-                self._future.setdefault(future, set()).add(node.name)
-                self._future_of[node.name] = future
+            if later is not None:
+                self._future.setdefault(later, set()).add(node.name)
+                self._future_of[node.name] = later
 
     @property
     def releasing(self) -> KeysView[str]:
@@ -74,9 +80,19 @@ class NodeIndex:
         for level in levels:
             yield list(self._future[level])  # a copy: the caller may allocate
 
-    def by_free_gpus(self, need: int, spread: bool) -> Iterator[str]:
-        """Names of nodes with at least ``need`` free GPUs, best first."""
-        levels = sorted((b for b in self._buckets if b >= need), reverse=spread)
-        for level in levels:
-            # A copy: the caller may allocate, which moves nodes between buckets.
-            yield from list(self._buckets[level])
+    def free_gpu_buckets(self, need: int, spread: bool) -> list[list[str]]:
+        """The buckets of nodes with at least ``need`` free GPUs, best first (fewest for
+        binpack), each sorted by name.
+
+        The buckets themselves, not copies (a copy of a thousand names per task cost
+        more than the search), in a list that is kept: the caller must not change the
+        list, nor a node while walking them.
+        """
+        # The lists are kept per (need, order) until a new level appears: the buckets
+        # are changed in place, never replaced.
+        found = self._walks.get((need, spread))
+        if found is None:
+            levels = reversed(self._levels) if spread else self._levels
+            found = [self._buckets[level] for level in levels if level >= need]
+            self._walks[(need, spread)] = found
+        return found

@@ -1,9 +1,11 @@
 """Queue order and job order (docs/scheduling.md, "Allocate").
 
-``JobPicker`` walks the queue tree from the root each time: at every level
-the child with the best key wins, a parent being judged with the best job of
-its subtree. With tens of queues that is a few dozen key computations per
-pick, cheaper than keeping heaps consistent while allocations move totals.
+``JobPicker`` picks from the root down: at every level the child with the best
+key wins, a parent being judged with the best job of its subtree. Siblings are
+compared in order rather than kept in heaps, because the order is not a total
+one (``WeakerShare`` ties) and allocations move totals; instead each queue's
+candidate is kept until something under it changes, so a pick walks again only
+the path of the queue that changed.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterable
 
-from kai_py.scheduler.fairshare import allocatable_share, dominant_share
-from kai_py.scheduler.model import Job, Queue, TaskStatus
-from kai_py.scheduler.resources import EPS, Res
+from kai_py.scheduler.fairshare import allocatable_share
+from kai_py.scheduler.model import PENDING, Job, Queue
+from kai_py.scheduler.resources import EPS, INF, Res
 from kai_py.scheduler.session import Session
 
 JobKey = tuple[int, int, float, str]
@@ -31,19 +33,40 @@ def job_key(job: Job) -> JobKey:
     return (-job.priority, elastic_state(job), job.created, job.uid)
 
 
-def over_fair_share(queue: Queue) -> bool:
-    """Above its fair share in every resource (CPU, memory and GPU), as KAI's queue order."""
-    return all(
-        queue.allocated.get(r) > queue.fair_share.get(r) + EPS for r in ("gpu", "cpu", "memory")
+def _allocatable(queue: Queue) -> tuple[float, float, float]:
+    """A queue's allocatable shares (gpu, cpu, memory), as ``fairshare.allocatable_share``:
+    min(max(deserved, fair share), limit), written out (what max and min return,
+    without their calls)."""
+    deserved, fair, limit = queue.deserved, queue.fair_share, queue.limit
+    gpu = fair.gpu if fair.gpu > deserved.gpu else deserved.gpu
+    cpu = fair.cpu if fair.cpu > deserved.cpu else deserved.cpu
+    memory = fair.memory if fair.memory > deserved.memory else deserved.memory
+    return (
+        limit.gpu if limit.gpu < gpu else gpu,
+        limit.cpu if limit.cpu < cpu else cpu,
+        limit.memory if limit.memory < memory else memory,
     )
 
 
-def uses_zero_share(queue: Queue, extra: Res) -> bool:
-    """It would hold some of a resource of which its allocatable share is nothing."""
-    return any(
-        allocatable_share(queue, r) <= EPS and queue.allocated.get(r) + extra.get(r) > EPS
-        for r in ("gpu", "cpu", "memory")
-    )
+def _dominant(gpu: float, cpu: float, memory: float, shares: tuple[float, float, float]) -> float:
+    """DRF over plain floats, as ``fairshare.dominant_share``: the largest fraction of
+    its allocatable share held (INF for a share of nothing), unrolled over the three
+    resources in the same order."""
+    best = 0.0
+    if gpu > EPS:
+        share = shares[0]
+        best = gpu / share if share > EPS else INF  # max(0.0, x) is x for x > 0
+    if cpu > EPS:
+        share = shares[1]
+        fraction = cpu / share if share > EPS else INF
+        if fraction > best:
+            best = fraction
+    if memory > EPS:
+        share = shares[2]
+        fraction = memory / share if share > EPS else INF
+        if fraction > best:
+            best = fraction
+    return best
 
 
 class WeakerShare:
@@ -52,9 +75,9 @@ class WeakerShare:
 
     __slots__ = ("_shares", "queue")
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue, shares: tuple[float, ...] | None = None) -> None:
         self.queue = queue
-        self._shares: tuple[float, ...] | None = None  # computed when a tie needs it
+        self._shares = shares  # computed when a tie needs it, unless given
 
     @property
     def shares(self) -> tuple[float, ...]:
@@ -63,8 +86,15 @@ class WeakerShare:
         return self._shares
 
     def _weaker(self, other: WeakerShare) -> bool:
-        pairs = list(zip(self.shares, other.shares, strict=True))
-        return all(a <= b + EPS for a, b in pairs) and any(a < b - EPS for a, b in pairs)
+        """No larger in any resource and smaller in one (a plain loop: queue keys that
+        tie up to here are compared by this, often)."""
+        smaller = False
+        for mine, theirs in zip(self.shares, other.shares, strict=True):
+            if not mine <= theirs + EPS:
+                return False
+            if mine < theirs - EPS:
+                smaller = True
+        return smaller
 
     def __lt__(self, other: object) -> bool:
         return isinstance(other, WeakerShare) and self._weaker(other)
@@ -78,22 +108,81 @@ class WeakerShare:
         return 0
 
 
-def within_deserved(queue: Queue, extra: Res) -> bool:
-    return (queue.allocated + extra).fits_in(queue.deserved)
-
-
 def queue_key(queue: Queue, extra: Res) -> tuple[object, ...]:
+    """KAI's queue order, smaller first, for ``queue`` judged with ``extra`` (its next job).
+
+    Written over plain floats: it is computed thousands of times a cycle, and the
+    ``Res`` temporaries and ``getattr`` lookups of the readable form cost most of it.
+    """
+    alloc, fair, deserved = queue.allocated, queue.fair_share, queue.deserved
+    gpu, cpu, memory = alloc.gpu, alloc.cpu, alloc.memory
+    with_gpu, with_cpu, with_memory = gpu + extra.gpu, cpu + extra.cpu, memory + extra.memory
+    shares = _allocatable(queue)
     return (
-        over_fair_share(queue),
-        not within_deserved(queue, extra),
+        # Over its fair share in every resource (CPU, memory and GPU): last.
+        gpu > fair.gpu + EPS and cpu > fair.cpu + EPS and memory > fair.memory + EPS,
+        # Not within its deserved quota once the job is added.
+        not (
+            with_cpu <= deserved.cpu + EPS
+            and with_memory <= deserved.memory + EPS
+            and with_gpu <= deserved.gpu + EPS
+        ),
         -queue.priority,
-        uses_zero_share(queue, extra),
-        dominant_share(queue, extra),
-        dominant_share(queue),
-        WeakerShare(queue),
+        # It would hold some of a resource of which its allocatable share is nothing.
+        (shares[0] <= EPS and with_gpu > EPS)
+        or (shares[1] <= EPS and with_cpu > EPS)
+        or (shares[2] <= EPS and with_memory > EPS),
+        _dominant(with_gpu, with_cpu, with_memory, shares),  # DRF with the job
+        _dominant(gpu, cpu, memory, shares),  # then without it
+        WeakerShare(queue, shares),
         queue.created,
         queue.name,
     )
+
+
+def job_order_of(session: Session, job: Job) -> tuple[object, ...]:
+    """The framework's job order for ``job``, memoised per job version: a job order looks
+    at the job alone, and every picker of a cycle (three actions hand out every
+    unplaced job) asks it again for jobs that did not change."""
+    memo = session.memo.get("job-keys")
+    if not isinstance(memo, dict):
+        memo = session.memo["job-keys"] = {}
+    cached = memo.get(job.uid)
+    if cached is not None and cached[0] == job.version:
+        key: tuple[object, ...] = cached[1]
+        return key
+    key = session.framework.job_order(job)
+    memo[job.uid] = (job.version, key)
+    return key
+
+
+class _KeyMemo:
+    """A queue's keys at one version of its totals, by the demand judged with."""
+
+    __slots__ = ("keys", "version")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.keys: dict[tuple[float, float, float], tuple[object, ...]] = {}
+
+
+class _Pick:
+    """A queue's candidate: the best job of its subtree (None: no job waits there), with
+    what it was found under, and the queue's key judged with that job (computed only
+    once the queue has a rival to be compared with)."""
+
+    __slots__ = ("generation", "job", "job_version", "key", "queue", "version", "want")
+
+    def __init__(
+        self, queue: Queue, job: Job | None, generation: int, want: Res | None = None
+    ) -> None:
+        self.queue = queue
+        self.version = queue.version
+        self.generation = generation
+        self.job = job
+        self.job_version = 0 if job is None else job.version
+        self.want = want  # the job's demand, once asked (a parent takes its child's)
+        self.key: tuple[object, ...] | None = None
 
 
 class JobPicker:
@@ -102,6 +191,12 @@ class JobPicker:
     ``line``, when given, adds the session's other pending jobs: they take their
     place in line (a queue is judged by its next job, whichever that is) and are
     handed out like the others; the caller decides what to do with them.
+
+    Each queue's candidate is kept until something under it changes: its
+    ``version`` (bumped up the tree by every change of a total), the line's
+    ``generation``, its candidate job's ``version``, or a push or pop below it. A
+    pick then walks again only the path of the queue that changed, still comparing
+    siblings in order with the same keys, so the result is that of a full walk.
     """
 
     def __init__(
@@ -115,26 +210,55 @@ class JobPicker:
         self.demand = demand
         self._heaps: dict[str, list[tuple[tuple[object, ...], Job]]] = {}
         self._pending: dict[str, int] = {}  # queue -> jobs waiting in its subtree
-        self._keys: dict[str, tuple[int, Job, int, tuple[object, ...]]] = {}
+        self._picks: dict[str, _Pick] = {}  # queue -> its candidate, while still valid
+        # Queue keys by queue, for the whole session: the pickers of one session share them.
+        memos = session.memo.get("queue-keys")
+        if not isinstance(memos, dict):
+            memos = session.memo["queue-keys"] = {}
+        self._key_memos: dict[str, _KeyMemo] = memos
+        # The built-in order reads of a queue only its allocated totals besides what is
+        # fixed for a session (fair share, deserved quota, limit, priority, age, name):
+        # its keys are memoised by those totals, which a scenario that evicts and rolls
+        # back comes back to while the versions move on. Another order: per version.
+        self._by_totals = session.framework.queue_order is queue_key
+        by_totals = session.memo.get("queue-keys-by-totals")
+        if not isinstance(by_totals, dict):
+            by_totals = session.memo["queue-keys-by-totals"] = {}
+        self._totals_memo: dict[tuple[object, ...], tuple[object, ...]] = by_totals
         self._line = line
         self._at: dict[str, int] = {}  # queue -> the next of its line's jobs to hand out
         self._mine: set[str] = set()  # jobs pushed (the line skips them)
+        # Pushed in bulk: heapify per queue and count per queue, then up the tree once
+        # (job keys are unique, so the order is that of pushing them one by one).
+        queues = session.queues
+        counts: dict[str, int] = {}
         for job in jobs:
-            self.push(job)
+            if job.queue not in queues:
+                continue
+            self._heaps.setdefault(job.queue, []).append((job_order_of(session, job), job))
+            self._mine.add(job.uid)
+            counts[job.queue] = counts.get(job.queue, 0) + 1
+        for heap in self._heaps.values():
+            heapq.heapify(heap)
+        for name, count in counts.items():
+            for queue in session.ancestors(name):
+                self._pending[queue.name] = self._pending.get(queue.name, 0) + count
 
     def push(self, job: Job) -> None:
         if job.queue not in self.session.queues:
             return
         heapq.heappush(
-            self._heaps.setdefault(job.queue, []), (self.session.framework.job_order(job), job)
+            self._heaps.setdefault(job.queue, []), (job_order_of(self.session, job), job)
         )
         self._mine.add(job.uid)
         for queue in self.session.ancestors(job.queue):
             self._pending[queue.name] = self._pending.get(queue.name, 0) + 1
+            self._picks.pop(queue.name, None)
 
     def drop_line(self) -> None:
         """From now on hand out only the jobs pushed."""
         self._line = None
+        self._picks.clear()
 
     def _line_head(self, name: str) -> tuple[tuple[object, ...], Job] | None:
         line = self._line
@@ -164,55 +288,110 @@ class JobPicker:
             return other
         return mine
 
-    def _waiting(self, name: str) -> bool:
-        if self._pending.get(name):
-            return True
-        return self._line is not None and name in self._line.subtrees
+    def _key(self, pick: _Pick) -> tuple[object, ...]:
+        """The queue's key with its candidate job, memoised per queue totals (or version)
+        and demand (jobs in line often ask for the same, and a failed job changes
+        nothing)."""
+        if pick.key is None:
+            assert pick.job is not None
+            queue = pick.queue
+            want = pick.want
+            if want is None:
+                want = pick.want = self.demand(pick.job)
+            if self._by_totals:
+                held = queue.allocated
+                asked_at = (
+                    queue.name,
+                    held.cpu,
+                    held.memory,
+                    held.gpu,
+                    want.cpu,
+                    want.memory,
+                    want.gpu,
+                )
+                key = self._totals_memo.get(asked_at)
+                if key is None:
+                    key = self._totals_memo[asked_at] = queue_key(queue, want)
+                pick.key = key
+                return key
+            memo = self._key_memos.get(queue.name)
+            if memo is None or memo.version != queue.version:
+                memo = self._key_memos[queue.name] = _KeyMemo(queue.version)
+            asked = (want.cpu, want.memory, want.gpu)
+            key = memo.keys.get(asked)
+            if key is None:
+                key = memo.keys[asked] = self.session.framework.queue_order(queue, want)
+            pick.key = key
+        return pick.key
 
-    def _best(self, names: Iterable[str]) -> tuple[Queue, Job] | None:
-        best: tuple[tuple[object, ...], Queue, Job] | None = None
-        queues = self.session.queues
-        for name in names:
-            if not self._waiting(name):
-                continue
-            queue = queues[name]
+    def _fresh(self, name: str) -> _Pick:
+        """``name``'s candidate, found again."""
+        queue = self.session.queues[name]
+        job: Job | None = None
+        want: Res | None = None
+        # A job waits in its subtree (asked for every queue on the changed path of a pick).
+        line = self._line
+        if self._pending.get(name) or (line is not None and name in line.subtrees):
             if queue.children:
                 found = self._best(queue.children)
-                if found is None:
-                    continue
-                job = found[1]
+                if found is not None:
+                    job, want = found.job, found.want
             else:
                 head = self._head(name)
-                if head is None:
-                    continue
-                job = head[1]
-            memo = self._keys.get(name)
+                if head is not None:
+                    job = head[1]
+        # Read after _head, which may have dropped finished jobs from the line.
+        pick = _Pick(queue, job, -1 if self._line is None else self._line.generation, want)
+        self._picks[name] = pick
+        return pick
+
+    def _best(self, names: Iterable[str]) -> _Pick | None:
+        """The best candidate of ``names``: the first with the smallest key. A lone
+        candidate needs no key. Kept candidates are checked inline: this loop runs
+        for every sibling on the changed path of every pick."""
+        picks = self._picks
+        generation = -1 if self._line is None else self._line.generation
+        best: _Pick | None = None
+        best_key: tuple[object, ...] | None = None
+        for name in names:
+            pick = picks.get(name)
             if (
-                memo is not None
-                and memo[0] == queue.version
-                and memo[1] is job
-                and memo[2] == job.version
+                pick is None
+                or pick.version != pick.queue.version
+                or pick.generation != generation
+                or (pick.job is not None and pick.job.version != pick.job_version)
             ):
-                key = memo[3]
-            else:
-                key = self.session.framework.queue_order(queue, self.demand(job))
-                self._keys[name] = (queue.version, job, job.version, key)
-            if best is None or key < best[0]:
-                best = (key, queue, job)
-        return None if best is None else (best[1], best[2])
+                pick = self._fresh(name)
+                generation = -1 if self._line is None else self._line.generation
+            if pick.job is None:
+                continue
+            if best is None:
+                best = pick
+                continue
+            if best_key is None:
+                best_key = best.key if best.key is not None else self._key(best)
+            key = pick.key if pick.key is not None else self._key(pick)
+            if key < best_key:
+                best, best_key = pick, key
+        return best
 
     def pop(self) -> Job | None:
         found = self._best(self.session.roots)
         if found is None:
             return None
-        job = found[1]
+        job = found.job
+        assert job is not None
         heap = self._heaps.get(job.queue)
-        if heap and heap[0][1] is job:
+        mine = heap is not None and bool(heap) and heap[0][1] is job
+        if heap is not None and mine:
             heapq.heappop(heap)
-            for queue in self.session.ancestors(job.queue):
-                self._pending[queue.name] -= 1
         else:
             self._at[job.queue] += 1  # one of the line's jobs
+        pending, picks = self._pending, self._picks
+        for queue in self.session.ancestors(job.queue):
+            if mine:
+                pending[queue.name] -= 1
+            picks.pop(queue.name, None)
         return job
 
 
@@ -227,15 +406,22 @@ class PendingLine:
         self.entries: dict[str, list[tuple[tuple[object, ...], Job]]] = {}
         self.subtrees: set[str] = set()  # queues with a pending job in their subtree
         self._known: set[str] = set()
+        # Bumped whenever the entries change, so pickers drop the candidates they kept.
+        self.generation = 0
         self.add(jobs)
 
     @staticmethod
     def pending(job: Job) -> bool:
-        return any(t.status is TaskStatus.PENDING for t in job.tasks)
+        # A plain loop: asked for every job in line in every scenario simulated, and
+        # any() over a generator costs several times more for a job's few tasks.
+        for task in job.tasks:  # noqa: SIM110
+            if task.status is PENDING:
+                return True
+        return False
 
     def add(self, jobs: Iterable[Job]) -> None:
         queues = self.session.queues
-        order = self.session.framework.job_order
+        session = self.session
         for job in jobs:
             queue = queues.get(job.queue)
             if queue is None or queue.children or job.uid in self._known:
@@ -244,8 +430,9 @@ class PendingLine:
                 continue
             self._known.add(job.uid)
             entries = self.entries.setdefault(job.queue, [])
-            key = order(job)
+            key = job_order_of(session, job)
             entries.insert(bisect.bisect(entries, key, key=lambda e: e[0]), (key, job))
+            self.generation += 1
             for up in self.session.ancestors(job.queue):
                 self.subtrees.add(up.name)
 
@@ -258,4 +445,5 @@ class PendingLine:
             gone += 1
         if gone:
             del entries[:gone]
+            self.generation += 1
         return 0

@@ -19,8 +19,8 @@ from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
 
 
-@dataclass(slots=True, frozen=True)
-class Placement:
+@dataclass(slots=True)
+class Placement:  # not frozen: a frozen dataclass's __init__ costs three object.__setattr__
     node: Node
     groups: tuple[str, ...]
     pipelined: bool
@@ -38,7 +38,11 @@ class Placer:
         # Demands that found no node, with the session's release generation then: a
         # search is repeated only once something was freed (victim searches ask the
         # same of many scenarios).
-        self._failed: dict[tuple[object, ...], int] = {}
+        self._failed: dict[int, int] = {}
+        # Each demand key once per task uid, as a small number: building the key and
+        # hashing it cost more than the rest of a search that finds a node at once.
+        self._demand_of: dict[str, int] = {}
+        self._demand_ids: dict[tuple[object, ...], int] = {}
 
     # --------------------------------------------------------------- fit
     @staticmethod
@@ -58,14 +62,15 @@ class Placer:
         )
 
     def _fits_whole(self, task: Task, node: Node, future: bool) -> bool:
-        need = task.request.gpu
-        if future:
-            free = node.free_gpus_future()
-        else:
-            free = min(node.free_gpus_now(), node.free_gpus_future())
+        # Node.free_gpus_now / free_gpus_future written out: this runs for every node
+        # a whole-GPU task looks at.
+        now = node.allocatable.gpu - node.used.gpu
+        free = now + node.releasing.gpu - node.pipelined.gpu
+        if not future and now < free:
+            free = now  # min(now, future)
         if task.pin is not None and not pinning.whole_fits(task, node, future):
             return False
-        return need <= free + EPS and self._fits_plain(task, node, future)
+        return task.request.gpu <= free + EPS and self._fits_plain(task, node, future)
 
     def _shared_groups(self, task: Task, node: Node, future: bool) -> tuple[str, ...] | None:
         """The cards a shared task would take on ``node``, best first, or None."""
@@ -119,9 +124,11 @@ class Placer:
             nominated = self._on_nominated(task)
             if nominated is not None:
                 return nominated
-        key = self._demand_key(task)
+        key = self._demand_of.get(task.uid)  # most tasks are looked for once: no try
+        if key is None:
+            key = self._demand_of[task.uid] = self._demand_id(task)
         generation = self.session.release_generation
-        if key is not None and self._failed.get(key) == generation:
+        if key >= 0 and self._failed.get(key) == generation:
             return None  # the same demand found no node, and nothing was freed since
         if task.is_shared:
             found = self._find_scan(task)
@@ -129,18 +136,18 @@ class Placer:
             found = self._find_whole(task)
         else:
             found = self._find_scan(task)
-        if found is None and key is not None:
+        if found is None and key >= 0:
             self._failed[key] = generation
         return found
 
-    @staticmethod
-    def _demand_key(task: Task) -> tuple[object, ...] | None:
+    def _demand_id(self, task: Task) -> int:
         """What decides whether a task fits anywhere, when that can only get worse while
-        nothing is freed: not for pinned tasks (their cards are chosen one by one) nor
-        for pod affinity (a pod placed may be the one it wants beside it)."""
+        nothing is freed (as a number, the same for the same demand): not for pinned
+        tasks (their cards are chosen one by one) nor for pod affinity (a pod placed
+        may be the one it wants beside it), which get -1."""
         if task.pin is not None or task.pod_affinity:
-            return None
-        return _demand(task)
+            return -1
+        return self._demand_ids.setdefault(_demand(task), len(self._demand_ids))
 
     def _on_nominated(self, task: Task) -> Placement | None:
         """The nominated node, when the task fits there now."""
@@ -156,11 +163,17 @@ class Placer:
         s = self.session
         need = math.ceil(task.request.gpu - EPS)
         # Resources first: arithmetic that rules out a full node before the predicates'
-        # cache lookup (which hashes the task's shape) is paid for it.
-        for name in s.index.by_free_gpus(need, self.spread):
-            node = s.nodes[name]
-            if self._fits_whole(task, node, False) and self.predicates.check(task, node) is None:
-                return Placement(node, (), False)
+        # cache lookup (which hashes the task's shape) is paid for it. Nothing changes
+        # while the index is walked: the caller allocates once this returns.
+        nodes = s.nodes
+        for bucket in s.index.free_gpu_buckets(need, self.spread):
+            for name in bucket:
+                node = nodes[name]
+                if (
+                    self._fits_whole(task, node, False)
+                    and self.predicates.check(task, node) is None
+                ):
+                    return Placement(node, (), False)
         # The best releasing node: fewest GPUs free once released (most for spread),
         # then by name. Buckets of whole free GPUs are in that order, so the best
         # of the first bucket with a fit is the best of all.

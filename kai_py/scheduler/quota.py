@@ -36,6 +36,19 @@ def check_limit(session: Session, job: Job, demand: Res, check_limit: bool = Tru
     """OverLimit for the first queue up the tree whose limit the next step would pass."""
     if not check_limit:
         return None
+    # Checked for every job tried, so the common case (no limit passed) is plain
+    # arithmetic; the generator and getattr lookups of ``_asks`` only find the reason.
+    gpu, cpu, memory = demand.gpu, demand.cpu, demand.memory
+    for queue in session.ancestors(job.queue):
+        held, bound = queue.allocated, queue.limit
+        if (
+            (gpu > EPS and held.gpu + gpu > bound.gpu + EPS)
+            or (cpu > EPS and held.cpu + cpu > bound.cpu + EPS)
+            or (memory > EPS and held.memory + memory > bound.memory + EPS)
+        ):
+            break
+    else:
+        return None
     for queue, res, want in _asks(session, job, demand):
         has = queue.allocated.get(res)
         limit = queue.limit.get(res)

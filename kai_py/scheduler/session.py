@@ -11,11 +11,25 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from kai_py.scheduler import pinning
 from kai_py.scheduler.fairshare import compute_fair_shares
-from kai_py.scheduler.model import GpuGroup, Job, Node, Queue, Snapshot, Task, TaskStatus
+from kai_py.scheduler.model import (
+    ALLOCATED,
+    EVICTED,
+    PENDING,
+    PIPELINED,
+    RELEASING,
+    RUNNING,
+    GpuGroup,
+    Job,
+    Node,
+    Queue,
+    Snapshot,
+    Task,
+    TaskStatus,
+)
 from kai_py.scheduler.nodeindex import NodeIndex
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
@@ -25,13 +39,20 @@ if TYPE_CHECKING:
 
 
 #: Statuses of pods placed in this session: evicting one only undoes its placement.
-PLACED_THIS_SESSION = frozenset({TaskStatus.ALLOCATED, TaskStatus.PIPELINED})
+PLACED_THIS_SESSION = frozenset({ALLOCATED, PIPELINED})
 
 
 class Op(enum.Enum):
     ALLOCATE = "allocate"
     PIPELINE = "pipeline"  # turn an allocation of this statement into a pipelined one
     EVICT = "evict"
+
+
+# As module names for the statement's hot paths (an Enum class lookup is slow; see
+# model.PENDING).
+_ALLOCATE: Final = Op.ALLOCATE
+_PIPELINE: Final = Op.PIPELINE
+_EVICT: Final = Op.EVICT
 
 
 @dataclass(slots=True)
@@ -41,7 +62,7 @@ class Record:
     node: Node | None = None
     action: str = ""
     by: Job | None = None
-    prev_status: TaskStatus = TaskStatus.PENDING
+    prev_status: TaskStatus = PENDING
     # An eviction of a pod placed earlier in this session: where it was (it is pending again).
     prev_groups: tuple[str, ...] = ()
     prev_uuids: tuple[str, ...] = ()
@@ -50,7 +71,8 @@ class Record:
     @property
     def unplaced(self) -> bool:
         """An eviction that only took back a placement of this session (never started)."""
-        return self.op is Op.EVICT and self.prev_status in PLACED_THIS_SESSION
+        status = self.prev_status  # PLACED_THIS_SESSION, without hashing an Enum member
+        return self.op is _EVICT and (status is ALLOCATED or status is PIPELINED)
 
 
 @dataclass(slots=True)
@@ -156,15 +178,17 @@ class Session:
         for job in self.jobs.values():
             for task in job.tasks:
                 task.claim_now = True
+                if task.status is PENDING:  # most tasks: no node to look up
+                    if not job.errors:
+                        self._queue_request(job, task, None)
+                    continue
                 where = self.nodes.get(task.node_name) if task.node_name else None
                 if task.status.holds_resources and where is not None:
                     self._node_add(where, task)
-                    if task.status is TaskStatus.RUNNING:
+                    if task.status is RUNNING:
                         # Releasing pods hold their node but no longer count for their queue.
                         self._queue_add(job, task.gpu_on(where), task)
                         self._queue_request(job, task, where)
-                elif task.status is TaskStatus.PENDING and not job.errors:
-                    self._queue_request(job, task, None)
 
     def ancestors(self, queue_name: str) -> list[Queue]:
         """The queue itself, then its parents up to the root."""
@@ -191,19 +215,40 @@ class Session:
     def _queue_add(
         self, job: Job, gpu: float, task: Task, sign: float = 1.0, placed: bool = False
     ) -> None:
-        amount = Res(task.request.cpu * sign, task.request.memory * sign, gpu * sign)
+        # Res.add written out over plain floats (the same additions): this runs up the
+        # tree for every placement, eviction and undo.
+        cpu, memory, gpu = task.request.cpu * sign, task.request.memory * sign, gpu * sign
+        added = placed and not task.shadow
+        non_preemptible = not job.preemptible
         for queue in self.ancestors(job.queue):
-            queue.allocated.add(amount)
-            if placed and not task.shadow:
-                queue.added.add(amount)
+            total = queue.allocated
+            total.cpu += cpu
+            total.memory += memory
+            total.gpu += gpu
+            if added:
+                total = queue.added
+                total.cpu += cpu
+                total.memory += memory
+                total.gpu += gpu
             queue.version += 1
-            if not job.preemptible:
-                queue.allocated_non_preemptible.add(amount)
+            if non_preemptible:
+                total = queue.allocated_non_preemptible
+                total.cpu += cpu
+                total.memory += memory
+                total.gpu += gpu
 
     def _queue_request(self, job: Job, task: Task, node: Node | None) -> None:
-        amount = self.task_res(task, node)
+        request = task.request
+        if task.gpu_fraction > 0 or task.gpu_memory_mib > 0:
+            gpu = self.task_gpu(task, node)
+        else:
+            gpu = request.gpu  # task_gpu of a whole-GPU task, without its three calls
+        cpu, memory = request.cpu, request.memory
         for queue in self.ancestors(job.queue):
-            queue.request.add(amount)
+            total = queue.request
+            total.cpu += cpu
+            total.memory += memory
+            total.gpu += gpu
 
     # ------------------------------------------------------ node accounting
     def _node_add(self, node: Node, task: Task) -> None:
@@ -219,13 +264,15 @@ class Session:
         if job is not None:
             job.version += 1
         req = task.request
-        releasing = task.status in (TaskStatus.RELEASING, TaskStatus.EVICTED) and not task.stuck
-        if task.claim_now:
-            _add(node.used, req, sign)
-            if releasing:
-                _add(node.releasing, req, sign)
-        else:
-            _add(node.pipelined, req, sign)
+        status = task.status
+        releasing = (status is RELEASING or status is EVICTED) and not task.stuck
+        # _add written out for the usual case (one call less per change of a node).
+        target = node.used if task.claim_now else node.pipelined
+        target.cpu += sign * req.cpu
+        target.memory += sign * req.memory
+        target.gpu += sign * req.gpu
+        if releasing and task.claim_now:
+            _add(node.releasing, req, sign)
         if task.gpu_groups:
             portion = task.portion_on(node)
             memory = task.gpu_memory_mib or portion * node.gpu_memory_mib
@@ -260,6 +307,12 @@ class Session:
         task.status = status
         if node is not None:
             self._node_add(node, task)
+        else:
+            # _node_change bumps it otherwise: what is memoised on the job's version
+            # (its demand, its place in job order) must see every change of status.
+            job = self.jobs.get(task.job_uid)
+            if job is not None:
+                job.version += 1
 
     # ------------------------------------------------------------ decisions
     def statement(self) -> Statement:
@@ -298,16 +351,16 @@ class Statement:
         if task.pin is not None:
             # Which allowed cards it takes, so the next pinned task sees them taken.
             task.gpu_uuids = pinning.choose_cards(task, node, groups, pipelined)
-        task.status = TaskStatus.PIPELINED if pipelined else TaskStatus.ALLOCATED
+        task.status = PIPELINED if pipelined else ALLOCATED
         task.claim_now = not pipelined
         s._node_add(node, task)
         s._queue_add(job, task.gpu_on(node), task, placed=True)
-        self.log.append(Record(Op.ALLOCATE, task, node))
+        self.log.append(Record(_ALLOCATE, task, node))
 
     def pipeline(self, task: Task) -> None:
         """Hold an allocated task back until its job can start as a whole."""
-        self.log.append(Record(Op.PIPELINE, task, prev_status=task.status))
-        self.session._set_status(task, TaskStatus.PIPELINED)
+        self.log.append(Record(_PIPELINE, task, prev_status=task.status))
+        self.session._set_status(task, PIPELINED)
         self.session.release_generation += 1  # its idle resources are free again
 
     def evict(self, task: Task, action: str, by: Job | None) -> None:
@@ -320,7 +373,7 @@ class Statement:
             assert node is not None
             self.log.append(
                 Record(
-                    Op.EVICT,
+                    _EVICT,
                     task,
                     node,
                     action,
@@ -333,14 +386,14 @@ class Statement:
             )
             s._queue_add(job, task.gpu_on(node), task, -1.0, placed=True)
             s._node_remove(node, task)
-            task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+            task.status, task.node_name, task.gpu_groups = PENDING, None, ()
             if task.pin is not None:
                 task.gpu_uuids = ()
             task.claim_now = True
             s.release_generation += 1
             return
-        self.log.append(Record(Op.EVICT, task, node, action, by, task.status))
-        s._set_status(task, TaskStatus.EVICTED)
+        self.log.append(Record(_EVICT, task, node, action, by, task.status))
+        s._set_status(task, EVICTED)
         s._queue_add(job, task.gpu_on(node), task, -1.0)
         s.release_generation += 1
 
@@ -349,16 +402,16 @@ class Statement:
         while len(self.log) > checkpoint:
             rec = self.log.pop()
             task, job = rec.task, s.jobs[rec.task.job_uid]
-            if rec.op is Op.ALLOCATE:
+            if rec.op is _ALLOCATE:
                 assert rec.node is not None
                 s._queue_add(job, task.gpu_on(rec.node), task, -1.0, placed=True)
                 s._node_remove(rec.node, task)
-                task.status, task.node_name, task.gpu_groups = TaskStatus.PENDING, None, ()
+                task.status, task.node_name, task.gpu_groups = PENDING, None, ()
                 if task.pin is not None:
                     task.gpu_uuids = ()
                 task.claim_now = True
                 s.release_generation += 1
-            elif rec.op is Op.PIPELINE:
+            elif rec.op is _PIPELINE:
                 s._set_status(task, rec.prev_status)
             elif rec.unplaced:
                 assert rec.node is not None
@@ -380,4 +433,4 @@ class Statement:
 
     @property
     def has_evictions(self) -> bool:
-        return any(rec.op is Op.EVICT for rec in self.log)
+        return any(rec.op is _EVICT for rec in self.log)

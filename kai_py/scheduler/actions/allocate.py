@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions.common import demand, needed, place_tasks
-from kai_py.scheduler.model import Job, TaskStatus
+from kai_py.scheduler.model import PENDING, RELEASING, Job
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
@@ -21,22 +21,12 @@ def gate(session: Session, job: Job) -> Reason | None:
     if job.errors:
         return Reason(reasons.INVALID_WORKLOAD, "; ".join(job.errors))
     queue = session.queues.get(job.queue)
-    where = f"{job.source}: " if job.source else ""
-    if queue is None:
-        return Reason(
-            reasons.QUEUE_DOES_NOT_EXIST,
-            f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} does not exist "
-            f"(QueueDoesNotExist); create it or name an existing leaf queue",
-            {"queue": job.queue},
-        )
-    if queue.children:
-        return Reason(
-            reasons.QUEUE_DOES_NOT_EXIST,
-            f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} is a parent queue; "
-            f"only leaf queues hold jobs",
-            {"queue": job.queue},
-        )
-    live = sum(1 for t in job.tasks if t.status is not TaskStatus.RELEASING)
+    if queue is None or queue.children:
+        return _bad_queue(job, queue is None)
+    live = len(job.tasks)
+    for task in job.tasks:  # pods being deleted do not count
+        if task.status is RELEASING:
+            live -= 1
     if live < job.min_member:
         return Reason(
             reasons.NOT_READY,
@@ -47,19 +37,42 @@ def gate(session: Session, job: Job) -> Reason | None:
     return None
 
 
+def _bad_queue(job: Job, missing: bool) -> Reason:
+    """QueueDoesNotExist: no such queue, or a parent queue (the message is only built
+    here: gate runs for every pending job in each of four actions)."""
+    where = f"{job.source}: " if job.source else ""
+    if missing:
+        return Reason(
+            reasons.QUEUE_DOES_NOT_EXIST,
+            f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} does not exist "
+            f"(QueueDoesNotExist); create it or name an existing leaf queue",
+            {"queue": job.queue},
+        )
+    return Reason(
+        reasons.QUEUE_DOES_NOT_EXIST,
+        f"{where}PodGroup {job.key}: spec.queue: queue {job.queue!r} is a parent queue; "
+        f"only leaf queues hold jobs",
+        {"queue": job.queue},
+    )
+
+
+def has_pending(job: Job) -> bool:
+    # A plain loop: any() over a generator costs twice as much here, for every job.
+    for task in job.tasks:  # noqa: SIM110
+        if task.status is PENDING:
+            return True
+    return False
+
+
 def pending_jobs(session: Session) -> list[Job]:
-    return [
-        job
-        for job in session.jobs.values()
-        if any(t.status is TaskStatus.PENDING for t in job.tasks)
-    ]
+    return [job for job in session.jobs.values() if has_pending(job)]
 
 
 def gang_message(job: Job, found: int, required: int, detail: str) -> str:
     if required == 1 and len(job.tasks) == 1:
         return f"Pod {job.tasks[0].key} cannot be scheduled: {detail}"
     if job.placed >= job.min_member:
-        pending = sum(1 for t in job.tasks if t.status is TaskStatus.PENDING)
+        pending = sum(1 for t in job.tasks if t.status is PENDING)
         return (
             f"Elastic job {job.key} runs {job.placed} pods (minMember {job.min_member}); "
             f"its {pending} other pods do not fit: {detail}"
@@ -68,6 +81,15 @@ def gang_message(job: Job, found: int, required: int, detail: str) -> str:
         f"Resources were found for {found} pods while {required} are required for gang "
         f"scheduling of job {job.key}: {detail}"
     )
+
+
+def _nominated(job: Job) -> bool:
+    """A pending pod of the job was pipelined to a node last cycle (a plain loop: asked
+    of every job)."""
+    for task in job.tasks:  # noqa: SIM110
+        if task.status is PENDING and task.nominated_node:
+            return True
+    return False
 
 
 def allocate(session: Session, placer: Placer) -> None:
@@ -80,7 +102,7 @@ def allocate(session: Session, placer: Placer) -> None:
             ready.append(job)
     # Jobs pipelined last cycle first: what was freed for them (often by evicting
     # someone) must not go to whoever comes first in queue order, or evictions repeat.
-    nominated = [j for j in ready if any(t.nominated_node for t in j.pending_tasks)]
+    nominated = [j for j in ready if _nominated(j)]
     for job in sorted(nominated, key=session.framework.job_order):
         count = needed(job)
         if session.framework.check_capacity(session, job, demand(session, job, count)) is not None:
@@ -90,7 +112,7 @@ def allocate(session: Session, placer: Placer) -> None:
             stmt.commit()
         else:
             stmt.rollback()
-    ready = [j for j in ready if any(t.status is TaskStatus.PENDING for t in j.tasks)]
+    ready = [j for j in ready if has_pending(j)]
     picker = JobPicker(session, ready, lambda j: demand(session, j))
     while (picked := picker.pop()) is not None:
         job = picked
@@ -114,5 +136,5 @@ def allocate(session: Session, placer: Placer) -> None:
             )
             continue
         stmt.commit()
-        if any(t.status is TaskStatus.PENDING for t in job.tasks):
+        if has_pending(job):
             picker.push(job)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
-from kai_py.scheduler.model import Job, Task, TaskStatus
+from kai_py.scheduler.model import ALLOCATED, PENDING, PIPELINED, Job, Task
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Session, Statement
@@ -20,22 +21,74 @@ def task_order(task: Task) -> tuple[int, int, int, float, str]:
     return task.order
 
 
+_ORDER = operator.attrgetter("order")
+
+
 def next_tasks(job: Job, count: int) -> list[Task]:
-    pending = [t for t in job.tasks if t.status is TaskStatus.PENDING]
+    pending = [t for t in job.tasks if t.status is PENDING]
     pending.sort(key=task_order)
     return pending[:count]
 
 
+def _in_order(session: Session, job: Job) -> list[Task]:
+    """All of ``job``'s tasks in placing order. What the order looks at is fixed once a
+    task is built, so this is sorted once a session instead of at every step."""
+    key = ("in-order", job.uid, len(job.tasks))
+    cached = session.memo.get(key)
+    if isinstance(cached, list):
+        return cached
+    # attrgetter: the sort calls the property from C, without a frame of our own.
+    ordered = sorted(job.tasks, key=_ORDER) if len(job.tasks) > 1 else list(job.tasks)
+    session.memo[key] = ordered
+    return ordered
+
+
+def next_tasks_of(session: Session, job: Job, count: int) -> list[Task]:
+    """``next_tasks``, from the session's sorted list: the sort is stable, so the
+    pending tasks of the sorted whole are in the order of the sorted pending ones."""
+    if count <= 0:
+        return next_tasks(job, count)
+    found: list[Task] = []
+    for task in _in_order(session, job):
+        if task.status is PENDING:
+            found.append(task)
+            if len(found) == count:
+                break
+    return found
+
+
 def demand(session: Session, job: Job, count: int | None = None) -> Res:
     """What the next ``count`` tasks (default: the next step) of ``job`` ask for."""
+    step: tuple[object, ...] | None = None
+    if count is None:
+        # The default step has an entry of its own, so that a hit needs no count of the
+        # placed tasks; a miss fills the explicit count's entry too.
+        step = ("demand-step", job.uid, job.version)
+        cached = session.memo.get(step)
+        if isinstance(cached, Res):
+            return cached
+        count = needed(job)
     key = ("demand", job.uid, job.version, count)
     cached = session.memo.get(key)
     if isinstance(cached, Res):
+        if step is not None:
+            session.memo[step] = cached
         return cached
-    total = Res()
-    for task in next_tasks(job, needed(job) if count is None else count):
-        total.add(session.task_res(task, None))
+    # Summed in floats, in the order Res.add would (no Res per task); a whole-GPU
+    # task's GPUs are its request (what session.task_gpu says, without its calls).
+    cpu = memory = gpu = 0.0
+    for task in next_tasks_of(session, job, count):
+        request = task.request
+        cpu += request.cpu
+        memory += request.memory
+        if task.gpu_fraction > 0 or task.gpu_memory_mib > 0:
+            gpu += session.task_gpu(task, None)
+        else:
+            gpu += request.gpu
+    total = Res(cpu, memory, gpu)
     session.memo[key] = total
+    if step is not None:
+        session.memo[step] = total
     return total
 
 
@@ -51,7 +104,7 @@ def place_tasks(
     session: Session, stmt: Statement, placer: Placer, job: Job, count: int
 ) -> PlaceResult:
     """Place ``count`` pending tasks of ``job`` or none (the caller rolls back on failure)."""
-    tasks = next_tasks(job, count)
+    tasks = next_tasks_of(session, job, count)
     if len(tasks) < count:
         return PlaceResult(False, 0, count)
     placed: list[Task] = []
@@ -61,11 +114,13 @@ def place_tasks(
             return PlaceResult(False, len(placed), count, task)
         stmt.allocate(task, where.node, where.groups, where.pipelined)
         placed.append(task)
-    if any(t.status is TaskStatus.PIPELINED for t in placed) or any(
-        t.status is TaskStatus.PIPELINED for t in job.tasks if t not in placed
-    ):
-        # A gang starts as a whole: if one task waits for released resources, all wait.
-        for task in placed:
-            if task.status is TaskStatus.ALLOCATED:
-                stmt.pipeline(task)
+    # The placed tasks are some of the job's, so this asks whether any task of the job,
+    # placed now or before, waits for released resources (a plain loop, for every job).
+    for other in job.tasks:
+        if other.status is PIPELINED:
+            # A gang starts as a whole: if one task waits for released resources, all wait.
+            for task in placed:
+                if task.status is ALLOCATED:
+                    stmt.pipeline(task)
+            break
     return PlaceResult(True, len(placed), count)

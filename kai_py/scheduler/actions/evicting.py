@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from kai_py.scheduler.actions.allocate import gate, pending_jobs
-from kai_py.scheduler.actions.common import demand, needed
-from kai_py.scheduler.model import Job, Task, TaskStatus
+from kai_py.scheduler.actions.common import demand
+from kai_py.scheduler.model import ALLOCATED, PIPELINED, RUNNING, Job, Task
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.resources import EPS, INF, Res
 from kai_py.scheduler.session import Session
@@ -29,9 +29,8 @@ def preemptors(session: Session, *, check_limit: bool = True) -> Iterator[Job]:
     ]
     picker = JobPicker(session, ready, lambda j: demand(session, j))
     while (job := picker.pop()) is not None:
-        refusal = session.framework.check_capacity(
-            session, job, demand(session, job, needed(job)), check_limit
-        )
+        # demand(session, job) is the next step's, needed(job) tasks (memoised per version).
+        refusal = session.framework.check_capacity(session, job, demand(session, job), check_limit)
         if refusal is None:
             yield job
 
@@ -68,11 +67,19 @@ def contested(amount: Res) -> tuple[str, ...]:
 def victim_cost(job: Job) -> tuple[int, float, float, str]:
     """Cheapest victim first: lowest priority, then the newest (least work lost); a job
     with pods placed in this cycle is the newest of all."""
-    if any(t.status in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED) for t in job.tasks):
-        newest = INF
-    else:
-        running = [t for t in job.tasks if t.start_time is not None]
-        newest = max((t.start_time or 0.0) for t in running) if running else 0.0
+    # One plain loop (asked for every job each time a victim pool is built): the
+    # latest start, unless a pod was placed in this cycle. A start of 0 counts as 0.
+    newest: float | None = None
+    for task in job.tasks:
+        status = task.status
+        if status is ALLOCATED or status is PIPELINED:
+            newest = INF
+            break
+        start = task.start_time
+        if start is not None and (newest is None or (start or 0.0) > newest):
+            newest = start or 0.0
+    if newest is None:
+        newest = 0.0
     return (job.priority, -newest, -job.created, job.name)
 
 
@@ -108,9 +115,7 @@ def _young_by_queue(session: Session, attr: str) -> dict[str, list[tuple[int, st
             if not job.preemptible:
                 continue
             for task in job.tasks:
-                if task.status is not TaskStatus.RUNNING or old_enough(
-                    session, task, job.queue, attr
-                ):
+                if task.status is not RUNNING or old_enough(session, task, job.queue, attr):
                     continue
                 minimum = inherited(session, job.queue, attr)
                 age = session.now - task.start_time if task.start_time is not None else 0.0

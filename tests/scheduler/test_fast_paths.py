@@ -1,0 +1,164 @@
+"""The hot paths written out for speed agree with the readable forms they replace.
+
+queue_key, demand, next tasks, a task's shape and the picker's kept candidates are
+each checked against a plain computation on varied inputs, so a later change to one
+form that forgets the other shows here.
+"""
+
+from __future__ import annotations
+
+import random
+
+from builders import job, node, queue, running, snapshot, task
+
+from kai_py.scheduler.actions.common import demand, needed, next_tasks, next_tasks_of
+from kai_py.scheduler.fairshare import allocatable_share, dominant_share
+from kai_py.scheduler.model import PENDING, Job, Queue, Shape, Task, Toleration
+from kai_py.scheduler.ordering import JobPicker, WeakerShare, queue_key
+from kai_py.scheduler.resources import EPS, INF, RESOURCE_NAMES, Res
+from kai_py.scheduler.session import Session
+
+
+def readable_queue_key(q: Queue, extra: Res) -> tuple[object, ...]:
+    """KAI's queue order as the docs state it, over the fairshare helpers."""
+    return (
+        all(q.allocated.get(r) > q.fair_share.get(r) + EPS for r in RESOURCE_NAMES),
+        not (q.allocated + extra).fits_in(q.deserved),
+        -q.priority,
+        any(
+            allocatable_share(q, r) <= EPS and q.allocated.get(r) + extra.get(r) > EPS
+            for r in RESOURCE_NAMES
+        ),
+        dominant_share(q, extra),
+        dominant_share(q),
+        WeakerShare(q),
+        q.created,
+        q.name,
+    )
+
+
+def _value(rng: random.Random) -> float:
+    return rng.choice((0.0, 0.5, 1.0, 2.0, 3.0, 8.0, 12.5, INF))
+
+
+def _random_queue(rng: random.Random, name: str) -> Queue:
+    q = queue(name, "root", priority=rng.choice((50, 100)), created=rng.random())
+    for attr in ("allocated", "fair_share", "deserved", "limit"):
+        values = [_value(rng) for _ in range(3)]
+        if attr == "allocated":
+            values = [v if v != INF else 1.0 for v in values]
+        setattr(q, attr, Res(*values))
+    return q
+
+
+def test_queue_key_matches_the_readable_rules() -> None:
+    rng = random.Random(7)
+    for i in range(2000):
+        q = _random_queue(rng, f"q{i}")
+        extra = Res(
+            rng.choice((0.0, 1.0, 4.0)), rng.choice((0.0, 1.0)), rng.choice((0.0, 1.0, 2.0))
+        )
+        fast, slow = queue_key(q, extra), readable_queue_key(q, extra)
+        assert fast[:6] == slow[:6] and fast[7:] == slow[7:], (q, extra)
+        assert fast[6].shares == WeakerShare(q).shares  # type: ignore[attr-defined]
+
+
+def test_sorting_by_either_key_gives_the_same_order() -> None:
+    rng = random.Random(11)
+    for _ in range(200):
+        qs = [_random_queue(rng, f"q{i}") for i in range(6)]
+        extra = Res(0.0, 0.0, rng.choice((1.0, 2.0)))
+        assert [q.name for q in sorted(qs, key=lambda q: queue_key(q, extra))] == [
+            q.name for q in sorted(qs, key=lambda q: readable_queue_key(q, extra))
+        ]
+
+
+def _mixed_job(rng: random.Random, name: str) -> Job:
+    tasks = []
+    for t in range(rng.randint(1, 6)):
+        if rng.random() < 0.3:
+            tasks.append(running("n", gpu=1))
+        else:
+            tasks.append(
+                task(
+                    gpu=rng.choice((0, 1, 2)),
+                    cpu=rng.choice((100, 200)),
+                    name=f"{name}-{rng.randint(0, 3)}-{t}",
+                    role=rng.choice(("worker", "master")),
+                )
+            )
+        tasks[-1].created = rng.choice((0.0, 1.0))
+    return job(name, "a", tasks, min_member=rng.randint(1, len(tasks)))
+
+
+def test_demand_and_next_tasks_match_a_fresh_sort() -> None:
+    rng = random.Random(3)
+    jobs = [_mixed_job(rng, f"j{i}") for i in range(60)]
+    s = Session(snapshot([node("n", gpus=64)], [queue("root"), queue("a", "root")], jobs))
+    for j in s.jobs.values():
+        for count in range(0, len(j.tasks) + 1):
+            assert next_tasks_of(s, j, count) == next_tasks(j, count)
+        want = Res()
+        for t in next_tasks(j, needed(j)):
+            want.add(s.task_res(t, None))
+        assert demand(s, j) == want
+        assert demand(s, j) is demand(s, j, needed(j))
+
+
+def test_a_plain_task_has_the_shape_its_fields_make() -> None:
+    plain = Task("u", "ns", "p", "j", Res(1, 1, 1))
+    assert plain.shape is Shape.of(plain._make_shape())
+    tolerant = Task("v", "ns", "p", "j", Res(1, 1, 1), tolerations=(Toleration("k"),))
+    assert tolerant.shape is Shape.of(tolerant._make_shape())
+    assert tolerant.shape is not plain.shape
+
+
+def test_picker_with_kept_candidates_pops_as_a_full_walk() -> None:
+    """Changes between pops must not leave a stale candidate: the popped job placed (the
+    allocate loop) or other queues' pods evicted (what reclaim does between the jobs
+    that ``preemptors`` hands out)."""
+    rng = random.Random(5)
+    qs = [queue("root"), queue("d1", "root"), queue("d2", "root")]
+    qs += [queue(f"l{i}", "d1" if i % 2 else "d2", gpu=2, created=float(i)) for i in range(6)]
+    jobs = [
+        job(f"j{i}", f"l{rng.randrange(6)}", [task(gpu=rng.choice((1, 2)))], created=float(i))
+        for i in range(40)
+    ]
+    jobs += [job(f"r{i}", f"l{i % 6}", [running("n", gpu=1)]) for i in range(24)]
+    s = Session(snapshot([node("n", gpus=200)], qs, jobs))
+    pending = [j for j in s.jobs.values() if j.pending_tasks]
+    picker = JobPicker(s, pending, lambda j: demand(s, j))
+    while (picked := picker.pop()) is not None:
+        expected = _full_walk(s, [j for j in pending if _waiting(j, picker)] + [picked])
+        assert picked is expected
+        stmt = s.statement()
+        if rng.random() < 0.5:  # place it, as allocate would
+            for t in picked.tasks:
+                stmt.allocate(t, s.nodes["n"], (), False)
+        else:  # evict a running pod of some queue, as a victim search would
+            held = [t for j in s.jobs.values() for t in j.tasks if t.status.name == "RUNNING"]
+            if held:
+                stmt.evict(rng.choice(held), "reclaim", picked)
+        stmt.commit()
+
+
+def _waiting(j: Job, picker: JobPicker) -> bool:
+    return any(j is entry[1] for heap in picker._heaps.values() for entry in heap)
+
+
+def _full_walk(s: Session, jobs: list[Job]) -> Job:
+    """The job a walk from the root with no kept state picks among ``jobs``: a picker of
+    its own, with the session's memos (demands, keys) set aside meanwhile."""
+    kept, s.memo = s.memo, {}
+    try:
+        fresh = JobPicker(s, jobs, lambda j: demand(s, j))
+        found = fresh.pop()
+    finally:
+        s.memo = kept
+    assert found is not None
+    return found
+
+
+def test_statuses_as_module_names_are_the_members() -> None:
+    t = Task("u", "ns", "p", "j", Res())
+    assert t.status is PENDING
