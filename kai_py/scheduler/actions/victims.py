@@ -3,21 +3,26 @@
 Victims are added one unit at a time, cheapest first: the surplus pods of
 elastic jobs (in the reverse of the order their pods are placed in: workers before
 masters, lowest task-priority and newest first), then whole gangs (a
-gang that would fall below minMember goes as a whole). After each addition
-the preemptor is placed on what the victims release; if that works and the
-action's validator agrees, units that turn out not to be needed are put
-back one by one, and the smallest scenario found is kept.
+gang that would fall below minMember goes as a whole). Once the victims chosen
+so far could make room for the preemptor at all (checked per node, without
+simulating), the preemptor is placed on what they release, at growing steps
+(after 1, 2, 4, 8... more units); when that works and the action's validator
+agrees, the search goes back to the first number of units that works, units
+on nodes the preemptor does not use are put back together, then the others one
+by one, and the smallest scenario found is kept. The number of scenarios one
+preemptor may simulate is capped (``MAX_SCENARIOS``).
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, place_tasks
-from kai_py.scheduler.model import Job, Task, TaskStatus
+from kai_py.scheduler.model import Job, Node, Task, TaskStatus
 from kai_py.scheduler.ordering import JobPicker, PendingLine
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import EPS, Res
@@ -227,18 +232,79 @@ def _last_in_line(session: Session, pending: dict[str, Unit]) -> str:
 
 def _free(session: Session) -> Res:
     """What the whole cluster has free, counting what is being released as free (an
-    upper bound of what any placement can use)."""
+    upper bound of what any placement can use); the same until something is committed."""
+    key = ("victim-free", len(session.committed))
+    cached = session.memo.get(key)
+    if isinstance(cached, Res):
+        return cached
     total = Res()
     for node in session.nodes.values():
         a, u, r = node.allocatable, node.used, node.releasing
         total.cpu += max(0.0, a.cpu - u.cpu + r.cpu)
         total.memory += max(0.0, a.memory - u.memory + r.memory)
         total.gpu += max(0.0, a.gpu - u.gpu + r.gpu)
+    session.memo[key] = total
     return total
 
 
 def _live(unit: Unit) -> bool:
     return any(held(t) for t in unit.tasks)
+
+
+#: The most scenarios one preemptor's search simulates (KAI bounds its search by time,
+#: which a pure scheduler has not). With placements at growing steps a search needs
+#: about twice the logarithm of its victims; the cap matters for pruning a large
+#: scenario (the victims left then are not all needed, but the scenario works) and for
+#: searches over millions of victims, which then stop and say so.
+MAX_SCENARIOS = 64
+
+
+class _Slots:
+    """Whether the preemptor's whole-GPU pods could each find a node with their cards
+    free or being freed: for each size r asked for, the pods asking at least r are no
+    more than the sum over nodes of (GPUs free in the future) // r. A necessary
+    condition (each such pod takes r of its node's cards), so a scenario it rules out
+    could not have worked; kept up to date from the nodes victims leave."""
+
+    def __init__(self, session: Session, tasks: Sequence[Task]) -> None:
+        self.session = session
+        sizes = [t.request.gpu for t in tasks if not t.is_shared and t.request.gpu > EPS]
+        self.need = {r: sum(1 for x in sizes if x >= r - EPS) for r in set(sizes)}
+        self.have = {r: _slots_now(session, r) for r in self.need}
+        self.free: dict[str, float] = {}  # nodes victims left, by GPUs free then
+
+    def leaving(self, node: Node | None) -> None:
+        """Note a node's free GPUs before a victim leaves it."""
+        if node is not None and self.need and node.name not in self.free:
+            self.free[node.name] = node.free_gpus_future()
+
+    def update(self, node: Node | None) -> None:
+        """Count again a node a victim just left."""
+        if node is None or not self.need:
+            return
+        before, after = self.free[node.name], node.free_gpus_future()
+        for r in self.need:
+            self.have[r] += _pods_of(after, r) - _pods_of(before, r)
+        self.free[node.name] = after
+
+    def enough(self) -> bool:
+        return all(self.have[r] >= n for r, n in self.need.items())
+
+
+def _pods_of(free: float, size: float) -> int:
+    return max(0, math.floor((free + EPS) / size))
+
+
+def _slots_now(session: Session, size: float) -> int:
+    """Sum over nodes of how many pods of ``size`` GPUs their future free cards hold;
+    the same for every preemptor until something is committed."""
+    key = ("victim-slots", len(session.committed), size)
+    cached = session.memo.get(key)
+    if isinstance(cached, int):
+        return cached
+    total = sum(_pods_of(n.free_gpus_future(), size) for n in session.nodes.values())
+    session.memo[key] = total
+    return total
 
 
 class VictimSearch:
@@ -264,25 +330,42 @@ class VictimSearch:
         self.max_victims = max_victims
         self.admit = admit
         self.line = line
+        self.scenarios = 0  # simulated by the last run
+        self.capped = False  # the last run stopped at MAX_SCENARIOS
 
     def run(self, preemptor: Job, units: Iterable[Unit]) -> bool:
         """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing.
 
-        Two shortcuts that never change the outcome of a search that would
-        succeed: a preemptor that asks for GPUs passes over victims that hold no
-        GPU (evicting them frees no card for it), and the preemptor is only placed
-        once the victims chosen so far, with what is free already, add up to what
-        it asks for (before that, the placement cannot work).
+        Shortcuts that never change the outcome of a search that would succeed: a
+        preemptor that asks for GPUs passes over victims that hold no GPU (evicting
+        them frees no card for it); the preemptor is only placed once what is free
+        plus what the victims chosen so far hold adds up to what it asks for, and
+        its whole-GPU pods could each find a node with that many cards free or
+        being freed (``_Slots``). Placing it after every added unit made a fruitless
+        search cost the square of the victims (each simulation moves every victim
+        chosen so far); placing it at growing steps makes that about twice the
+        victims, and when a step works, the units in between are searched by halves
+        for the first count that works (the same count as one at a time, when adding
+        a victim never makes a scenario fail).
         """
         session = self.session
         stmt = session.statement()
         chosen: list[Unit] = []
         evicted = 0
+        self.scenarios = 0
+        self.capped = False
+        tasks = next_tasks(preemptor, needed(preemptor))
         wanted = demand(session, preemptor, needed(preemptor)).copy()
         gpu_only = wanted.gpu > EPS
-        if any(t.is_shared for t in next_tasks(preemptor, needed(preemptor))):
+        if any(t.is_shared for t in tasks):
             wanted.gpu = 0.0  # a portion of a card in use is free but not counted below
-        room: Res | None = None  # free + chosen victims, once a first placement failed
+        room = _free(session).copy()  # free + chosen victims: an upper bound of the room
+        slots = _Slots(session, tasks)
+        could = 0  # the fewest units with which the preemptor could fit (0: not yet)
+        failed = 0  # the most units with which a scenario was tried and failed
+        next_try = 0  # the number of units at which the preemptor is placed next
+        step = 1
+        found = 0
         for unit in units:
             if not _live(unit) or (self.admit is not None and not self.admit(unit)):
                 continue
@@ -294,31 +377,64 @@ class VictimSearch:
             chosen.append(unit)
             evicted += len(live)
             for task in live:
-                if room is not None:
-                    freed = session.task_res(task, session.nodes.get(task.node_name or ""))
-                    if task.is_shared:
-                        freed.gpu = float(task.gpu_devices)  # its cards may become whole
-                    room.add(freed)
+                node = session.nodes.get(task.node_name or "")
+                freed = session.task_res(task, node)
+                if task.is_shared:
+                    freed.gpu = float(task.gpu_devices)  # its cards may become whole
+                room.add(freed)
+                slots.leaving(node)
                 stmt.evict(task, self.action, preemptor)
-            if room is not None and not wanted.fits_in(room):
+                slots.update(node)
+            if not wanted.fits_in(room) or not slots.enough():
                 continue  # not enough yet, wherever it is: add the next victim
-            mark = stmt.checkpoint()
-            if self._try(stmt, preemptor, chosen):
-                stmt.rollback(0)
-                self._prune(stmt, preemptor, chosen)
-                if self.line is not None:
-                    # Pods taken back from this cycle's placements wait in line again.
-                    session_jobs = session.jobs
-                    self.line.add(session_jobs[r.task.job_uid] for r in stmt.log if r.unplaced)
-                stmt.commit()
-                return True
-            stmt.rollback(mark)
-            if room is None:
-                room = _free(session)  # the victims so far count as being released
+            could = could or len(chosen)
+            if len(chosen) < next_try:
+                continue
+            if self._attempt(stmt, preemptor, chosen):
+                found = len(chosen)
+                break
+            failed, next_try = len(chosen), len(chosen) + step
+            step *= 2
+            if self.scenarios >= MAX_SCENARIOS:
+                self.capped = True
+                break
+        else:
+            # The pool is exhausted: the whole set is tried if a step passed over it.
+            if could and failed < len(chosen) and self._attempt(stmt, preemptor, chosen):
+                found = len(chosen)
         stmt.rollback(0)
+        if not found:
+            return False
+        # The first count that works after the last one that failed, by halves.
+        low, high = max(failed, could - 1), found
+        while high - low > 1 and self.scenarios < MAX_SCENARIOS:
+            middle = (low + high) // 2
+            works = self._scenario(stmt, preemptor, chosen[:middle])
+            stmt.rollback(0)
+            if works:
+                high = middle
+            else:
+                low = middle
+        del chosen[high:]
+        self._prune(stmt, preemptor, chosen)
+        if self.line is not None:
+            # Pods taken back from this cycle's placements wait in line again.
+            session_jobs = session.jobs
+            self.line.add(session_jobs[r.task.job_uid] for r in stmt.log if r.unplaced)
+        stmt.commit()
+        return True
+
+    def _attempt(self, stmt: Statement, preemptor: Job, chosen: Sequence[Unit]) -> bool:
+        """Try the units evicted in ``stmt``; undo the attempt's placements if it fails."""
+        self.scenarios += 1
+        mark = stmt.checkpoint()
+        if self._try(stmt, preemptor, chosen):
+            return True
+        stmt.rollback(mark)
         return False
 
     def _scenario(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
+        self.scenarios += 1
         for unit in units:
             for task in unit.tasks:
                 if held(task):
@@ -328,11 +444,31 @@ class VictimSearch:
     def _prune(self, stmt: Statement, preemptor: Job, chosen: list[Unit]) -> None:
         """Drop units the preemptor turned out not to need; leave the best scenario applied.
 
-        The dearest units (added last) are tried first, so cheap victims are kept
-        and dear ones spared.
+        First, by node: the units with no pod on a node the preemptor is placed on
+        go back together, when the scenario still works without them (usually the
+        case: what the preemptor needs is where it runs). Then one by one, the
+        dearest (added last) first, so cheap victims are kept and dear ones spared;
+        past ``MAX_SCENARIOS`` the rest are kept.
         """
+        if len(chosen) > 2:
+            applied = self._scenario(stmt, preemptor, chosen)
+            assert applied, "a scenario that worked must work again"
+            mine = {
+                rec.node.name
+                for rec in stmt.log
+                if rec.op is Op.ALLOCATE
+                and rec.node is not None
+                and rec.task.job_uid == preemptor.uid
+            }
+            stmt.rollback(0)
+            near = [u for u in chosen[:-1] if any(t.node_name in mine for t in u.tasks if held(t))]
+            near.append(chosen[-1])  # the unit that made it work stays, as below
+            if len(near) < len(chosen):
+                if self._scenario(stmt, preemptor, near):
+                    chosen[:] = near
+                stmt.rollback(0)
         index = len(chosen) - 2  # the last unit added is the one that made it work
-        while index >= 0:
+        while index >= 0 and self.scenarios < MAX_SCENARIOS:
             trial = chosen[:index] + chosen[index + 1 :]
             if self._scenario(stmt, preemptor, trial):
                 chosen[:] = trial
