@@ -258,6 +258,95 @@ def _live(unit: Unit) -> bool:
 #: searches over millions of victims, which then stop and say so.
 MAX_SCENARIOS = 64
 
+#: The victim pods one action may simulate in all (each simulation places its victims
+#: again): about a few seconds. Past it the action's remaining preemptors are not
+#: searched in this cycle and are told so; KAI bounds an action's search by time
+#: (5 minutes by default) the same way.
+ACTION_BUDGET = 50_000
+
+
+class SearchBudget:
+    """What is left of an action's ``ACTION_BUDGET``."""
+
+    def __init__(self, pods: int | None = None) -> None:
+        self.left = ACTION_BUDGET if pods is None else pods
+
+    @property
+    def spent(self) -> bool:
+        return self.left <= 0
+
+
+def capped_note(search: VictimSearch) -> str:
+    """What a preemptor's explanation adds when its search was cut short."""
+    if not search.capped:
+        return ""
+    return (
+        f"; the victim search stopped after {search.scenarios} scenario(s), at the limit "
+        f"of what one cycle searches, and goes on in the next cycle"
+    )
+
+
+class Fruitless:
+    """Preemptors whose search found nothing in this action, by what the search reads
+    of them: their queue, priority, preemptibility, and the pods they place next. A
+    preemptor like one of these is not searched again while nothing was committed
+    since (same cluster, same victims, same queue figures): the search would end the
+    same way. The pending jobs of its queue between the two must be alike too (the
+    simulation judges a queue's turn by its next pending job)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._failed: dict[tuple[object, ...], tuple[int, Job]] = {}
+
+    def _key(self, job: Job) -> tuple[object, ...] | None:
+        if any(t.status.is_placed or t.status is TaskStatus.RUNNING for t in job.tasks):
+            return None  # its own pods change what it may take and where it starts
+        shapes: list[object] = []
+        for task in next_tasks(job, needed(job)):
+            if task.pin is not None or task.pod_affinity:
+                return None  # where they fit depends on which pods are where
+            r = task.request
+            shapes.append(
+                (
+                    task.shape,
+                    r.cpu,
+                    r.memory,
+                    r.gpu,
+                    task.gpu_fraction,
+                    task.gpu_memory_mib,
+                    task.gpu_devices,
+                    task.nominated_node,
+                )
+            )
+        return (job.queue, job.priority, job.preemptible, tuple(shapes))
+
+    def known(self, job: Job, line: PendingLine | None) -> bool:
+        """A preemptor like one whose search failed, with nothing committed since."""
+        key = self._key(job)
+        if key is None:
+            return False
+        found = self._failed.get(key)
+        if found is None or found[0] != len(self.session.committed):
+            return False
+        return line is None or self._alike_between(line, found[1], job, key)
+
+    def add(self, job: Job) -> None:
+        key = self._key(job)
+        if key is not None:
+            self._failed[key] = (len(self.session.committed), job)
+
+    def _alike_between(
+        self, line: PendingLine, first: Job, job: Job, key: tuple[object, ...]
+    ) -> bool:
+        order = self.session.framework.job_order
+        low, high = order(first), order(job)
+        for entry_key, other in line.entries.get(job.queue, []):
+            if not low < entry_key < high:
+                continue
+            if line.pending(other) and self._key(other) != key:
+                return False
+        return True
+
 
 class _Slots:
     """Whether the preemptor's whole-GPU pods could each find a node with their cards
@@ -320,6 +409,7 @@ class VictimSearch:
         max_victims: int | None = None,
         admit: Callable[[Unit], bool] | None = None,
         line: PendingLine | None = None,
+        budget: SearchBudget | None = None,
     ) -> None:
         self.session = session
         self.placer = placer
@@ -330,6 +420,7 @@ class VictimSearch:
         self.max_victims = max_victims
         self.admit = admit
         self.line = line
+        self.budget = budget if budget is not None else SearchBudget()
         self.scenarios = 0  # simulated by the last run
         self.capped = False  # the last run stopped at MAX_SCENARIOS
 
@@ -354,6 +445,9 @@ class VictimSearch:
         evicted = 0
         self.scenarios = 0
         self.capped = False
+        if self.budget.spent:
+            self.capped = True
+            return False
         tasks = next_tasks(preemptor, needed(preemptor))
         wanted = demand(session, preemptor, needed(preemptor)).copy()
         gpu_only = wanted.gpu > EPS
@@ -395,7 +489,7 @@ class VictimSearch:
                 break
             failed, next_try = len(chosen), len(chosen) + step
             step *= 2
-            if self.scenarios >= MAX_SCENARIOS:
+            if self.scenarios >= MAX_SCENARIOS or self.budget.spent:
                 self.capped = True
                 break
         else:
@@ -407,7 +501,7 @@ class VictimSearch:
             return False
         # The first count that works after the last one that failed, by halves.
         low, high = max(failed, could - 1), found
-        while high - low > 1 and self.scenarios < MAX_SCENARIOS:
+        while high - low > 1 and not self._enough():
             middle = (low + high) // 2
             works = self._scenario(stmt, preemptor, chosen[:middle])
             stmt.rollback(0)
@@ -424,10 +518,15 @@ class VictimSearch:
         stmt.commit()
         return True
 
+    def _enough(self) -> bool:
+        """Refining a scenario that works stops at the caps (it works as it is)."""
+        return self.scenarios >= MAX_SCENARIOS or self.budget.spent
+
     def _attempt(self, stmt: Statement, preemptor: Job, chosen: Sequence[Unit]) -> bool:
         """Try the units evicted in ``stmt``; undo the attempt's placements if it fails."""
         self.scenarios += 1
         mark = stmt.checkpoint()
+        self.budget.left -= mark  # every record so far is a victim's eviction
         if self._try(stmt, preemptor, chosen):
             return True
         stmt.rollback(mark)
@@ -439,6 +538,7 @@ class VictimSearch:
             for task in unit.tasks:
                 if held(task):
                     stmt.evict(task, self.action, preemptor)
+        self.budget.left -= len(stmt.log)
         return self._try(stmt, preemptor, units)
 
     def _prune(self, stmt: Statement, preemptor: Job, chosen: list[Unit]) -> None:
@@ -468,7 +568,7 @@ class VictimSearch:
                     chosen[:] = near
                 stmt.rollback(0)
         index = len(chosen) - 2  # the last unit added is the one that made it work
-        while index >= 0 and self.scenarios < MAX_SCENARIOS:
+        while index >= 0 and not self._enough():
             trial = chosen[:index] + chosen[index + 1 :]
             if self._scenario(stmt, preemptor, trial):
                 chosen[:] = trial
