@@ -3,9 +3,9 @@
 Victims are added one unit at a time, cheapest first: the surplus pods of
 elastic jobs (in the reverse of the order their pods are placed in: workers before
 masters, lowest task-priority and newest first), then whole gangs (a
-gang that would fall below minMember goes as a whole). Once the victims chosen
-so far could make room for the preemptor at all (checked per node, without
-simulating), the preemptor is placed on what they release, after each added
+gang that would fall below minMember goes as a whole). Once a first scenario
+failed, only victims that could make room for the preemptor at all (checked per
+node, without simulating) are tried; the preemptor is placed on what they release, after each added
 unit for the first few scenarios, then at growing steps (1, 2, 4... more
 units); when that works and the action's validator
 agrees, the search goes back to the first number of units that works, units
@@ -257,18 +257,13 @@ def _last_in_line(session: Session, pending: dict[str, Unit], memo: _LineMemo) -
 
 def _free(session: Session) -> Res:
     """What the whole cluster has free, counting what is being released as free (an
-    upper bound of what any placement can use); the same until something is committed."""
-    key = ("victim-free", len(session.committed))
-    cached = session.memo.get(key)
-    if isinstance(cached, Res):
-        return cached
+    upper bound of what any placement can use)."""
     total = Res()
     for node in session.nodes.values():
         a, u, r = node.allocatable, node.used, node.releasing
         total.cpu += max(0.0, a.cpu - u.cpu + r.cpu)
         total.memory += max(0.0, a.memory - u.memory + r.memory)
         total.gpu += max(0.0, a.gpu - u.gpu + r.gpu)
-    session.memo[key] = total
     return total
 
 
@@ -417,15 +412,8 @@ def _pods_of(free: float, size: float) -> int:
 
 
 def _slots_now(session: Session, size: float) -> int:
-    """Sum over nodes of how many pods of ``size`` GPUs their future free cards hold;
-    the same for every preemptor until something is committed."""
-    key = ("victim-slots", len(session.committed), size)
-    cached = session.memo.get(key)
-    if isinstance(cached, int):
-        return cached
-    total = sum(_pods_of(n.free_gpus_future(), size) for n in session.nodes.values())
-    session.memo[key] = total
-    return total
+    """Sum over nodes of how many pods of ``size`` GPUs their future free cards hold."""
+    return sum(_pods_of(n.free_gpus_future(), size) for n in session.nodes.values())
 
 
 class VictimSearch:
@@ -461,10 +449,10 @@ class VictimSearch:
 
         Shortcuts that never change the outcome of a search that would succeed: a
         preemptor that asks for GPUs passes over victims that hold no GPU (evicting
-        them frees no card for it); the preemptor is only placed once what is free
-        plus what the victims chosen so far hold adds up to what it asks for, and
-        its whole-GPU pods could each find a node with that many cards free or
-        being freed (``_Slots``). Placing it after every added unit made a fruitless
+        them frees no card for it); after a first scenario failed, the preemptor is
+        only placed again once what is free plus what the victims chosen so far hold
+        adds up to what it asks for, and its whole-GPU pods could each find a node
+        with that many cards free or being freed (``_Slots``). Placing it after every added unit made a fruitless
         search cost the square of the victims (each simulation moves every victim
         chosen so far); after ``LINEAR_STEPS`` scenarios the steps grow (1, 2, 4...
         more units), which makes that about twice the victims, and when a step works, the units in between are searched by halves
@@ -485,9 +473,12 @@ class VictimSearch:
         gpu_only = wanted.gpu > EPS
         if any(t.is_shared for t in tasks):
             wanted.gpu = 0.0  # a portion of a card in use is free but not counted below
-        room = _free(session).copy()  # free + chosen victims: an upper bound of the room
-        slots = _Slots(session, tasks)
-        could = 0  # the fewest units with which the preemptor could fit (0: not yet)
+        # Free resources plus the chosen victims', and the per-node check: computed once a
+        # first scenario failed (a walk over every node, which most searches, ending
+        # at their first scenario, are spared).
+        room: Res | None = None
+        slots: _Slots | None = None
+        ruled_out = 0  # the most units with which the preemptor could not fit at all
         failed = 0  # the most units with which a scenario was tried and failed
         next_try = 0  # the number of units at which the preemptor is placed next
         step, tries = 1, 0
@@ -504,22 +495,31 @@ class VictimSearch:
             evicted += len(live)
             for task in live:
                 node = session.nodes.get(task.node_name or "")
-                freed = session.task_res(task, node)
-                if task.is_shared:
-                    freed.gpu = float(task.gpu_devices)  # its cards may become whole
-                room.add(freed)
-                slots.leaving(node)
+                if room is not None and slots is not None:
+                    freed = session.task_res(task, node)
+                    if task.is_shared:
+                        freed.gpu = float(task.gpu_devices)  # its cards may become whole
+                    room.add(freed)
+                    slots.leaving(node)
                 stmt.evict(task, self.action, preemptor)
-                slots.update(node)
-            if not wanted.fits_in(room) or not slots.enough():
+                if slots is not None:
+                    slots.update(node)
+            if (
+                room is not None
+                and slots is not None
+                and (not wanted.fits_in(room) or not slots.enough())
+            ):
+                ruled_out = len(chosen)
                 continue  # not enough yet, wherever it is: add the next victim
-            could = could or len(chosen)
             if len(chosen) < next_try:
                 continue
             if self._attempt(stmt, preemptor, chosen):
                 found = len(chosen)
                 break
             failed, next_try = len(chosen), len(chosen) + step
+            if room is None:
+                room = _free(session)  # the victims so far count as being released
+                slots = _Slots(session, tasks)
             tries += 1
             if tries >= LINEAR_STEPS:
                 step *= 2
@@ -528,13 +528,14 @@ class VictimSearch:
                 break
         else:
             # The pool is exhausted: the whole set is tried if a step passed over it.
-            if could and failed < len(chosen) and self._attempt(stmt, preemptor, chosen):
+            last = len(chosen)
+            if failed < last and ruled_out < last and self._attempt(stmt, preemptor, chosen):
                 found = len(chosen)
         stmt.rollback(0)
         if not found:
             return False
         # The first count that works after the last one that failed, by halves.
-        low, high = max(failed, could - 1), found
+        low, high = max(failed, ruled_out), found
         while high - low > 1 and not self._enough():
             middle = (low + high) // 2
             works = self._scenario(stmt, preemptor, chosen[:middle])
