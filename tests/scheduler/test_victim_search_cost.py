@@ -154,10 +154,25 @@ def test_a_search_is_repeated_once_something_was_committed(simulated: Counter[st
 def test_an_action_stops_searching_past_its_budget_and_says_so(
     monkeypatch: pytest.MonkeyPatch, simulated: Counter[str]
 ) -> None:
-    monkeypatch.setattr(victims, "ACTION_BUDGET", 5)
+    monkeypatch.setattr(victims, "ACTION_BUDGET", 1)  # one victim pod simulated
     one = job("one", "a", [task(gpu=1, name="o-0", node_selector={"pool": "x"})], priority=90)
     two = job("two", "a", [task(gpu=2, name="t-0", node_selector={"pool": "y"})], priority=90)
     d = run_cycle(_preempt_snapshot(3, one, two))
-    assert simulated["one"] > 0 and simulated["two"] == 0
+    assert simulated["one"] == 1 and simulated["two"] == 0
+    assert "victim search stopped after 1 scenario(s)" in d.reasons[one.uid][-1].message
     assert "victim search stopped after 0 scenario(s)" in d.reasons[two.uid][-1].message
     assert "goes on in the next cycle" in d.reasons[two.uid][-1].message
+
+
+def test_one_preemptor_spends_at_most_a_tenth_of_the_budget(
+    monkeypatch: pytest.MonkeyPatch, simulated: Counter[str]
+) -> None:
+    # A share of 4 victim pods: "one" stops after scenarios of 1, 2 and 3 victims (6
+    # pods); "two" is searched in full and fails on its own.
+    monkeypatch.setattr(victims, "ACTION_BUDGET", 40)
+    one = job("one", "a", [task(gpu=1, name="o-0", node_selector={"pool": "x"})], priority=90)
+    two = job("two", "a", [task(gpu=2, name="t-0", node_selector={"pool": "y"})], priority=90)
+    d = run_cycle(_preempt_snapshot(3, one, two))
+    assert simulated["one"] == 3
+    assert "victim search stopped after 3 scenario(s)" in d.reasons[one.uid][-1].message
+    assert simulated["two"] > 0

@@ -293,14 +293,22 @@ ACTION_BUDGET = 10_000
 
 
 class SearchBudget:
-    """What is left of an action's ``ACTION_BUDGET``."""
+    """What is left of an action's ``ACTION_BUDGET``. One preemptor may spend at most a
+    tenth of it, so that a few fruitless searches over many victims do not leave
+    nothing for the preemptors after them."""
 
     def __init__(self, pods: int | None = None) -> None:
         self.left = ACTION_BUDGET if pods is None else pods
+        self.share = max(1, self.left // 10)
+        self._start = self.left
+
+    def begin(self) -> None:
+        """A preemptor's search starts."""
+        self._start = self.left
 
     @property
     def spent(self) -> bool:
-        return self.left <= 0
+        return self.left <= 0 or self._start - self.left >= self.share
 
 
 def capped_note(search: VictimSearch) -> str:
@@ -465,6 +473,7 @@ class VictimSearch:
         evicted = 0
         self.scenarios = 0
         self.capped = False
+        self.budget.begin()
         if self.budget.spent:
             self.capped = True
             return False
