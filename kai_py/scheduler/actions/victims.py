@@ -535,11 +535,12 @@ class VictimSearch:
             if self.scenarios >= MAX_SCENARIOS or self.budget.spent:
                 self.capped = True
                 break
-        else:
-            # The pool is exhausted: the whole set is tried if a step passed over it.
+        if not found and not self.capped:
+            # The pool is exhausted (or the victims at their limit): the whole set is
+            # tried if a step passed over it.
             last = len(chosen)
             if failed < last and ruled_out < last and self._attempt(stmt, preemptor, chosen):
-                found = len(chosen)
+                found = last
         stmt.rollback(0)
         if not found:
             return False
