@@ -3,15 +3,16 @@
 Victims are added one unit at a time, cheapest first: the surplus pods of
 elastic jobs (in the reverse of the order their pods are placed in: workers before
 masters, lowest task-priority and newest first), then whole gangs (a
-gang that would fall below minMember goes as a whole). Once a first scenario
-failed, only victims that could make room for the preemptor at all (checked per
-node, without simulating) are tried; the preemptor is placed on what they release, after each added
-unit for the first few scenarios, then at growing steps (1, 2, 4... more
-units); when that works and the action's validator
-agrees, the search goes back to the first number of units that works, units
-on nodes the preemptor does not use are put back together, then the others one
-by one, and the smallest scenario found is kept. The number of scenarios one
-preemptor may simulate is capped (``MAX_SCENARIOS``).
+gang that would fall below minMember goes as a whole). The preemptor is placed
+on what the victims release after each added unit for the first few scenarios,
+then at growing steps (1, 2, 4... more units); once a first scenario failed, only
+counts of victims that could make room for it at all (checked per node, without
+simulating) are tried. When a scenario works and the action's validator agrees,
+the search goes back to the first count of units that works, units on nodes the
+preemptor does not use are put back together, then the others one by one, and
+the smallest scenario found is kept. The scenarios of one preemptor and the
+victim pods one action simulates are capped (``MAX_SCENARIOS``,
+``ACTION_BUDGET``).
 """
 
 from __future__ import annotations
@@ -272,10 +273,9 @@ def _live(unit: Unit) -> bool:
 
 
 #: The most scenarios one preemptor's search simulates (KAI bounds its search by time,
-#: which a pure scheduler has not). With placements at growing steps a search needs
-#: about twice the logarithm of its victims; the cap matters for pruning a large
-#: scenario (the victims left then are not all needed, but the scenario works) and for
-#: searches over millions of victims, which then stop and say so.
+#: which a pure scheduler has not). With placements at growing steps a fruitless search
+#: over n victims needs about LINEAR_STEPS + log2(n); the cap matters for pruning a
+#: large scenario (the victims left then are not all needed, but the scenario works).
 MAX_SCENARIOS = 64
 
 #: The first scenarios of a search add one unit each (as KAI does); only then do the
@@ -286,9 +286,9 @@ LINEAR_STEPS = 8
 
 #: The victim pods one action may simulate in all (each simulation places its victims
 #: again, in queue order, at some 100-250 microseconds a pod on a busy 2-core machine):
-#: a few seconds. 1,000 one-pod reclaims take about 3,000. Past it the action's remaining preemptors are not
-#: searched in this cycle and are told so; KAI bounds an action's search by time
-#: (5 minutes by default) the same way.
+#: a few seconds. 1,000 one-pod reclaims take about 3,000. Past it the action's
+#: remaining preemptors are not searched in this cycle and are told so; KAI bounds an
+#: action's search by time (5 minutes by default) the same way.
 ACTION_BUDGET = 10_000
 
 
@@ -450,7 +450,7 @@ class VictimSearch:
         self.line = line
         self.budget = budget if budget is not None else SearchBudget()
         self.scenarios = 0  # simulated by the last run
-        self.capped = False  # the last run stopped at MAX_SCENARIOS
+        self.capped = False  # the last run stopped at MAX_SCENARIOS or its budget
 
     def run(self, preemptor: Job, units: Iterable[Unit]) -> bool:
         """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing.
@@ -460,12 +460,14 @@ class VictimSearch:
         them frees no card for it); after a first scenario failed, the preemptor is
         only placed again once what is free plus what the victims chosen so far hold
         adds up to what it asks for, and its whole-GPU pods could each find a node
-        with that many cards free or being freed (``_Slots``). Placing it after every added unit made a fruitless
-        search cost the square of the victims (each simulation moves every victim
-        chosen so far); after ``LINEAR_STEPS`` scenarios the steps grow (1, 2, 4...
-        more units), which makes that about twice the victims, and when a step works, the units in between are searched by halves
-        for the first count that works (the same count as one at a time, when adding
-        a victim never makes a scenario fail).
+        with that many cards free or being freed (``_Slots``).
+
+        Placing it after every added unit made a fruitless search cost the square of
+        the victims (each simulation moves every victim chosen so far); after
+        ``LINEAR_STEPS`` scenarios the steps grow (1, 2, 4... more units), which
+        makes that about twice the victims. When a step works, the counts in between
+        are searched by halves for the first that works (the count one unit at a
+        time finds, whenever adding a victim never makes a scenario fail).
         """
         session = self.session
         stmt = session.statement()
