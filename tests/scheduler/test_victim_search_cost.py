@@ -176,3 +176,19 @@ def test_one_preemptor_spends_at_most_a_tenth_of_the_budget(
     assert simulated["one"] == 3
     assert "victim search stopped after 3 scenario(s)" in d.reasons[one.uid][-1].message
     assert simulated["two"] > 0
+
+
+def test_growing_steps_then_halves_find_the_victims_one_at_a_time_finds(
+    simulated: Counter[str],
+) -> None:
+    # Only n24 has the label the pod asks for; its victim is the 25th cheapest. One
+    # unit at a time, the search tried 25 scenarios and pruned 24 units one by one.
+    # Now: 8 single steps, growing steps up to 39 units, halves back to 25, then the
+    # units off n24 go back together: the same single victim.
+    nodes = [node(f"n{i}", gpus=2, labels={"pool": "x"} if i == 24 else None) for i in range(30)]
+    _, jobs = _full_nodes(30)
+    picky = job("picky", "a", [task(gpu=1, name="p-0", node_selector={"pool": "x"})], priority=90)
+    d = run_cycle(snapshot(nodes, [queue("a", gpu=60)], [*jobs, picky], now=20_000))
+    assert {t.name: t.node_name for t in d.pipelined} == {"p-0": "n24"}
+    assert [e.task.name for e in d.evictions] == ["v-n24-0"]
+    assert simulated["picky"] <= 20
