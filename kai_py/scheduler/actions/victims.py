@@ -317,7 +317,7 @@ def capped_note(search: VictimSearch) -> str:
         return ""
     return (
         f"; the victim search stopped after {search.scenarios} scenario(s), at the limit "
-        f"of what one cycle searches (it is tried again in every cycle)"
+        f"of what one cycle searches (later cycles search again)"
     )
 
 
