@@ -19,6 +19,7 @@ from kai_py.scheduler.actions.victims import (
     VictimSearch,
     always,
     capped_note,
+    stopped_note,
 )
 from kai_py.scheduler.model import Job, Task
 from kai_py.scheduler.ordering import PendingLine
@@ -58,6 +59,9 @@ def preempt(session: Session, placer: Placer) -> None:
         note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
         if fruitless.known(job, line):
             session.explain(job, _why_not(job, True, note))
+            continue
+        if budget.exhausted:  # it will not search
+            session.explain(job, _why_not(job, True, note + stopped_note(0)))
             continue
         units = pool.units([job.queue], keep=lambda v, job=job: v.priority < job.priority)  # type: ignore[misc]
         search = VictimSearch(

@@ -30,6 +30,7 @@ from kai_py.scheduler.actions.victims import (
     VictimPool,
     VictimSearch,
     capped_note,
+    stopped_note,
 )
 from kai_py.scheduler.model import Job, Queue
 from kai_py.scheduler.ordering import PendingLine
@@ -138,6 +139,9 @@ def reclaim(session: Session, placer: Placer) -> None:
             line = PendingLine(session, pending_jobs(session))
         if fruitless.known(job, line):
             session.explain(job, _nothing_to_reclaim(session, job))
+            continue
+        if budget.exhausted:  # not worth weighing its victims: it will not search
+            session.explain(job, _nothing_to_reclaim(session, job, stopped_note(0)))
             continue
         done, note = _reclaim(session, placer, pool, line, budget, job, amount)
         if done:

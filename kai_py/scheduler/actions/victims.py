@@ -308,15 +308,22 @@ class SearchBudget:
 
     @property
     def spent(self) -> bool:
-        return self.left <= 0 or self._start - self.left >= self.share
+        return self.exhausted or self._start - self.left >= self.share
+
+    @property
+    def exhausted(self) -> bool:
+        """Nothing left for any preemptor of the action."""
+        return self.left <= 0
 
 
 def capped_note(search: VictimSearch) -> str:
     """What a preemptor's explanation adds when its search was cut short."""
-    if not search.capped:
-        return ""
+    return stopped_note(search.scenarios) if search.capped else ""
+
+
+def stopped_note(scenarios: int) -> str:
     return (
-        f"; the victim search stopped after {search.scenarios} scenario(s), at the limit "
+        f"; the victim search stopped after {scenarios} scenario(s), at the limit "
         f"of what one cycle searches (later cycles search again)"
     )
 
