@@ -5,14 +5,11 @@ the rest of the cycle and counts for its queue; reclaim and preempt may take
 it back like a running pod. Since it was never started, taking it back only
 undoes the placement: the pod is pending again, neither bound nor evicted.
 
-kai-py does not do this by default yet (``victims.THIS_CYCLE_VICTIMS``: the victim
-search is too slow with it on a busy cycle); these tests turn it on, and the last
-one shows the default.
+``victims.THIS_CYCLE_VICTIMS`` turns it off (only running pods are victims then);
+the last test shows that.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 from builders import job, node, queue, running, snapshot, task
@@ -23,14 +20,8 @@ from kai_py.scheduler.model import Job, TaskStatus
 from kai_py.scheduler.session import Decisions
 
 
-@pytest.fixture(autouse=True)
-def this_cycle_victims(request: pytest.FixtureRequest) -> Iterator[None]:
-    if request.node.get_closest_marker("default_victims"):
-        yield
-        return
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(victims, "THIS_CYCLE_VICTIMS", True)
-        yield
+def test_this_cycle_victims_is_the_default() -> None:
+    assert victims.THIS_CYCLE_VICTIMS
 
 
 def _names(tasks: object) -> set[str]:
@@ -108,10 +99,10 @@ def test_preempt_takes_back_a_lower_priority_pod_placed_this_cycle() -> None:
     assert [e.moved_to for e in d.evictions] == [None]
 
 
-@pytest.mark.default_victims
-def test_by_default_only_running_pods_are_victims() -> None:
-    # The known difference: without this cycle's placements as victims, b-big finds
-    # one running pod to take and not enough room; a-new keeps its card.
+def test_switched_off_only_running_pods_are_victims(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without this cycle's placements as victims, b-big finds one running pod to take
+    # and not enough room; a-new keeps its card.
+    monkeypatch.setattr(victims, "THIS_CYCLE_VICTIMS", False)
     a_old = job("a-old", "a", [running("n1", gpu=1, name="a-old-0")])
     a_new = job("a-new", "a", [task(gpu=1, name="a-new-0")], created=5.0)
     b_big = job("b-big", "b", [task(gpu=1, name="b-0"), task(gpu=1, name="b-1")])

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from kai_py.scheduler.actions.common import demand, needed
 from kai_py.scheduler.actions.evicting import preemptors, victim_cost
-from kai_py.scheduler.actions.victims import VictimPool, VictimSearch, always
+from kai_py.scheduler.actions.victims import (
+    Fruitless,
+    SearchBudget,
+    VictimPool,
+    VictimSearch,
+    always,
+)
 from kai_py.scheduler.model import Node
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import EPS
@@ -28,6 +34,8 @@ def consolidation(session: Session, placer: Placer) -> None:
         return
     pool: VictimPool | None = None
     free: tuple[float, float] | None = None
+    budget = SearchBudget()
+    fruitless = Fruitless(session)
     for job in preemptors(session):
         if free is None:
             ready = [n for n in session.nodes.values() if n.ready]
@@ -41,6 +49,8 @@ def consolidation(session: Session, placer: Placer) -> None:
         want = demand(session, job, needed(job))
         if want.gpu > free[0] + EPS or want.cpu > free[1] + EPS:
             continue  # not fragmentation: the cluster lacks the resources
+        if fruitless.known(job, None):
+            continue  # its search placed nothing and nothing changed since
         if pool is None:
             pool = VictimPool(
                 session, "consolidation", session.jobs.values(), victim_cost, lambda t: True
@@ -52,8 +62,11 @@ def consolidation(session: Session, placer: Placer) -> None:
             always,
             replace_victims=True,
             max_victims=session.config.max_consolidation_victims,
+            budget=budget,
         )
         units = pool.units(sorted(pool.queues), keep=lambda v, job=job: v is not job)  # type: ignore[misc]
         if search.run(job, units):
             pool.refresh([job])
             free = None
+        elif not search.capped:
+            fruitless.add(job)

@@ -12,7 +12,15 @@ from kai_py.scheduler.actions.evicting import (
     protected_note,
     victim_cost,
 )
-from kai_py.scheduler.actions.victims import VictimPool, VictimSearch, always
+from kai_py.scheduler.actions.victims import (
+    Fruitless,
+    SearchBudget,
+    VictimPool,
+    VictimSearch,
+    always,
+    capped_note,
+    stopped_note,
+)
 from kai_py.scheduler.model import Job, Task
 from kai_py.scheduler.ordering import PendingLine
 from kai_py.scheduler.placement import Placer
@@ -27,6 +35,8 @@ def _old_enough(session: Session, queue: str, task: Task) -> bool:
 def preempt(session: Session, placer: Placer) -> None:
     pools: dict[str, VictimPool] = {}
     line: PendingLine | None = None
+    budget = SearchBudget()
+    fruitless = Fruitless(session)
     lowest: dict[str, int] = {}  # the lowest priority of a preemptible job, per queue
     for v in session.jobs.values():
         if v.preemptible:
@@ -46,6 +56,13 @@ def preempt(session: Session, placer: Placer) -> None:
             )
         if line is None:
             line = PendingLine(session, pending_jobs(session))
+        note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
+        if fruitless.known(job, line):
+            session.explain(job, _why_not(job, True, note))
+            continue
+        if budget.exhausted:  # it will not search
+            session.explain(job, _why_not(job, True, note + stopped_note(0)))
+            continue
         units = pool.units([job.queue], keep=lambda v, job=job: v.priority < job.priority)  # type: ignore[misc]
         search = VictimSearch(
             session,
@@ -54,12 +71,14 @@ def preempt(session: Session, placer: Placer) -> None:
             always,
             moved_give_nothing=session.config.allow_consolidating_reclaim,
             line=line,
+            budget=budget,
         )
         if search.run(job, units):
             pool.refresh([job])
             continue
-        note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
-        session.explain(job, _why_not(job, True, note))
+        if not search.capped:
+            fruitless.add(job)
+        session.explain(job, _why_not(job, True, note + capped_note(search)))
 
 
 def _why_not(job: Job, had_candidates: bool, note: str = "") -> Reason:

@@ -23,7 +23,15 @@ from kai_py.scheduler.actions.evicting import (
     victim_cost,
 )
 from kai_py.scheduler.actions.reclaimable import Reclaimable
-from kai_py.scheduler.actions.victims import Unit, VictimPool, VictimSearch
+from kai_py.scheduler.actions.victims import (
+    Fruitless,
+    SearchBudget,
+    Unit,
+    VictimPool,
+    VictimSearch,
+    capped_note,
+    stopped_note,
+)
 from kai_py.scheduler.model import Job, Queue
 from kai_py.scheduler.ordering import PendingLine
 from kai_py.scheduler.placement import Placer
@@ -103,6 +111,8 @@ WAYS = ("fair_share", "deserved")
 def reclaim(session: Session, placer: Placer) -> None:
     pool: VictimPool | None = None
     line: PendingLine | None = None
+    budget = SearchBudget()
+    fruitless = Fruitless(session)
     for job in preemptors(session):
         amount = demand(session, job, needed(job))
         leaf = session.queues[job.queue]
@@ -127,10 +137,19 @@ def reclaim(session: Session, placer: Placer) -> None:
                 ),
             )
             line = PendingLine(session, pending_jobs(session))
-        if _reclaim(session, placer, pool, line, job, amount):
+        if fruitless.known(job, line):
+            session.explain(job, _nothing_to_reclaim(session, job))
+            continue
+        if budget.exhausted:  # not worth weighing its victims: it will not search
+            session.explain(job, _nothing_to_reclaim(session, job, stopped_note(0)))
+            continue
+        done, note = _reclaim(session, placer, pool, line, budget, job, amount)
+        if done:
             pool.refresh([job])
         else:
-            session.explain(job, _nothing_to_reclaim(session, job))
+            if not note:
+                fruitless.add(job)
+            session.explain(job, _nothing_to_reclaim(session, job, note))
 
 
 def _reclaim(
@@ -138,13 +157,15 @@ def _reclaim(
     placer: Placer,
     pool: VictimPool,
     line: PendingLine | None,
+    budget: SearchBudget,
     job: Job,
     amount: Res,
-) -> bool:
+) -> tuple[bool, str]:
+    """Whether ``job`` reclaimed, and a note when its search was cut short."""
     plan = _Reclaim(session, job, amount)
     queues = [q for q in pool.queues if q != job.queue and plan.rules.may_be_victim(q)]
     if not queues:
-        return False
+        return False, ""
     search = VictimSearch(
         session,
         placer,
@@ -153,11 +174,13 @@ def _reclaim(
         admit=plan.admit,
         moved_give_nothing=session.config.allow_consolidating_reclaim,
         line=line,
+        budget=budget,
     )
-    return search.run(job, pool.units_in_queue_order(session, queues))
+    done = search.run(job, pool.units_in_queue_order(session, queues))
+    return done, capped_note(search)
 
 
-def _nothing_to_reclaim(session: Session, job: Job) -> Reason:
+def _nothing_to_reclaim(session: Session, job: Job, capped: str = "") -> Reason:
     queue = session.queues[job.queue]
     others = (q for q in session.queues if q != job.queue)
     note = protected_note(session, others, "reclaim_min_runtime")
@@ -166,6 +189,6 @@ def _nothing_to_reclaim(session: Session, job: Job) -> Reason:
         f"Job {job.key} cannot reclaim resources: no other queue is above its fair share "
         f"(or its deserved quota) by enough preemptible work (queue {queue.name} has "
         f"{format_quantity('gpu', queue.allocated.gpu)} with a fair share of "
-        f"{format_quantity('gpu', queue.fair_share.gpu)}){note}",
+        f"{format_quantity('gpu', queue.fair_share.gpu)}){note}{capped}",
         {"queue": queue.name},
     )

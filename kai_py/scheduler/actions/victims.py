@@ -3,21 +3,28 @@
 Victims are added one unit at a time, cheapest first: the surplus pods of
 elastic jobs (in the reverse of the order their pods are placed in: workers before
 masters, lowest task-priority and newest first), then whole gangs (a
-gang that would fall below minMember goes as a whole). After each addition
-the preemptor is placed on what the victims release; if that works and the
-action's validator agrees, units that turn out not to be needed are put
-back one by one, and the smallest scenario found is kept.
+gang that would fall below minMember goes as a whole). The preemptor is placed
+on what the victims release after each added unit for the first few scenarios,
+then at growing steps (1, 2, 4... more units); once a first scenario failed, only
+counts of victims that could make room for it at all (checked per node, without
+simulating) are tried. When a scenario works and the action's validator agrees,
+the search goes back to the first count of units that works, units on nodes the
+preemptor does not use are put back together, then the others one by one, and
+the smallest scenario found is kept. The scenarios of one preemptor and the
+victim pods one action simulates are capped (``MAX_SCENARIOS``,
+``ACTION_BUDGET``).
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, place_tasks
-from kai_py.scheduler.model import Job, Task, TaskStatus
+from kai_py.scheduler.model import Job, Node, Queue, Task, TaskStatus
 from kai_py.scheduler.ordering import JobPicker, PendingLine
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import EPS, Res
@@ -39,10 +46,10 @@ def always(_: Sequence[Unit]) -> bool:
 
 
 #: Whether pods placed (bound or pipelined) earlier in the cycle may be victims, as in
-#: KAI. Off: with them, a busy cycle's victim search (which adds victims one at a time,
-#: wherever they run, and simulates each step) grows from milliseconds to minutes on
-#: bench/cycle.py. The search must first add victims node by node.
-THIS_CYCLE_VICTIMS = False
+#: KAI. On since the search is bounded (growing steps, ``MAX_SCENARIOS``,
+#: ``ACTION_BUDGET``): with them, a busy cycle's search, which simulated every added
+#: victim, took minutes on bench/cycle.py; it now stops at the action's budget.
+THIS_CYCLE_VICTIMS = True
 
 
 def held(task: Task) -> bool:
@@ -167,6 +174,7 @@ class VictimPool:
         for name in queues:
             if self._in_order(name):
                 position[name] = 0
+        memo = _LineMemo()
         while True:
             nexts: dict[str, Unit] = {}
             for name in list(position):
@@ -182,7 +190,7 @@ class VictimPool:
                     del position[name]
             if not nexts:
                 return
-            leaf = _last_in_line(session, nexts)
+            leaf = _last_in_line(session, nexts, memo)
             position[leaf] += 1
             yield nexts[leaf]
 
@@ -196,7 +204,20 @@ class VictimPool:
         return found
 
 
-def _last_in_line(session: Session, pending: dict[str, Unit]) -> str:
+class _LineMemo:
+    """What one walk of ``units_in_queue_order`` has computed: each waiting unit's
+    resources (its pods stay put while it waits: only units already handed out are
+    evicted) and each queue's key for a unit, while the queue's figures stay the same
+    (only the queue whose victim was taken changes, with its ancestors)."""
+
+    __slots__ = ("freed", "keys")
+
+    def __init__(self) -> None:
+        self.freed: dict[int, Res] = {}
+        self.keys: dict[str, tuple[int, Unit, tuple[object, ...]]] = {}
+
+
+def _last_in_line(session: Session, pending: dict[str, Unit], memo: _LineMemo) -> str:
     """The leaf queue whose next victim comes from the queue allocate would serve last."""
     subtree: dict[str, list[str]] = {}
     for leaf in pending:
@@ -204,18 +225,28 @@ def _last_in_line(session: Session, pending: dict[str, Unit]) -> str:
             subtree.setdefault(queue.name, []).append(leaf)
 
     def freed(unit: Unit) -> Res:
-        total = Res()
-        for task in unit.tasks:
-            if held(task):
-                total.sub(session.task_res(task, session.nodes.get(task.node_name or "")))
-        return total
+        found = memo.freed.get(id(unit))
+        if found is None:
+            found = memo.freed[id(unit)] = Res()
+            for task in unit.tasks:
+                if held(task):
+                    found.sub(session.task_res(task, session.nodes.get(task.node_name or "")))
+        return found
+
+    def order(queue: Queue, unit: Unit) -> tuple[object, ...]:
+        known = memo.keys.get(queue.name)
+        if known is not None and known[0] == queue.version and known[1] is unit:
+            return known[2]
+        key = session.framework.queue_order(queue, freed(unit))
+        memo.keys[queue.name] = (queue.version, unit, key)
+        return key
 
     def pick(names: list[str]) -> str:
         best: tuple[tuple[object, ...], str] | None = None
         for name in names:
             queue = session.queues[name]
             leaf = name if name in pending else pick([c for c in queue.children if c in subtree])
-            key = session.framework.queue_order(queue, freed(pending[leaf]))
+            key = order(queue, pending[leaf])
             if best is None or best[0] < key:
                 best = (key, leaf)
         assert best is not None
@@ -241,6 +272,165 @@ def _live(unit: Unit) -> bool:
     return any(held(t) for t in unit.tasks)
 
 
+#: The most scenarios one preemptor's search simulates (KAI bounds its search by time,
+#: which a pure scheduler has not). With placements at growing steps a fruitless search
+#: over n victims needs about LINEAR_STEPS + log2(n); the cap matters for pruning a
+#: large scenario (the victims left then are not all needed, but the scenario works).
+MAX_SCENARIOS = 64
+
+#: The first scenarios of a search add one unit each (as KAI does); only then do the
+#: steps grow. A scenario may work only in a narrow range of victims (the reclaim
+#: rules refuse taking a queue below its share), which growing steps could jump over:
+#: small searches, the usual ones, stay exact.
+LINEAR_STEPS = 8
+
+#: The victim pods one action may simulate in all (each simulation places its victims
+#: again, in queue order, at some 100-250 microseconds a pod on a busy 2-core machine):
+#: a few seconds. 1,000 one-pod reclaims take about 3,000. Past it the action's
+#: remaining preemptors are not searched in this cycle and are told so; KAI bounds an
+#: action's search by time (5 minutes by default) the same way.
+ACTION_BUDGET = 10_000
+
+
+class SearchBudget:
+    """What is left of an action's ``ACTION_BUDGET``. One preemptor may spend at most a
+    tenth of it, so that a few fruitless searches over many victims do not leave
+    nothing for the preemptors after them."""
+
+    def __init__(self, pods: int | None = None) -> None:
+        self.left = ACTION_BUDGET if pods is None else pods
+        self.share = max(1, self.left // 10)
+        self._start = self.left
+
+    def begin(self) -> None:
+        """A preemptor's search starts."""
+        self._start = self.left
+
+    @property
+    def spent(self) -> bool:
+        return self.exhausted or self._start - self.left >= self.share
+
+    @property
+    def exhausted(self) -> bool:
+        """Nothing left for any preemptor of the action."""
+        return self.left <= 0
+
+
+def capped_note(search: VictimSearch) -> str:
+    """What a preemptor's explanation adds when its search was cut short."""
+    return stopped_note(search.scenarios) if search.capped else ""
+
+
+def stopped_note(scenarios: int) -> str:
+    return (
+        f"; the victim search stopped after {scenarios} scenario(s), at the limit "
+        f"of what one cycle searches (later cycles search again)"
+    )
+
+
+class Fruitless:
+    """Preemptors whose search found nothing in this action, by what the search reads
+    of them: their queue, priority, preemptibility, and the pods they place next. A
+    preemptor like one of these is not searched again while nothing was committed
+    since (same cluster, same victims, same queue figures): the search would end the
+    same way. The pending jobs of its queue between the two must be alike too (the
+    simulation judges a queue's turn by its next pending job)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._failed: dict[tuple[object, ...], tuple[int, Job]] = {}
+
+    def _key(self, job: Job) -> tuple[object, ...] | None:
+        if any(t.status.is_placed or t.status is TaskStatus.RUNNING for t in job.tasks):
+            return None  # its own pods change what it may take and where it starts
+        shapes: list[object] = []
+        for task in next_tasks(job, needed(job)):
+            if task.pin is not None or task.pod_affinity:
+                return None  # where they fit depends on which pods are where
+            r = task.request
+            shapes.append(
+                (
+                    task.shape,
+                    r.cpu,
+                    r.memory,
+                    r.gpu,
+                    task.gpu_fraction,
+                    task.gpu_memory_mib,
+                    task.gpu_devices,
+                    task.nominated_node,
+                )
+            )
+        return (job.queue, job.priority, job.preemptible, tuple(shapes))
+
+    def known(self, job: Job, line: PendingLine | None) -> bool:
+        """A preemptor like one whose search failed, with nothing committed since."""
+        key = self._key(job)
+        if key is None:
+            return False
+        found = self._failed.get(key)
+        if found is None or found[0] != len(self.session.committed):
+            return False
+        return line is None or self._alike_between(line, found[1], job, key)
+
+    def add(self, job: Job) -> None:
+        key = self._key(job)
+        if key is not None:
+            self._failed[key] = (len(self.session.committed), job)
+
+    def _alike_between(
+        self, line: PendingLine, first: Job, job: Job, key: tuple[object, ...]
+    ) -> bool:
+        order = self.session.framework.job_order
+        low, high = order(first), order(job)
+        for entry_key, other in line.entries.get(job.queue, []):
+            if not low < entry_key < high:
+                continue
+            if line.pending(other) and self._key(other) != key:
+                return False
+        return True
+
+
+class _Slots:
+    """Whether the preemptor's whole-GPU pods could each find a node with their cards
+    free or being freed: for each size r asked for, the pods asking at least r are no
+    more than the sum over nodes of (GPUs free in the future) // r. A necessary
+    condition (each such pod takes r of its node's cards), so a scenario it rules out
+    could not have worked; kept up to date from the nodes victims leave."""
+
+    def __init__(self, session: Session, tasks: Sequence[Task]) -> None:
+        self.session = session
+        sizes = [t.request.gpu for t in tasks if not t.is_shared and t.request.gpu > EPS]
+        self.need = {r: sum(1 for x in sizes if x >= r - EPS) for r in set(sizes)}
+        self.have = {r: _slots_now(session, r) for r in self.need}
+        self.free: dict[str, float] = {}  # nodes victims left, by GPUs free then
+
+    def leaving(self, node: Node | None) -> None:
+        """Note a node's free GPUs before a victim leaves it."""
+        if node is not None and self.need and node.name not in self.free:
+            self.free[node.name] = node.free_gpus_future()
+
+    def update(self, node: Node | None) -> None:
+        """Count again a node a victim just left."""
+        if node is None or not self.need:
+            return
+        before, after = self.free[node.name], node.free_gpus_future()
+        for r in self.need:
+            self.have[r] += _pods_of(after, r) - _pods_of(before, r)
+        self.free[node.name] = after
+
+    def enough(self) -> bool:
+        return all(self.have[r] >= n for r, n in self.need.items())
+
+
+def _pods_of(free: float, size: float) -> int:
+    return max(0, math.floor((free + EPS) / size))
+
+
+def _slots_now(session: Session, size: float) -> int:
+    """Sum over nodes of how many pods of ``size`` GPUs their future free cards hold."""
+    return sum(_pods_of(n.free_gpus_future(), size) for n in session.nodes.values())
+
+
 class VictimSearch:
     def __init__(
         self,
@@ -254,6 +444,7 @@ class VictimSearch:
         max_victims: int | None = None,
         admit: Callable[[Unit], bool] | None = None,
         line: PendingLine | None = None,
+        budget: SearchBudget | None = None,
     ) -> None:
         self.session = session
         self.placer = placer
@@ -264,25 +455,52 @@ class VictimSearch:
         self.max_victims = max_victims
         self.admit = admit
         self.line = line
+        self.budget = budget if budget is not None else SearchBudget()
+        self.scenarios = 0  # simulated by the last run
+        self.capped = False  # the last run stopped at MAX_SCENARIOS or its budget
 
     def run(self, preemptor: Job, units: Iterable[Unit]) -> bool:
         """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing.
 
-        Two shortcuts that never change the outcome of a search that would
-        succeed: a preemptor that asks for GPUs passes over victims that hold no
-        GPU (evicting them frees no card for it), and the preemptor is only placed
-        once the victims chosen so far, with what is free already, add up to what
-        it asks for (before that, the placement cannot work).
+        Shortcuts that never change the outcome of a search that would succeed: a
+        preemptor that asks for GPUs passes over victims that hold no GPU (evicting
+        them frees no card for it); after a first scenario failed, the preemptor is
+        only placed again once what is free plus what the victims chosen so far hold
+        adds up to what it asks for, and its whole-GPU pods could each find a node
+        with that many cards free or being freed (``_Slots``).
+
+        Placing it after every added unit made a fruitless search cost the square of
+        the victims (each simulation moves every victim chosen so far); after
+        ``LINEAR_STEPS`` scenarios the steps grow (1, 2, 4... more units), which
+        makes that about twice the victims. When a step works, the counts in between
+        are searched by halves for the first that works (the count one unit at a
+        time finds, whenever adding a victim never makes a scenario fail).
         """
         session = self.session
         stmt = session.statement()
         chosen: list[Unit] = []
         evicted = 0
+        self.scenarios = 0
+        self.capped = False
+        self.budget.begin()
+        if self.budget.spent:
+            self.capped = True
+            return False
+        tasks = next_tasks(preemptor, needed(preemptor))
         wanted = demand(session, preemptor, needed(preemptor)).copy()
         gpu_only = wanted.gpu > EPS
-        if any(t.is_shared for t in next_tasks(preemptor, needed(preemptor))):
+        if any(t.is_shared for t in tasks):
             wanted.gpu = 0.0  # a portion of a card in use is free but not counted below
-        room: Res | None = None  # free + chosen victims, once a first placement failed
+        # Free resources plus the chosen victims', and the per-node check: computed once a
+        # first scenario failed (a walk over every node, which most searches, ending
+        # at their first scenario, are spared).
+        room: Res | None = None
+        slots: _Slots | None = None
+        ruled_out = 0  # the most units with which the preemptor could not fit at all
+        failed = 0  # the most units with which a scenario was tried and failed
+        next_try = 0  # the number of units at which the preemptor is placed next
+        step, tries = 1, 0
+        found = 0
         for unit in units:
             if not _live(unit) or (self.admit is not None and not self.admit(unit)):
                 continue
@@ -294,45 +512,117 @@ class VictimSearch:
             chosen.append(unit)
             evicted += len(live)
             for task in live:
-                if room is not None:
-                    freed = session.task_res(task, session.nodes.get(task.node_name or ""))
+                node = session.nodes.get(task.node_name or "")
+                if room is not None and slots is not None:
+                    freed = session.task_res(task, node)
                     if task.is_shared:
                         freed.gpu = float(task.gpu_devices)  # its cards may become whole
                     room.add(freed)
+                    slots.leaving(node)
                 stmt.evict(task, self.action, preemptor)
-            if room is not None and not wanted.fits_in(room):
+                if slots is not None:
+                    slots.update(node)
+            if (
+                room is not None
+                and slots is not None
+                and (not wanted.fits_in(room) or not slots.enough())
+            ):
+                ruled_out = len(chosen)
                 continue  # not enough yet, wherever it is: add the next victim
-            mark = stmt.checkpoint()
-            if self._try(stmt, preemptor, chosen):
-                stmt.rollback(0)
-                self._prune(stmt, preemptor, chosen)
-                if self.line is not None:
-                    # Pods taken back from this cycle's placements wait in line again.
-                    session_jobs = session.jobs
-                    self.line.add(session_jobs[r.task.job_uid] for r in stmt.log if r.unplaced)
-                stmt.commit()
-                return True
-            stmt.rollback(mark)
+            if len(chosen) < next_try:
+                continue
+            if self._attempt(stmt, preemptor, chosen):
+                found = len(chosen)
+                break
+            failed, next_try = len(chosen), len(chosen) + step
             if room is None:
                 room = _free(session)  # the victims so far count as being released
+                slots = _Slots(session, tasks)
+            tries += 1
+            if tries >= LINEAR_STEPS:
+                step *= 2
+            if self.scenarios >= MAX_SCENARIOS or self.budget.spent:
+                self.capped = True
+                break
+        if not found and not self.capped:
+            # The pool is exhausted (or the victims at their limit): the whole set is
+            # tried if a step passed over it.
+            last = len(chosen)
+            if failed < last and ruled_out < last and self._attempt(stmt, preemptor, chosen):
+                found = last
         stmt.rollback(0)
+        if not found:
+            return False
+        # The first count that works after the last one that failed, by halves.
+        low, high = max(failed, ruled_out), found
+        while high - low > 1 and not self._enough():
+            middle = (low + high) // 2
+            works = self._scenario(stmt, preemptor, chosen[:middle])
+            stmt.rollback(0)
+            if works:
+                high = middle
+            else:
+                low = middle
+        del chosen[high:]
+        self._prune(stmt, preemptor, chosen)
+        if self.line is not None:
+            # Pods taken back from this cycle's placements wait in line again.
+            session_jobs = session.jobs
+            self.line.add(session_jobs[r.task.job_uid] for r in stmt.log if r.unplaced)
+        stmt.commit()
+        return True
+
+    def _enough(self) -> bool:
+        """Refining a scenario that works stops at the caps (it works as it is)."""
+        return self.scenarios >= MAX_SCENARIOS or self.budget.spent
+
+    def _attempt(self, stmt: Statement, preemptor: Job, chosen: Sequence[Unit]) -> bool:
+        """Try the units evicted in ``stmt``; undo the attempt's placements if it fails."""
+        self.scenarios += 1
+        mark = stmt.checkpoint()
+        self.budget.left -= mark  # every record so far is a victim's eviction
+        if self._try(stmt, preemptor, chosen):
+            return True
+        stmt.rollback(mark)
         return False
 
     def _scenario(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
+        self.scenarios += 1
         for unit in units:
             for task in unit.tasks:
                 if held(task):
                     stmt.evict(task, self.action, preemptor)
+        self.budget.left -= len(stmt.log)
         return self._try(stmt, preemptor, units)
 
     def _prune(self, stmt: Statement, preemptor: Job, chosen: list[Unit]) -> None:
         """Drop units the preemptor turned out not to need; leave the best scenario applied.
 
-        The dearest units (added last) are tried first, so cheap victims are kept
-        and dear ones spared.
+        First, by node: the units with no pod on a node the preemptor is placed on
+        go back together, when the scenario still works without them (usually the
+        case: what the preemptor needs is where it runs). Then one by one, the
+        dearest (added last) first, so cheap victims are kept and dear ones spared;
+        past ``MAX_SCENARIOS`` the rest are kept.
         """
+        if len(chosen) > 2:
+            applied = self._scenario(stmt, preemptor, chosen)
+            assert applied, "a scenario that worked must work again"
+            mine = {
+                rec.node.name
+                for rec in stmt.log
+                if rec.op is Op.ALLOCATE
+                and rec.node is not None
+                and rec.task.job_uid == preemptor.uid
+            }
+            stmt.rollback(0)
+            near = [u for u in chosen[:-1] if any(t.node_name in mine for t in u.tasks if held(t))]
+            near.append(chosen[-1])  # the unit that made it work stays, as below
+            if len(near) < len(chosen):
+                if self._scenario(stmt, preemptor, near):
+                    chosen[:] = near
+                stmt.rollback(0)
         index = len(chosen) - 2  # the last unit added is the one that made it work
-        while index >= 0:
+        while index >= 0 and not self._enough():
             trial = chosen[:index] + chosen[index + 1 :]
             if self._scenario(stmt, preemptor, trial):
                 chosen[:] = trial
