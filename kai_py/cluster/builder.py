@@ -75,6 +75,7 @@ class PodFacts:
     ours: bool  # its schedulerName is ours
     group: str | None  # its PodGroup annotation
     version: tuple[object, ...] | None  # the memo's key of its parsed Task, without the job
+    manifest: Mapping[str, Any]  # what these facts were read from (held: its id stays its own)
 
     @staticmethod
     def of(body: Mapping[str, Any]) -> PodFacts:
@@ -89,6 +90,7 @@ class PodFacts:
             ours=(spec.get("schedulerName") or "default-scheduler") == keys.DEFAULT_SCHEDULER_NAME,
             group=str(group) if group else None,
             version=ParseMemo.key(body),
+            manifest=body,
         )
 
 
@@ -111,9 +113,9 @@ class ParseMemo:
         self._used_tasks: dict[tuple[object, ...], tuple[Task, tuple[str, ...]]] = {}
         self._podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
         self._used_podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
-        # id(manifest) -> (manifest, facts); the manifest is held so its id stays its own.
-        self._facts: dict[int, tuple[Mapping[str, Any], PodFacts]] = {}
-        self._used_facts: dict[int, tuple[Mapping[str, Any], PodFacts]] = {}
+        # id(manifest) -> its facts (which hold the manifest, so its id stays its own).
+        self._facts: dict[int, PodFacts] = {}
+        self._used_facts: dict[int, PodFacts] = {}
 
     @staticmethod
     def key(body: Mapping[str, Any], *extra: object) -> tuple[object, ...] | None:
@@ -127,10 +129,10 @@ class ParseMemo:
 
     def facts(self, body: Mapping[str, Any]) -> PodFacts:
         found = self._facts.get(id(body))
-        if found is None or found[0] is not body:
-            found = (body, PodFacts.of(body))
+        if found is None or found.manifest is not body:
+            found = PodFacts.of(body)
         self._used_facts[id(body)] = found
-        return found[1]
+        return found
 
     def task(
         self, body: Mapping[str, Any], facts: PodFacts, job_uid: str, now: float

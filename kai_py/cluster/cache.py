@@ -357,7 +357,7 @@ class ClusterCache:
         self.status_memo = StatusMemo()
         # What the last view read from each pod, by the identity of the manifest it read
         # (the manifest is held, so its id stays its own): an unchanged pod is not read.
-        self._pod_entries: dict[int, tuple[Json, _PodEntry]] = {}
+        self._pod_entries: dict[int, _PodEntry] = {}
         # Warm-up: uids a first LIST returned that the watch has not delivered yet.
         self._waiting: dict[str, set[str] | None] = dict.fromkeys(KINDS)
         self._seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
@@ -571,11 +571,10 @@ class ClusterCache:
         for (ns, name), pod in self.objects[PODS].items():
             request = binds.get((ns, name))
             placed = pod if request is None else _placed_by_bindrequest(pod, request)
-            found = seen.get(id(placed))
-            if found is None or found[0] is not placed:
-                found = (placed, _PodEntry.of(ns, name, pod, placed))
-            entries[id(placed)] = found
-            entry = found[1]
+            entry = seen.get(id(placed))
+            if entry is None or entry.document.body is not placed:
+                entry = _PodEntry.of(ns, name, pod, placed)
+            entries[id(placed)] = entry
             # Every live shared pod (also those held back below) keeps its card's group.
             used_groups.update(entry.gpu_groups)
             if not entry.group or ((ns, name) in blocked and not entry.bound):
@@ -698,7 +697,7 @@ class _PodEntry:
     bound: bool  # the pod itself names a node
     created: float
     gpu_groups: tuple[tuple[str, str], ...]  # (node, GPU group) it uses while live
-    document: Document
+    document: Document  # holds the manifest read (so its id stays its own)
 
     @staticmethod
     def of(ns: str, name: str, pod: Json, placed: Json) -> _PodEntry:
