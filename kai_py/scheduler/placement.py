@@ -147,7 +147,7 @@ class Placer:
         may be the one it wants beside it), which get -1."""
         if task.pin is not None or task.pod_affinity:
             return -1
-        return self._demand_ids.setdefault(_demand(task), len(self._demand_ids))
+        return self._demand_ids.setdefault(fit_key(task), len(self._demand_ids))
 
     def _on_nominated(self, task: Task) -> Placement | None:
         """The nominated node, when the task fits there now."""
@@ -231,7 +231,7 @@ class Placer:
     def explain(self, task: Task) -> str:
         """Why no node fits ``task``, counted per cause, as kube-scheduler words it."""
         s = self.session
-        key = (*_demand(task), s.release_generation)
+        key = (*fit_key(task), s.release_generation)
         cached = self._no_fit.get(key)
         if cached is not None:
             return cached
@@ -275,7 +275,7 @@ class Placer:
         return "node(s) had resources only after other pods finish"
 
 
-def _demand(task: Task) -> tuple[object, ...]:
+def fit_key(task: Task) -> tuple[object, ...]:
     """What decides where a task fits: its shape (predicates) and what it asks for."""
     r = task.request
     return (

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, place_tasks
 from kai_py.scheduler.model import Job, Node, Queue, Task, TaskStatus
 from kai_py.scheduler.ordering import JobPicker, PendingLine
-from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.placement import Placer, fit_key
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Op, Session, Statement
 
@@ -349,19 +349,7 @@ class Fruitless:
         for task in next_tasks(job, needed(job)):
             if task.pin is not None or task.pod_affinity:
                 return None  # where they fit depends on which pods are where
-            r = task.request
-            shapes.append(
-                (
-                    task.shape,
-                    r.cpu,
-                    r.memory,
-                    r.gpu,
-                    task.gpu_fraction,
-                    task.gpu_memory_mib,
-                    task.gpu_devices,
-                    task.nominated_node,
-                )
-            )
+            shapes.append((*fit_key(task), task.nominated_node))
         return (job.queue, job.priority, job.preemptible, tuple(shapes))
 
     def known(self, job: Job, line: PendingLine | None) -> bool:
