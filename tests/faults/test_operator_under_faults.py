@@ -21,6 +21,8 @@ pytestmark = pytest.mark.slow
 
 def _assert_clean(figures: Figures, run: Run) -> None:
     assert figures.clean(), f"{figures}\n{run.logs}"
+    # The double-bind check by BindRequest saw binds succeed (it is not vacuous).
+    assert run.checker is not None and run.checker.succeeded, "no Succeeded BindRequest seen"
     assert figures.complete_seconds is not None
 
 
