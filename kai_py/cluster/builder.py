@@ -32,6 +32,7 @@ from kai_py.cluster.convert import (
 )
 from kai_py.cluster.grouping import Grouped, group_for_pod
 from kai_py.cluster.inputs import Document, InputError
+from kai_py.cluster.passmemo import PassMemo
 from kai_py.cluster.workloads import expand
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
 from kai_py.scheduler.model import Config, Job, Node, Queue, Snapshot, Task, TaskStatus
@@ -109,13 +110,10 @@ class ParseMemo:
     """
 
     def __init__(self) -> None:
-        self._tasks: dict[tuple[object, ...], tuple[Task, tuple[str, ...]]] = {}
-        self._used_tasks: dict[tuple[object, ...], tuple[Task, tuple[str, ...]]] = {}
-        self._podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
-        self._used_podgroups: dict[tuple[object, ...], PodGroup | ManifestError] = {}
+        self._tasks: PassMemo[tuple[object, ...], tuple[Task, tuple[str, ...]]] = PassMemo()
+        self._podgroups: PassMemo[tuple[object, ...], PodGroup | ManifestError] = PassMemo()
         # id(manifest) -> its facts (which hold the manifest, so its id stays its own).
-        self._facts: dict[int, PodFacts] = {}
-        self._used_facts: dict[int, PodFacts] = {}
+        self._facts: PassMemo[int, PodFacts] = PassMemo()
 
     @staticmethod
     def key(body: Mapping[str, Any], *extra: object) -> tuple[object, ...] | None:
@@ -131,7 +129,7 @@ class ParseMemo:
         found = self._facts.get(id(body))
         if found is None or found.manifest is not body:
             found = PodFacts.of(body)
-        self._used_facts[id(body)] = found
+        self._facts.keep(id(body), found)
         return found
 
     def task(
@@ -145,7 +143,7 @@ class ParseMemo:
         if found is None:
             found = _parse_task(body, job_uid, status, now)
         if key is not None and not found[0].stuck and status is not TaskStatus.RELEASING:
-            self._used_tasks[key] = found  # a releasing pod's deadline depends on the clock
+            self._tasks.keep(key, found)  # a releasing pod's deadline depends on the clock
         template, notes = found
         return template.clone(), notes
 
@@ -159,14 +157,14 @@ class ParseMemo:
             except ManifestError as exc:
                 found = exc
         if key is not None:
-            self._used_podgroups[key] = found
+            self._podgroups.keep(key, found)
         return found
 
     def done(self) -> None:
         """The end of a build: keep what it used."""
-        self._tasks, self._used_tasks = self._used_tasks, {}
-        self._podgroups, self._used_podgroups = self._used_podgroups, {}
-        self._facts, self._used_facts = self._used_facts, {}
+        self._tasks.done()
+        self._podgroups.done()
+        self._facts.done()
 
 
 def _parse_task(

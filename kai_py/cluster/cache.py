@@ -48,8 +48,8 @@ from kai_py.cluster.builder import Built, ParseMemo, build
 from kai_py.cluster.convert import is_newer, meta, parse_time, resource_version
 from kai_py.cluster.foreign import ForeignPods
 from kai_py.cluster.inputs import Document
+from kai_py.cluster.passmemo import PassMemo
 from kai_py.cluster.pinned_binding import BLOCKER_LABEL
-from kai_py.cluster.statusmemo import StatusMemo
 from kai_py.scheduler.model import Config
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
@@ -320,7 +320,7 @@ class View:
     pods_by_name: dict[Key, Json] = field(default_factory=dict)
     podgroups_by_name: dict[Key, Json] = field(default_factory=dict)
     #: PodGroup status the plan found already right, kept across cycles (the cache's).
-    status_memo: StatusMemo | None = None
+    status_memo: PassMemo[str, tuple[object, ...]] | None = None
 
     def build(self, now: float, config: Config | None = None) -> Built:
         built = build(self.documents, now, config, self.memo)
@@ -353,11 +353,11 @@ class ClusterCache:
         self.generation = 0
         #: Pods parsed by earlier builds, by version: a build parses only what changed.
         self.memo = ParseMemo()
-        #: PodGroups whose status the last plan found right: unchanged, not compared again.
-        self.status_memo = StatusMemo()
+        #: PodGroups whose status the last plan found right (``writer.status_key``).
+        self.status_memo: PassMemo[str, tuple[object, ...]] = PassMemo()
         # What the last view read from each pod, by the identity of the manifest it read
         # (the manifest is held, so its id stays its own): an unchanged pod is not read.
-        self._pod_entries: dict[int, _PodEntry] = {}
+        self._pod_entries: PassMemo[int, _PodEntry] = PassMemo()
         # Warm-up: uids a first LIST returned that the watch has not delivered yet.
         self._waiting: dict[str, set[str] | None] = dict.fromkeys(KINDS)
         self._seen: dict[str, set[str]] = {kind: set() for kind in KINDS}
@@ -567,14 +567,14 @@ class ClusterCache:
         held_back = 0
         wake = float("inf")  # when a held-back pod's grace period ends
         used_groups: set[tuple[str, str]] = set()  # (node, group) that live shared pods use
-        seen, entries = self._pod_entries, {}
+        entries = self._pod_entries
         for (ns, name), pod in self.objects[PODS].items():
             request = binds.get((ns, name))
             placed = pod if request is None else _placed_by_bindrequest(pod, request)
-            entry = seen.get(id(placed))
+            entry = entries.get(id(placed))
             if entry is None or entry.document.body is not placed:
                 entry = _PodEntry.of(ns, name, pod, placed)
-            entries[id(placed)] = entry
+            entries.keep(id(placed), entry)
             # Every live shared pod (also those held back below) keeps its card's group.
             used_groups.update(entry.gpu_groups)
             if not entry.group or ((ns, name) in blocked and not entry.bound):
@@ -589,7 +589,7 @@ class ClusterCache:
                 continue
             by_uid[entry.uid] = pod
             docs.append(entry.document)
-        self._pod_entries = entries
+        entries.done()
         for (ns, name), reservation in self.reservations.items():
             node = str((reservation.get("spec") or {}).get("nodeName"))
             group = str(reservation.get("group"))
