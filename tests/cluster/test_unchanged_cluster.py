@@ -72,6 +72,15 @@ def _objects() -> dict[tuple[str, str, str], Json]:
     return objs
 
 
+def _filled() -> tuple[dict[tuple[str, str, str], Json], ClusterCache]:
+    """The objects, and a cache that has seen each of them once."""
+    objs = _objects()
+    cache = ClusterCache()
+    for (kind, _, _), body in objs.items():
+        cache.observe(kind, "ADDED", body)
+    return objs, cache
+
+
 def _apply(
     cache: ClusterCache, objs: dict[tuple[str, str, str], Json], writes: list[Write]
 ) -> None:
@@ -108,10 +117,7 @@ def _cycle(cache: ClusterCache, recorder: EventRecorder, gate: IdleGate, now: fl
 
 
 def test_an_unchanged_cluster_gets_no_writes_in_the_second_cycle_and_no_third_cycle() -> None:
-    objs = _objects()
-    cache = ClusterCache()
-    for (kind, _, _), body in objs.items():
-        cache.observe(kind, "ADDED", body)
+    objs, cache = _filled()
     recorder, gate = EventRecorder(), IdleGate()
     first = _cycle(cache, recorder, gate, NOW)
     kinds = sorted(w.what.split(" ")[0] for w in first)
@@ -148,10 +154,7 @@ def test_a_cycle_that_decided_something_is_never_skipped() -> None:
 
 
 def test_a_build_reuses_unchanged_pods_and_parses_changed_ones_again() -> None:
-    objs = _objects()
-    cache = ClusterCache()
-    for (kind, _, _), body in objs.items():
-        cache.observe(kind, "ADDED", body)
+    objs, cache = _filled()
     first = cache.view(NOW).build(NOW).snapshot
     task = next(t for j in first.jobs for t in j.tasks if t.name == "big-0")
     task.status, task.node_name = TaskStatus.ALLOCATED, "n1"  # what a session does
@@ -173,10 +176,7 @@ def _status_writes(writes: list[Write]) -> list[str]:
 
 
 def test_a_podgroup_status_found_right_is_compared_again_once_it_changes() -> None:
-    objs = _objects()
-    cache = ClusterCache()
-    for (kind, _, _), body in objs.items():
-        cache.observe(kind, "ADDED", body)
+    objs, cache = _filled()
     recorder, gate = EventRecorder(), IdleGate()
     _apply(cache, objs, _cycle(cache, recorder, gate, NOW))
     assert _cycle(cache, recorder, gate, NOW + 1) == []
@@ -200,10 +200,7 @@ def test_a_podgroup_status_found_right_is_compared_again_once_it_changes() -> No
 
 
 def test_events_carry_the_uid_of_their_object() -> None:
-    objs = _objects()
-    cache = ClusterCache()
-    for (kind, _, _), body in objs.items():
-        cache.observe(kind, "ADDED", body)
+    _, cache = _filled()
     view = cache.view(NOW)
     built = view.build(NOW)
     events = [

@@ -90,17 +90,16 @@ def test_a_fruitless_search_simulates_a_logarithm_of_its_victims(
     assert 10 <= simulated["lost"] <= victims.LINEAR_STEPS + 8
 
 
+def _nowhere(name: str, created: float = 0.0, gpu: int = 1, pool: str = "x") -> Job:
+    """A high-priority job of queue a whose pod no node can hold (no node has its label)."""
+    pod = task(gpu=gpu, name=f"{name}-0", node_selector={"pool": pool})
+    return job(name, "a", [pod], priority=90, created=created)
+
+
 def test_a_preemptor_like_one_that_just_failed_is_not_searched_again(
     simulated: Counter[str],
 ) -> None:
-    first = job("first", "a", [task(gpu=1, name="f-0", node_selector={"pool": "x"})], priority=90)
-    second = job(
-        "second",
-        "a",
-        [task(gpu=1, name="s-0", node_selector={"pool": "x"})],
-        priority=90,
-        created=1.0,
-    )
+    first, second = _nowhere("first"), _nowhere("second", created=1.0)
     d = run_cycle(_preempt_snapshot(3, first, second))
     assert simulated["first"] > 0 and simulated["second"] == 0
     # It is told the same as the one searched.
@@ -114,21 +113,9 @@ def test_a_different_job_waiting_between_them_makes_it_search_again(
 ) -> None:
     # The job between them in line decides when their queue's turn comes in the
     # simulation of the second one, so its search may end differently.
-    first = job("first", "a", [task(gpu=1, name="f-0", node_selector={"pool": "x"})], priority=90)
-    between = job(
-        "between",
-        "a",
-        [task(gpu=2, name="b-0", node_selector={"pool": "x"})],
-        priority=90,
-        created=1.0,
-    )
-    second = job(
-        "second",
-        "a",
-        [task(gpu=1, name="s-0", node_selector={"pool": "x"})],
-        priority=90,
-        created=2.0,
-    )
+    first = _nowhere("first")
+    between = _nowhere("between", created=1.0, gpu=2)
+    second = _nowhere("second", created=2.0)
     run_cycle(_preempt_snapshot(3, first, between, second))
     assert simulated["first"] > 0 and simulated["second"] > 0
 
@@ -136,15 +123,9 @@ def test_a_different_job_waiting_between_them_makes_it_search_again(
 def test_a_search_is_repeated_once_something_was_committed(simulated: Counter[str]) -> None:
     # "first" fails; "taker" preempts; "second", like "first", is searched again since
     # the cluster changed.
-    first = job("first", "a", [task(gpu=1, name="f-0", node_selector={"pool": "x"})], priority=90)
+    first = _nowhere("first")
     taker = job("taker", "a", [task(gpu=1, name="t-0")], priority=90, created=1.0)
-    second = job(
-        "second",
-        "a",
-        [task(gpu=1, name="s-0", node_selector={"pool": "x"})],
-        priority=90,
-        created=2.0,
-    )
+    second = _nowhere("second", created=2.0)
     # Placed, "taker" no longer waits between them: only the commit tells them apart.
     d = run_cycle(_preempt_snapshot(3, first, taker, second))
     assert {t.name for t in d.pipelined} == {"t-0"}
@@ -155,8 +136,7 @@ def test_an_action_stops_searching_past_its_budget_and_says_so(
     monkeypatch: pytest.MonkeyPatch, simulated: Counter[str]
 ) -> None:
     monkeypatch.setattr(victims, "ACTION_BUDGET", 1)  # one victim pod simulated
-    one = job("one", "a", [task(gpu=1, name="o-0", node_selector={"pool": "x"})], priority=90)
-    two = job("two", "a", [task(gpu=2, name="t-0", node_selector={"pool": "y"})], priority=90)
+    one, two = _nowhere("one"), _nowhere("two", gpu=2, pool="y")
     d = run_cycle(_preempt_snapshot(3, one, two))
     assert simulated["one"] == 1 and simulated["two"] == 0
     assert "victim search stopped after 1 scenario(s)" in d.reasons[one.uid][-1].message
@@ -170,8 +150,7 @@ def test_one_preemptor_spends_at_most_a_tenth_of_the_budget(
     # A share of 4 victim pods: "one" stops after scenarios of 1, 2 and 3 victims (6
     # pods); "two" is searched in full and fails on its own.
     monkeypatch.setattr(victims, "ACTION_BUDGET", 40)
-    one = job("one", "a", [task(gpu=1, name="o-0", node_selector={"pool": "x"})], priority=90)
-    two = job("two", "a", [task(gpu=2, name="t-0", node_selector={"pool": "y"})], priority=90)
+    one, two = _nowhere("one"), _nowhere("two", gpu=2, pool="y")
     d = run_cycle(_preempt_snapshot(3, one, two))
     assert simulated["one"] == 3
     assert "victim search stopped after 3 scenario(s)" in d.reasons[one.uid][-1].message
