@@ -16,6 +16,7 @@ from kai_py.scheduler.actions.victims import (
     VictimPool,
     VictimSearch,
     always,
+    any_held,
 )
 from kai_py.scheduler.model import Node
 from kai_py.scheduler.placement import Placer
@@ -31,6 +32,10 @@ def _free_gpu(node: Node) -> float:
 
 def consolidation(session: Session, placer: Placer) -> None:
     if session.framework.placement == "spread" or session.config.max_consolidation_victims == 0:
+        return
+    if not any_held(session):
+        # No pod could be moved, so no search could succeed, and consolidation explains
+        # nothing to the jobs it passes over: walking them would change nothing.
         return
     pool: VictimPool | None = None
     free: tuple[float, float] | None = None

@@ -18,6 +18,7 @@ from kai_py.scheduler.actions.victims import (
     VictimPool,
     VictimSearch,
     always,
+    any_held,
     capped_note,
     stopped_note,
 )
@@ -41,9 +42,17 @@ def preempt(session: Session, placer: Placer) -> None:
     for v in session.jobs.values():
         if v.preemptible:
             lowest[v.queue] = min(v.priority, lowest.get(v.queue, v.priority))
+    # No pod holds resources a search could take: each search would find no victim
+    # and say so with no note of a cap (the budget is only spent by simulating
+    # victims); neither pools nor the line are built.
+    searchable = any_held(session)
     for job in preemptors(session, check_limit=False):
         if lowest.get(job.queue, job.priority) >= job.priority:
             session.explain(job, _why_not(job, False))
+            continue
+        if not searchable:
+            note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
+            session.explain(job, _why_not(job, True, note))
             continue
         pool = pools.get(job.queue)
         if pool is None:

@@ -29,6 +29,7 @@ from kai_py.scheduler.actions.victims import (
     Unit,
     VictimPool,
     VictimSearch,
+    any_held,
     capped_note,
     stopped_note,
 )
@@ -105,26 +106,33 @@ class _Reclaim:
         return self.rules.acceptable(victims)
 
 
-WAYS = ("fair_share", "deserved")
-
-
 def reclaim(session: Session, placer: Placer) -> None:
     pool: VictimPool | None = None
     line: PendingLine | None = None
     budget = SearchBudget()
     fruitless = Fruitless(session)
+    # No pod holds resources a search could take: every search would find no victim
+    # (its pool is empty, and stays so without a commit), so each job that may reclaim
+    # gets what such a search ends with: nothing to reclaim, with no note (the budget
+    # is only spent by simulating victims). The pool and the line are not built.
+    searchable = any_held(session)
     for job in preemptors(session):
         amount = demand(session, job, needed(job))
         leaf = session.queues[job.queue]
         leaf.allocated.add(amount)
         # A non-preemptible job's own quota was checked before (NonPreemptibleOverQuota);
-        # here both kinds of job compare their queue's whole allocation.
-        why_not = {way: within_share(session, job, [leaf], amount, way) for way in WAYS}
+        # here both kinds of job compare their queue's whole allocation. The deserved
+        # quota is only asked when the fair share refuses (a refusal is said only when
+        # both refuse; within_share changes nothing).
+        refusal = within_share(session, job, [leaf], amount, "fair_share")
+        if refusal is not None and within_share(session, job, [leaf], amount, "deserved") is None:
+            refusal = None
         leaf.allocated.sub(amount)
-        if all(refusal is not None for refusal in why_not.values()):
-            refusal = why_not["fair_share"]
-            assert refusal is not None
+        if refusal is not None:
             session.explain(job, refusal)
+            continue
+        if not searchable:
+            session.explain(job, _nothing_to_reclaim(session, job))
             continue
         if pool is None:
             pool = VictimPool(
@@ -162,8 +170,11 @@ def _reclaim(
     amount: Res,
 ) -> tuple[bool, str]:
     """Whether ``job`` reclaimed, and a note when its search was cut short."""
+    others = [q for q in pool.queues if q != job.queue]
+    if not others:
+        return False, ""  # before the rules copy every queue's totals: none to ask about
     plan = _Reclaim(session, job, amount)
-    queues = [q for q in pool.queues if q != job.queue and plan.rules.may_be_victim(q)]
+    queues = [q for q in others if plan.rules.may_be_victim(q)]
     if not queues:
         return False, ""
     search = VictimSearch(

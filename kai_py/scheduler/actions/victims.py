@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, place_tasks
-from kai_py.scheduler.model import Job, Node, Queue, Task, TaskStatus
+from kai_py.scheduler.model import ALLOCATED, PIPELINED, RUNNING, Job, Node, Queue, Task, TaskStatus
 from kai_py.scheduler.ordering import JobPicker, PendingLine
 from kai_py.scheduler.placement import Placer, fit_key
 from kai_py.scheduler.resources import EPS, Res
@@ -60,6 +60,36 @@ def held(task: Task) -> bool:
     if THIS_CYCLE_VICTIMS:
         return task.status.is_placed
     return task.status is TaskStatus.RUNNING
+
+
+def any_held(session: Session) -> bool:
+    """Whether any pod of the session holds resources a victim search could take back.
+
+    When none does, every ``VictimPool`` of the action is empty and stays so (a pool
+    takes in a job only after a search of its succeeded, which needs a victim), so no
+    search can evict anything: an action may skip its searches, and say only what
+    a search with no victims would have said. A plain loop that stops at the first
+    such pod: on a cluster with running pods it stops at once. Only commits change
+    which pods hold resources (an action starts with no statement open), so the answer
+    is kept per count of committed operations.
+    """
+    key = ("any-held", len(session.committed))
+    known = session.memo.get(key)
+    if isinstance(known, bool):
+        return known
+    found = False
+    for job in session.jobs.values():
+        for task in job.tasks:
+            status = task.status  # held(task), inlined: asked of every pod
+            if status is RUNNING or (
+                THIS_CYCLE_VICTIMS and (status is ALLOCATED or status is PIPELINED)
+            ):
+                found = True
+                break
+        if found:
+            break
+    session.memo[key] = found
+    return found
 
 
 def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], Unit | None]:
