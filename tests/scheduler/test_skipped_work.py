@@ -16,7 +16,7 @@ from builders import job, node, queue, snapshot, task
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions import consolidation, preempt, reclaim
 from kai_py.scheduler.cycle import run_cycle
-from kai_py.scheduler.model import Job, Snapshot
+from kai_py.scheduler.model import DEFAULT_ACTIONS, Job, Snapshot
 from kai_py.scheduler.session import Decisions
 
 
@@ -99,6 +99,39 @@ def test_actions_with_no_pod_to_take_decide_as_their_searches_would(
     assert fast == slow
 
 
+@pytest.mark.parametrize("actions", [DEFAULT_ACTIONS, ("reclaim", "preempt")])
+@pytest.mark.parametrize("seed", range(40))
+def test_walks_in_any_order_when_the_order_shows_nowhere_decide_as_in_queue_order(
+    seed: int, actions: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without allocate before them, no job has a reason yet: the walks keep their order."""
+    snap = _pending_only(seed)
+    snap.config.actions = actions
+    again = copy.deepcopy(snap)
+    fast = canonical(run_cycle(snap))
+    with monkeypatch.context() as m:
+        m.setattr(preempt, "unordered_preemptors", lambda *_, **__: None)
+        m.setattr(reclaim, "_unordered", lambda _session: None)
+        slow = canonical(run_cycle(again))
+    assert fast == slow
+
+
+def test_the_unordered_walks_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken: list[str] = []
+    for module, name in ((preempt, "unordered_preemptors"), (reclaim, "_unordered")):
+        original = getattr(module, name)
+
+        def spy(*args: object, _original: object = original, **kw: object) -> object:
+            found = _original(*args, **kw)  # type: ignore[operator]
+            taken.append("unordered" if found else "ordered")
+            return found
+
+        monkeypatch.setattr(module, name, spy)
+    for seed in range(40):
+        run_cycle(_pending_only(seed))
+    assert taken.count("unordered") > 40 and "ordered" in taken
+
+
 def test_the_inputs_reach_the_explanations_of_reclaim_and_preempt() -> None:
     """The clusters above do take the shortcuts: jobs that may reclaim or preempt
     (candidates of lower priority wait in their queue) are told why they did not."""
@@ -112,3 +145,22 @@ def test_the_inputs_reach_the_explanations_of_reclaim_and_preempt() -> None:
                 if r.code == reasons.NO_PREEMPT and "would not free" in r.message:
                     said.add("preempt")
     assert said == {"reclaim", "preempt"}
+
+
+def test_reclaim_keeps_its_order_when_the_share_check_would_move_a_total() -> None:
+    """Adding a step to a queue's total and taking it off again may not give back the
+    same float; the totals then depend on the order of the jobs, which is kept."""
+    from kai_py.scheduler.actions.allocate import allocate
+    from kai_py.scheduler.placement import Placer
+    from kai_py.scheduler.session import Session
+
+    for seed in range(40):
+        session = Session(_pending_only(seed))
+        allocate(session, Placer(session))
+        jobs = reclaim._unordered(session)
+        if jobs:
+            break
+    assert jobs
+    waiting = jobs[0]
+    session.queues[waiting.queue].allocated.cpu += 0.1  # (x + 0.1) + 1000 - 1000 moves
+    assert reclaim._unordered(session) is None

@@ -35,6 +35,33 @@ def preemptors(session: Session, *, check_limit: bool = True) -> Iterator[Job]:
             yield job
 
 
+def unordered_preemptors(session: Session, *, check_limit: bool = True) -> list[Job] | None:
+    """What ``preemptors`` hands out, in the session's job order instead of queue and job
+    order, or None when the order could show in the decisions.
+
+    Only for an action that changes nothing while it walks its jobs (no victim search
+    can run: no pod holds resources, ``victims.any_held``). Which jobs the walk hands
+    out then does not depend on its order: the gate and the capacity checks read
+    task statuses and queue totals that stay as they are. All the action does is
+    explain each job once, and the order of those explanations shows only in the
+    order of ``Decisions.reasons``, where a job explained for the first time goes last.
+    When every job that may try has a reason already (allocate explains each job it
+    could not place), nothing shows the order, and the queue order, most of the
+    walk's cost, is not computed.
+    """
+    reasons = session.decisions.reasons
+    check = session.framework.check_capacity
+    found: list[Job] = []
+    for job in pending_jobs(session):
+        if gate(session, job) is not None or job.within_preemption_delay(session.now):
+            continue
+        if job.uid not in reasons:
+            return None
+        if check(session, job, demand(session, job), check_limit) is None:
+            found.append(job)
+    return found
+
+
 def inherited(session: Session, queue_name: str, attr: str) -> float:
     """A queue setting such as reclaimMinRuntime: the nearest queue up the tree that sets it."""
     for queue in session.ancestors(queue_name):
@@ -92,6 +119,8 @@ def protected_note(
     ``below_priority``, when given) that have not run their minimum runtime.
     """
     young = _young_by_queue(session, attr)
+    if not young:
+        return ""  # no queue sets the runtime, or no pod is protected by it
     count = 0
     example = ""
     for name in queues:

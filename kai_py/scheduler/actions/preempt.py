@@ -10,6 +10,7 @@ from kai_py.scheduler.actions.evicting import (
     old_enough,
     preemptors,
     protected_note,
+    unordered_preemptors,
     victim_cost,
 )
 from kai_py.scheduler.actions.victims import (
@@ -46,7 +47,8 @@ def preempt(session: Session, placer: Placer) -> None:
     # and say so with no note of a cap (the budget is only spent by simulating
     # victims); neither pools nor the line are built.
     searchable = any_held(session)
-    for job in preemptors(session, check_limit=False):
+    jobs = None if searchable else unordered_preemptors(session, check_limit=False)
+    for job in preemptors(session, check_limit=False) if jobs is None else jobs:
         if lowest.get(job.queue, job.priority) >= job.priority:
             session.explain(job, _why_not(job, False))
             continue

@@ -20,6 +20,7 @@ from kai_py.scheduler.actions.evicting import (
     old_enough,
     preemptors,
     protected_note,
+    unordered_preemptors,
     victim_cost,
 )
 from kai_py.scheduler.actions.reclaimable import Reclaimable
@@ -116,7 +117,8 @@ def reclaim(session: Session, placer: Placer) -> None:
     # gets what such a search ends with: nothing to reclaim, with no note (the budget
     # is only spent by simulating victims). The pool and the line are not built.
     searchable = any_held(session)
-    for job in preemptors(session):
+    jobs = None if searchable else _unordered(session)
+    for job in preemptors(session) if jobs is None else jobs:
         amount = demand(session, job, needed(job))
         leaf = session.queues[job.queue]
         leaf.allocated.add(amount)
@@ -158,6 +160,27 @@ def reclaim(session: Session, placer: Placer) -> None:
             if not note:
                 fruitless.add(job)
             session.explain(job, _nothing_to_reclaim(session, job, note))
+
+
+def _unordered(session: Session) -> list[Job] | None:
+    """``unordered_preemptors``, when reclaim's walk changes nothing: its only change,
+    adding a job's step to its queue's total for the share check and taking it off
+    again, must give back the very same floats (it does unless rounding moves them,
+    which would then differ with the order of the jobs)."""
+    jobs = unordered_preemptors(session)
+    if jobs is None:
+        return None
+    queues = session.queues
+    for job in jobs:
+        amount = demand(session, job, needed(job))
+        held = queues[job.queue].allocated
+        if (
+            held.cpu + amount.cpu - amount.cpu != held.cpu
+            or held.memory + amount.memory - amount.memory != held.memory
+            or held.gpu + amount.gpu - amount.gpu != held.gpu
+        ):
+            return None
+    return jobs
 
 
 def _reclaim(
