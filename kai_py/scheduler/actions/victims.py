@@ -138,6 +138,9 @@ class VictimPool:
         self._surplus: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
         self._gangs: dict[str, list[tuple[tuple[object, ...], int, Unit]]] = {}
         self._ordered: dict[str, list[Unit]] = {}
+        # queue -> how many of the first units of _in_order(queue) are gone for good
+        # (see units_in_queue_order)
+        self._gone: dict[str, int] = {}
         self._covered: dict[str, frozenset[str]] = {}  # job uid -> the pods its units hold
         may = session.framework.may_be_victim
         ordered = sorted((j for j in jobs if may(session, j, action)), key=cost)
@@ -179,6 +182,7 @@ class VictimPool:
                     key=lambda e: (e[0], e[1]),
                 )
             self._ordered.pop(job.queue, None)
+            self._gone.pop(job.queue, None)
 
     @property
     def queues(self) -> set[str]:
@@ -201,11 +205,34 @@ class VictimPool:
         are taken: the queue that allocate would serve last (above its fair share, above
         its deserved quota, lower priority, larger share once the victim is gone) gives
         first; inside a queue, the cheapest first. In a tree, each level picks the child
-        whose next victim puts it last."""
+        whose next victim puts it last.
+
+        To be called with no statement open (as a search starts): each walk starts
+        past the units known to be gone for good, instead of passing over every victim
+        the action evicted so far again (which made a reclaim of n one-pod victims cost
+        n squared). With no statement open, a unit with no pod holding resources has
+        only committed evictions (or never held any); such pods never hold resources
+        again in the session (an evicted running pod stays evicted), unless pods placed
+        in this cycle are victims (``THIS_CYCLE_VICTIMS``: one taken back is pending,
+        and may be placed again), when nothing is kept. The walk would have passed
+        over those units anyway: they are not live.
+        """
         position: dict[str, int] = {}
         for name in queues:
-            if self._in_order(name):
-                position[name] = 0
+            units = self._in_order(name)
+            if units:
+                gone = 0
+                if not THIS_CYCLE_VICTIMS:
+                    gone = self._gone.get(name, 0)
+                    while gone < len(units) and not _live(units[gone]):
+                        gone += 1
+                    self._gone[name] = gone
+                position[name] = gone
+        return self._walk_in_queue_order(session, position, keep)
+
+    def _walk_in_queue_order(
+        self, session: Session, position: dict[str, int], keep: Callable[[Job], bool] | None
+    ) -> Iterator[Unit]:
         memo = _LineMemo()
         while True:
             nexts: dict[str, Unit] = {}
