@@ -16,7 +16,7 @@ from builders import job, node, queue, snapshot, task
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions import consolidation, preempt, reclaim
 from kai_py.scheduler.cycle import run_cycle
-from kai_py.scheduler.model import DEFAULT_ACTIONS, Job, Snapshot
+from kai_py.scheduler.model import DEFAULT_ACTIONS, Job, Snapshot, TaskStatus
 from kai_py.scheduler.session import Decisions
 
 
@@ -164,3 +164,46 @@ def test_reclaim_keeps_its_order_when_the_share_check_would_move_a_total() -> No
     waiting = jobs[0]
     session.queues[waiting.queue].allocated.cpu += 0.1  # (x + 0.1) + 1000 - 1000 moves
     assert reclaim._unordered(session) is None
+
+
+def test_stale_gang_eviction_answers_for_every_job_as_the_rule_says() -> None:
+    """The loop passes over jobs with nothing running before counting their pods; it
+    still says of each job whether it is stale, as the plain rule does."""
+    rng = random.Random(8)
+    for _ in range(30):
+        jobs: list[Job] = []
+        for j in range(12):
+            pods = [
+                task(
+                    gpu=1,
+                    status=rng.choice(
+                        (TaskStatus.PENDING, TaskStatus.RUNNING, TaskStatus.RELEASING)
+                    ),
+                    node_name="n",
+                    start_time=0.0,
+                )
+                for _ in range(rng.randint(1, 4))
+            ]
+            for pod in pods:
+                if pod.status is TaskStatus.PENDING:
+                    pod.node_name = None
+            jobs.append(
+                job(
+                    f"g{j}",
+                    "q",
+                    pods,
+                    min_member=rng.randint(1, 5),
+                    stale_since=rng.choice((None, 900.0)),
+                    staleness_grace=1e9,
+                )
+            )
+        snap = snapshot([node("n", gpus=64)], [queue("q")], jobs)
+        snap.config.actions = ("stalegangeviction",)
+        d = run_cycle(snap)
+        expected: dict[str, float | None] = {}
+        for j in jobs:
+            running = any(t.status is TaskStatus.RUNNING for t in j.tasks)
+            active = sum(t.status in (TaskStatus.RUNNING, TaskStatus.RELEASING) for t in j.tasks)
+            stale = running and active < j.min_member and not j.has_succeeded
+            expected[j.uid] = (j.stale_since or snap.now) if stale else None
+        assert d.stale_since == expected

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from kai_py.scheduler.model import TaskStatus
+from kai_py.scheduler.model import RELEASING, RUNNING
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.session import Session
 
 
 def stale_gang_eviction(session: Session, placer: Placer) -> None:
+    stale_since = session.decisions.stale_since
     for job in session.jobs.values():
-        running = [t for t in job.tasks if t.status is TaskStatus.RUNNING]
+        # RUNNING as a module name (an Enum class lookup is slow; see model.PENDING): this
+        # runs for every job of the cycle, most of them pending, with nothing running.
+        running = [t for t in job.tasks if t.status is RUNNING]
+        if not running:
+            stale_since[job.uid] = None  # a gang with nothing running is not stale
+            continue
         # Pods placed in this very cycle count: the gang is about to be whole again.
         # As KAI counts a gang: its placed pods and those still releasing (a pod being
         # deleted still belongs to it); finished pods do not count, but a gang with a
         # Succeeded pod is winding down, not broken.
-        active = job.placed + job.count(TaskStatus.RELEASING)
-        stale = bool(running) and active < job.min_member and not job.has_succeeded
+        active = job.placed + job.count(RELEASING)
+        stale = active < job.min_member and not job.has_succeeded
         if not stale:
             session.decisions.stale_since[job.uid] = None
             continue
