@@ -53,7 +53,15 @@ from kai_py.cluster.kube import (
     send,
 )
 from kai_py.cluster.passmemo import PassMemo
-from kai_py.scheduler.model import Job, Node, Task, TaskStatus
+from kai_py.scheduler.model import (
+    ALLOCATED,
+    PENDING,
+    PIPELINED,
+    RUNNING,
+    Job,
+    Node,
+    Task,
+)
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Decisions, Event, QueueFigures
@@ -263,8 +271,13 @@ def queue_status_patch(
 def podgroup_phase(job: Job) -> str | None:
     """Running once minMember of its pods hold their resources (bound or running),
     Pending while some wait; None (unchanged) when no pod of it is live any more."""
-    holding = sum(1 for t in job.tasks if t.status in (TaskStatus.RUNNING, TaskStatus.ALLOCATED))
-    waiting = sum(1 for t in job.tasks if t.status in (TaskStatus.PENDING, TaskStatus.PIPELINED))
+    holding = waiting = 0
+    for task in job.tasks:  # one plain loop: this runs for every PodGroup in every cycle
+        status = task.status
+        if status is RUNNING or status is ALLOCATED:
+            holding += 1
+        elif status is PENDING or status is PIPELINED:
+            waiting += 1
     if holding and holding >= job.min_member:
         return "Running"
     if waiting or holding:
@@ -284,13 +297,16 @@ def job_resources(job: Job, nodes: Mapping[str, Node]) -> JobResources:
     # Plain floats: this runs for every PodGroup in every cycle.
     a_cpu = a_memory = a_gpu = r_cpu = r_memory = r_gpu = 0.0
     for task in job.tasks:
-        node = nodes.get(task.node_name) if task.node_name else None
         request = task.request
-        gpu = task.gpu_on(node)
+        if task.gpu_fraction > 0 or task.gpu_memory_mib > 0:  # shared: counts by its node
+            gpu = task.gpu_on(nodes.get(task.node_name) if task.node_name else None)
+        else:
+            gpu = request.gpu
         r_cpu += request.cpu
         r_memory += request.memory
         r_gpu += gpu
-        if task.status in _HOLDING:
+        status = task.status
+        if status is RUNNING or status is ALLOCATED:
             a_cpu += request.cpu
             a_memory += request.memory
             a_gpu += gpu
@@ -298,9 +314,6 @@ def job_resources(job: Job, nodes: Mapping[str, Node]) -> JobResources:
     return JobResources(
         allocated, allocated if not job.preemptible else Res(), Res(r_cpu, r_memory, r_gpu)
     )
-
-
-_HOLDING: Final = (TaskStatus.RUNNING, TaskStatus.ALLOCATED)
 
 
 def status_key(
@@ -706,7 +719,6 @@ def plan(
     memo = view.status_memo if view.status_memo is not None else PassMemo()
     for uid, pg in view.podgroups.items():
         job = jobs.get(uid)
-        ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
         if job is None:
             continue
         reasons = decisions.reasons.get(uid, [])
@@ -718,6 +730,10 @@ def plan(
             patch = podgroup_status_patch(pg, reasons, resources, now, phase)
         if patch is None and key is not None:
             memo.keep(uid, key)
+        stale = uid in decisions.stale_since
+        if patch is None and not stale:
+            continue  # the common case: nothing to write, no name needed
+        ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
         if patch is not None:
             writes.append(
                 Write(
@@ -731,7 +747,7 @@ def plan(
                     key=f"podgroup-status {ns}/{name}",
                 )
             )
-        if uid in decisions.stale_since:
+        if stale:
             patch = stale_annotation_patch(pg, decisions.stale_since[uid])
             if patch is not None:
                 writes.append(
