@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -232,7 +233,21 @@ def kai_amounts(res: Res) -> ResourceAmounts:
 
 
 def _resource_map(res: Res) -> dict[str, int | str]:
-    return to_resource_map(kai_amounts(_rounded(res)))
+    return dict(_map_items(res.cpu, res.memory, res.gpu))
+
+
+# A cluster has few distinct resource figures (job shapes times pod counts), and a plan
+# formats three per PodGroup: each distinct one is formatted once. Items, not a dict,
+# so that what a caller changes is its own copy.
+@functools.lru_cache(maxsize=8192)
+def _map_items(cpu: float, memory: float, gpu: float) -> tuple[tuple[str, int | str], ...]:
+    return tuple(to_resource_map(kai_amounts(_rounded(Res(cpu, memory, gpu)))).items())
+
+
+@functools.lru_cache(maxsize=8192)
+def _read_back(items: tuple[tuple[str, object], ...]) -> tuple[tuple[str, int | str], ...]:
+    """A stored status map as it would be written again (raises on a bad value)."""
+    return tuple(to_resource_map(from_resource_map(dict(items))).items())  # type: ignore[arg-type]
 
 
 def _rounded(res: Res) -> Res:
@@ -243,7 +258,7 @@ def _same_map(current: object, wanted: dict[str, int | str]) -> bool:
     if not isinstance(current, dict):
         return False
     try:
-        return to_resource_map(from_resource_map(current)) == wanted
+        return dict(_read_back(tuple(current.items()))) == wanted
     except (TypeError, ValueError):
         return False
 
