@@ -35,7 +35,18 @@ from kai_py.cluster.inputs import Document, InputError
 from kai_py.cluster.passmemo import PassMemo
 from kai_py.cluster.workloads import expand
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
-from kai_py.scheduler.model import Config, Job, Node, Queue, Snapshot, Task, TaskStatus
+from kai_py.scheduler.model import (
+    PENDING,
+    RELEASING,
+    RUNNING,
+    Config,
+    Job,
+    Node,
+    Queue,
+    Snapshot,
+    Task,
+    TaskStatus,
+)
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
 
@@ -155,7 +166,7 @@ class ParseMemo:
         if found is None:
             found = _parse_task(body, job_uid, status, now)
         template, notes = found
-        if key is not None and not template.stuck and status is not TaskStatus.RELEASING:
+        if key is not None and not template.stuck and status is not RELEASING:
             self._tasks.keep(key, found)  # a releasing pod's deadline depends on the clock
             facts.parsed = (job_uid, template, notes)
         return template.clone(), notes
@@ -369,9 +380,17 @@ def check_queue_tree(queues: dict[str, Queue], sources: dict[str, str]) -> None:
 
 
 def build(
-    docs: list[Document], now: float, config: Config | None = None, memo: ParseMemo | None = None
+    docs: list[Document],
+    now: float,
+    config: Config | None = None,
+    memo: ParseMemo | None = None,
+    workloads: bool = True,
 ) -> Built:
-    docs = expand(docs)
+    """The Snapshot of ``docs``. ``workloads``: make the pods of owners (Jobs, Deployments,
+    ...) given without them, as ``kai-py simulate`` does; the operator's view holds
+    only pods that exist, so it saves the look at every document."""
+    if workloads:
+        docs = expand(docs)
     memo = memo if memo is not None else ParseMemo()
     fatal: list[str] = []
     nodes: list[Node] = []
@@ -487,12 +506,9 @@ def build(
     return built
 
 
-def _warn_unapplied(
-    body: Mapping[str, Any], ns: str, name: str, status: TaskStatus, source: str, built: Built
-) -> None:
-    """Pod settings kai-py reads but does not apply: said loudly, never silently dropped."""
-    if status is not TaskStatus.PENDING:
-        return
+def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, built: Built) -> None:
+    """A pending pod's settings kai-py reads but does not apply: said loudly, never
+    silently dropped."""
     affinity = (body.get("spec") or {}).get("affinity") or {}
     for key in ("podAffinity", "podAntiAffinity"):
         section = affinity.get(key) or {}
@@ -528,7 +544,7 @@ def _stale_since(job: Job) -> float | None:
     """
     if job.min_member < 2:
         return None  # no gang: never below its minimum while running
-    running = sum(1 for t in job.tasks if t.status is TaskStatus.RUNNING)
+    running = sum(1 for t in job.tasks if t.status is RUNNING)
     if not 0 < running < job.min_member:
         return None
     pending = [t.created for t in job.tasks if t.status is TaskStatus.PENDING and t.created]
@@ -641,7 +657,7 @@ def _add_pod(
         # Another scheduler's pod: what it holds is not ours to give.
         spec = body.get("spec") or {}
         node = node_names.get(str(spec.get("nodeName") or ""))
-        if node is not None and status is not TaskStatus.PENDING:
+        if node is not None and status is not PENDING:
             try:
                 used = pod_requests(body)
             except WorkloadError:
@@ -710,7 +726,8 @@ def _add_pod(
         )
         if status is not TaskStatus.PENDING:
             task.status, task.node_name = status, str(spec.get("nodeName"))
-    _warn_unapplied(body, ns, name, status, doc.source, built)
+    if status is PENDING:
+        _warn_unapplied(body, ns, name, doc.source, built)
     if task.node_name is not None and task.node_name not in node_names:
         message = _at(
             doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"

@@ -323,7 +323,7 @@ class View:
     status_memo: PassMemo[str, tuple[object, ...]] | None = None
 
     def build(self, now: float, config: Config | None = None) -> Built:
-        built = build(self.documents, now, config, self.memo)
+        built = build(self.documents, now, config, self.memo, workloads=False)
         for node in built.snapshot.nodes:
             used = self.used_by_others.get(node.name)
             if used is not None:
