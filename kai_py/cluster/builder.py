@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
-
 from kai_py.api import keys
 from kai_py.api.common import ManifestError
 from kai_py.api.podgroup import PodGroup
@@ -33,6 +31,7 @@ from kai_py.cluster.convert import (
 from kai_py.cluster.grouping import Grouped, group_for_pod
 from kai_py.cluster.inputs import Document, InputError
 from kai_py.cluster.passmemo import PassMemo
+from kai_py.cluster.queuetree import loop_text, parent_loops
 from kai_py.cluster.workloads import expand
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
 from kai_py.scheduler.model import (
@@ -356,25 +355,16 @@ def queue_from_model(q: QueueModel) -> Queue:
 
 
 def check_queue_tree(queues: dict[str, Queue], sources: dict[str, str]) -> None:
-    problems = []
-    graph = nx.DiGraph()
-    for q in queues.values():
-        graph.add_node(q.name)
-        if q.parent is not None:
-            if q.parent not in queues:
-                problems.append(
-                    f"{sources[q.name]}: Queue {q.name}: spec.parentQueue: queue {q.parent!r} does not exist"
-                )
-            else:
-                graph.add_edge(q.name, q.parent)
-    try:
-        cycle = nx.find_cycle(graph)
-        names = " -> ".join([a for a, _ in cycle] + [cycle[0][0]])
+    problems = [
+        f"{sources[q.name]}: Queue {q.name}: spec.parentQueue: queue {q.parent!r} does not exist"
+        for q in queues.values()
+        if q.parent is not None and q.parent not in queues
+    ]
+    for loop in parent_loops({q.name: q.parent for q in queues.values()}):
         problems.append(
-            f"{sources[cycle[0][0]]}: Queue {cycle[0][0]}: spec.parentQueue: parents form a cycle: {names}"
+            f"{sources[loop[0]]}: Queue {loop[0]}: spec.parentQueue: parents form a cycle: "
+            f"{loop_text(loop)}"
         )
-    except nx.NetworkXNoCycle:
-        pass
     if problems:
         raise InputError(problems)
 
