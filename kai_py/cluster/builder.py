@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
-
 from kai_py.api import keys
 from kai_py.api.common import ManifestError
 from kai_py.api.podgroup import PodGroup
@@ -33,9 +31,21 @@ from kai_py.cluster.convert import (
 from kai_py.cluster.grouping import Grouped, group_for_pod
 from kai_py.cluster.inputs import Document, InputError
 from kai_py.cluster.passmemo import PassMemo
+from kai_py.cluster.queuetree import loop_text, parent_loops
 from kai_py.cluster.workloads import expand
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
-from kai_py.scheduler.model import Config, Job, Node, Queue, Snapshot, Task, TaskStatus
+from kai_py.scheduler.model import (
+    PENDING,
+    RELEASING,
+    RUNNING,
+    Config,
+    Job,
+    Node,
+    Queue,
+    Snapshot,
+    Task,
+    TaskStatus,
+)
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
 
@@ -65,9 +75,13 @@ class Built:
     other_scheduler_pods: int = 0
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class PodFacts:
-    """What a build reads from a pod's manifest before its Task (read once per version)."""
+    """What a build reads from a pod's manifest before its Task (read once per version).
+
+    Read-only once made, except ``parsed``: the pod's Task as parsed for its job, kept
+    with the facts so that a build finds it without making and hashing a version key.
+    """
 
     namespace: str
     name: str
@@ -77,6 +91,7 @@ class PodFacts:
     group: str | None  # its PodGroup annotation
     version: tuple[object, ...] | None  # the memo's key of its parsed Task, without the job
     manifest: Mapping[str, Any]  # what these facts were read from (held: its id stays its own)
+    parsed: tuple[str, Task, tuple[str, ...]] | None = None  # (job uid, Task, pin notes)
 
     @staticmethod
     def of(body: Mapping[str, Any]) -> PodFacts:
@@ -105,13 +120,17 @@ class ParseMemo:
     place it before the pod says so); a build hands out a fresh copy of the parsed
     Task, since a session changes its Tasks. A pod's ``PodFacts`` are kept by the
     identity of its manifest: the cache hands out the same object until the pod
-    changes, so an unchanged pod is not even read again. Entries a build did not use
-    are dropped at its end, so the memo holds no more than the cluster.
+    changes, so an unchanged pod is not even read again. A PodGroup's Job and a
+    Node are kept the same way as Tasks (by version; a copy is handed out). Entries a
+    build did not use are dropped at its end, so the memo holds no more than the cluster.
     """
 
     def __init__(self) -> None:
         self._tasks: PassMemo[tuple[object, ...], tuple[Task, tuple[str, ...]]] = PassMemo()
         self._podgroups: PassMemo[tuple[object, ...], PodGroup | ManifestError] = PassMemo()
+        # (PodGroup version, its source, the priority classes) -> its Job and the events.
+        self._jobs: PassMemo[tuple[object, ...], tuple[Job, tuple[Event, ...]]] = PassMemo()
+        self._nodes: PassMemo[tuple[object, ...], Node] = PassMemo()
         # id(manifest) -> its facts (which hold the manifest, so its id stays its own).
         self._facts: PassMemo[int, PodFacts] = PassMemo()
 
@@ -136,15 +155,19 @@ class ParseMemo:
         self, body: Mapping[str, Any], facts: PodFacts, job_uid: str, now: float
     ) -> tuple[Task, tuple[str, ...]]:
         """The pod's Task (a fresh copy) and its pin notes; raises WorkloadError."""
+        parsed = facts.parsed
+        if parsed is not None and parsed[0] == job_uid:
+            return parsed[1].clone(), parsed[2]  # the same manifest as the last build's
         status = facts.status
         assert status is not None, "a finished pod has no Task"
         key = None if facts.version is None else (*facts.version, job_uid, status)
         found = self._tasks.get(key) if key is not None else None
         if found is None:
             found = _parse_task(body, job_uid, status, now)
-        if key is not None and not found[0].stuck and status is not TaskStatus.RELEASING:
-            self._tasks.keep(key, found)  # a releasing pod's deadline depends on the clock
         template, notes = found
+        if key is not None and not template.stuck and status is not RELEASING:
+            self._tasks.keep(key, found)  # a releasing pod's deadline depends on the clock
+            facts.parsed = (job_uid, template, notes)
         return template.clone(), notes
 
     def podgroup(self, body: Mapping[str, Any]) -> PodGroup | ManifestError:
@@ -160,11 +183,48 @@ class ParseMemo:
             self._podgroups.keep(key, found)
         return found
 
+    def job(
+        self, doc: Document, classes: dict[str, int], classes_key: object, events: list[Event]
+    ) -> Job:
+        """The PodGroup's Job (a fresh copy); its problems are added to ``events``.
+
+        ``classes_key`` stands for the priority classes, which the Job's priority comes from.
+        """
+        key = self.key(doc.body)
+        if key is not None:
+            key = (*key, doc.source, classes_key)
+        found = self._jobs.get(key) if key is not None else None
+        if found is None:
+            made: list[Event] = []
+            found = (_job_from_podgroup(doc, classes, made, self), tuple(made))
+        if key is not None:
+            self._jobs.keep(key, found)
+        events.extend(found[1])
+        return found[0].clone()
+
+    def node(self, body: Mapping[str, Any]) -> Node:
+        """The Node (a fresh copy); raises WorkloadError."""
+        m = meta(body)
+        uid, rv = m.get("uid"), m.get("resourceVersion")
+        key: tuple[object, ...] | None = None
+        if uid and rv:
+            # The cards of its GPU groups are added by the operator's view, not the API.
+            cards = (m.get("annotations") or {}).get(keys.GPU_GROUP_CARDS_ANNOTATION)
+            key = (uid, rv, cards)
+        found = self._nodes.get(key) if key is not None else None
+        if found is None:
+            found = node_from_manifest(body)
+        if key is not None:
+            self._nodes.keep(key, found)
+        return found.clone()
+
     def done(self) -> None:
         """The end of a build: keep what it used."""
         self._tasks.done()
         self._podgroups.done()
         self._facts.done()
+        self._jobs.done()
+        self._nodes.done()
 
 
 def _parse_task(
@@ -295,33 +355,32 @@ def queue_from_model(q: QueueModel) -> Queue:
 
 
 def check_queue_tree(queues: dict[str, Queue], sources: dict[str, str]) -> None:
-    problems = []
-    graph = nx.DiGraph()
-    for q in queues.values():
-        graph.add_node(q.name)
-        if q.parent is not None:
-            if q.parent not in queues:
-                problems.append(
-                    f"{sources[q.name]}: Queue {q.name}: spec.parentQueue: queue {q.parent!r} does not exist"
-                )
-            else:
-                graph.add_edge(q.name, q.parent)
-    try:
-        cycle = nx.find_cycle(graph)
-        names = " -> ".join([a for a, _ in cycle] + [cycle[0][0]])
+    problems = [
+        f"{sources[q.name]}: Queue {q.name}: spec.parentQueue: queue {q.parent!r} does not exist"
+        for q in queues.values()
+        if q.parent is not None and q.parent not in queues
+    ]
+    for loop in parent_loops({q.name: q.parent for q in queues.values()}):
         problems.append(
-            f"{sources[cycle[0][0]]}: Queue {cycle[0][0]}: spec.parentQueue: parents form a cycle: {names}"
+            f"{sources[loop[0]]}: Queue {loop[0]}: spec.parentQueue: parents form a cycle: "
+            f"{loop_text(loop)}"
         )
-    except nx.NetworkXNoCycle:
-        pass
     if problems:
         raise InputError(problems)
 
 
 def build(
-    docs: list[Document], now: float, config: Config | None = None, memo: ParseMemo | None = None
+    docs: list[Document],
+    now: float,
+    config: Config | None = None,
+    memo: ParseMemo | None = None,
+    workloads: bool = True,
 ) -> Built:
-    docs = expand(docs)
+    """The Snapshot of ``docs``. ``workloads``: make the pods of owners (Jobs, Deployments,
+    ...) given without them, as ``kai-py simulate`` does; the operator's view holds
+    only pods that exist, so it saves the look at every document."""
+    if workloads:
+        docs = expand(docs)
     memo = memo if memo is not None else ParseMemo()
     fatal: list[str] = []
     nodes: list[Node] = []
@@ -334,6 +393,9 @@ def build(
     events: list[Event] = []
     for doc in docs:
         kind = doc.body.get("kind")
+        if kind == "Pod" and meta(doc.body).get("name"):
+            pods.append(doc)  # most documents are pods: one check and on (without a
+            continue  # name, _name below reports it)
         try:
             name = _name(doc)
         except InputError as exc:
@@ -341,7 +403,7 @@ def build(
             continue
         if kind == "Node":
             try:
-                nodes.append(node_from_manifest(doc.body))
+                nodes.append(memo.node(doc.body))
             except WorkloadError as exc:
                 fatal.append(f"{doc.source}: {exc}")
             inventory_warning(doc, name, events)
@@ -370,8 +432,6 @@ def build(
                 priority_classes[name] = value
         elif kind == "PodGroup":
             podgroups.append(doc)
-        elif kind == "Pod":
-            pods.append(doc)
         elif kind in OWNER_KINDS:
             uid = str(meta(doc.body).get("uid") or f"{kind}/{name}")
             owners[(_ns(doc), uid)] = doc.body
@@ -408,8 +468,9 @@ def build(
     check_queue_tree(queues, queue_sources)
 
     jobs: dict[tuple[str, str], Job] = {}
+    classes_key = frozenset(priority_classes.items())
     for doc in podgroups:
-        job = _job_from_podgroup(doc, priority_classes, events, memo)
+        job = memo.job(doc, priority_classes, classes_key, events)
         jobs[(job.namespace, job.name)] = job
 
     built = Built(
@@ -435,12 +496,9 @@ def build(
     return built
 
 
-def _warn_unapplied(
-    body: Mapping[str, Any], ns: str, name: str, status: TaskStatus, source: str, built: Built
-) -> None:
-    """Pod settings kai-py reads but does not apply: said loudly, never silently dropped."""
-    if status is not TaskStatus.PENDING:
-        return
+def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, built: Built) -> None:
+    """A pending pod's settings kai-py reads but does not apply: said loudly, never
+    silently dropped."""
     affinity = (body.get("spec") or {}).get("affinity") or {}
     for key in ("podAffinity", "podAntiAffinity"):
         section = affinity.get(key) or {}
@@ -474,7 +532,9 @@ def _stale_since(job: Job) -> float | None:
     A replacement pod is created when a member dies, so the newest pending pod
     dates the loss; without one, the gang counts as stale from now on.
     """
-    running = sum(1 for t in job.tasks if t.status is TaskStatus.RUNNING)
+    if job.min_member < 2:
+        return None  # no gang: never below its minimum while running
+    running = sum(1 for t in job.tasks if t.status is RUNNING)
     if not 0 < running < job.min_member:
         return None
     pending = [t.created for t in job.tasks if t.status is TaskStatus.PENDING and t.created]
@@ -587,7 +647,7 @@ def _add_pod(
         # Another scheduler's pod: what it holds is not ours to give.
         spec = body.get("spec") or {}
         node = node_names.get(str(spec.get("nodeName") or ""))
-        if node is not None and status is not TaskStatus.PENDING:
+        if node is not None and status is not PENDING:
             try:
                 used = pod_requests(body)
             except WorkloadError:
@@ -596,13 +656,20 @@ def _add_pod(
         built.other_scheduler_pods += 1
         return
     # An annotated pod names its group; only others need the grouper (and its owners).
-    grouped = Grouped(facts.group) if facts.group else group_for_pod(body, owners)
-    for warning in grouped.warnings:
-        built.events.append(
-            Event("Pod", ns, name, "Warning", "PodGrouperWarning", _at(doc.source, str(warning)))
-        )
-    job = jobs.get((ns, grouped.name))
+    group = facts.group
+    grouped: Grouped | None = None
+    if group is None:
+        grouped = group_for_pod(body, owners)
+        group = grouped.name
+        for warning in grouped.warnings:
+            built.events.append(
+                Event(
+                    "Pod", ns, name, "Warning", "PodGrouperWarning", _at(doc.source, str(warning))
+                )
+            )
+    job = jobs.get((ns, group))
     if job is None:
+        grouped = grouped or Grouped(group)
         if grouped.podgroup is not None:
             job = _job_from_podgroup(
                 Document(doc.source, grouped.podgroup), classes, built.events, memo
@@ -649,7 +716,8 @@ def _add_pod(
         )
         if status is not TaskStatus.PENDING:
             task.status, task.node_name = status, str(spec.get("nodeName"))
-    _warn_unapplied(body, ns, name, status, doc.source, built)
+    if status is PENDING:
+        _warn_unapplied(body, ns, name, doc.source, built)
     if task.node_name is not None and task.node_name not in node_names:
         message = _at(
             doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"

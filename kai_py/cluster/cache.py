@@ -50,6 +50,7 @@ from kai_py.cluster.foreign import ForeignPods
 from kai_py.cluster.inputs import Document
 from kai_py.cluster.passmemo import PassMemo
 from kai_py.cluster.pinned_binding import BLOCKER_LABEL
+from kai_py.cluster.queuetree import loop_text, parent_loops
 from kai_py.scheduler.model import Config
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
@@ -323,7 +324,7 @@ class View:
     status_memo: PassMemo[str, tuple[object, ...]] | None = None
 
     def build(self, now: float, config: Config | None = None) -> Built:
-        built = build(self.documents, now, config, self.memo)
+        built = build(self.documents, now, config, self.memo, workloads=False)
         for node in built.snapshot.nodes:
             used = self.used_by_others.get(node.name)
             if used is not None:
@@ -650,19 +651,14 @@ def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Ev
                 )
                 events.append(Event("Queue", "", name, "Warning", "InvalidQueue", message))
                 changed = True
-    for name in list(good):
-        seen: list[str] = []
-        current: str | None = name
-        while current is not None and current in good and current not in seen:
-            seen.append(current)
-            current = parents[current]
-        if current is not None and current in seen:
-            loop = " -> ".join([*seen[seen.index(current) :], current])
-            for member in seen[seen.index(current) :]:
-                if member in good:
-                    del good[member]
-                    message = f"Queue {member} is not used: spec.parentQueue: parents form a cycle: {loop}"
-                    events.append(Event("Queue", "", member, "Warning", "InvalidQueue", message))
+    for loop in parent_loops({name: parents[name] for name in good}):
+        for member in loop:
+            del good[member]
+            message = (
+                f"Queue {member} is not used: spec.parentQueue: parents form a cycle: "
+                f"{loop_text(loop)}"
+            )
+            events.append(Event("Queue", "", member, "Warning", "InvalidQueue", message))
     return good, events
 
 

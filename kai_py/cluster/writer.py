@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -53,7 +54,15 @@ from kai_py.cluster.kube import (
     send,
 )
 from kai_py.cluster.passmemo import PassMemo
-from kai_py.scheduler.model import Job, Node, Task, TaskStatus
+from kai_py.scheduler.model import (
+    ALLOCATED,
+    PENDING,
+    PIPELINED,
+    RUNNING,
+    Job,
+    Node,
+    Task,
+)
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Decisions, Event, QueueFigures
@@ -224,7 +233,21 @@ def kai_amounts(res: Res) -> ResourceAmounts:
 
 
 def _resource_map(res: Res) -> dict[str, int | str]:
-    return to_resource_map(kai_amounts(_rounded(res)))
+    return dict(_map_items(res.cpu, res.memory, res.gpu))
+
+
+# A cluster has few distinct resource figures (job shapes times pod counts), and a plan
+# formats three per PodGroup: each distinct one is formatted once. Items, not a dict,
+# so that what a caller changes is its own copy.
+@functools.lru_cache(maxsize=8192)
+def _map_items(cpu: float, memory: float, gpu: float) -> tuple[tuple[str, int | str], ...]:
+    return tuple(to_resource_map(kai_amounts(_rounded(Res(cpu, memory, gpu)))).items())
+
+
+@functools.lru_cache(maxsize=8192)
+def _read_back(items: tuple[tuple[str, object], ...]) -> tuple[tuple[str, int | str], ...]:
+    """A stored status map as it would be written again (raises on a bad value)."""
+    return tuple(to_resource_map(from_resource_map(dict(items))).items())  # type: ignore[arg-type]
 
 
 def _rounded(res: Res) -> Res:
@@ -235,7 +258,7 @@ def _same_map(current: object, wanted: dict[str, int | str]) -> bool:
     if not isinstance(current, dict):
         return False
     try:
-        return to_resource_map(from_resource_map(current)) == wanted
+        return dict(_read_back(tuple(current.items()))) == wanted
     except (TypeError, ValueError):
         return False
 
@@ -263,8 +286,13 @@ def queue_status_patch(
 def podgroup_phase(job: Job) -> str | None:
     """Running once minMember of its pods hold their resources (bound or running),
     Pending while some wait; None (unchanged) when no pod of it is live any more."""
-    holding = sum(1 for t in job.tasks if t.status in (TaskStatus.RUNNING, TaskStatus.ALLOCATED))
-    waiting = sum(1 for t in job.tasks if t.status in (TaskStatus.PENDING, TaskStatus.PIPELINED))
+    holding = waiting = 0
+    for task in job.tasks:  # one plain loop: this runs for every PodGroup in every cycle
+        status = task.status
+        if status is RUNNING or status is ALLOCATED:
+            holding += 1
+        elif status is PENDING or status is PIPELINED:
+            waiting += 1
     if holding and holding >= job.min_member:
         return "Running"
     if waiting or holding:
@@ -284,13 +312,16 @@ def job_resources(job: Job, nodes: Mapping[str, Node]) -> JobResources:
     # Plain floats: this runs for every PodGroup in every cycle.
     a_cpu = a_memory = a_gpu = r_cpu = r_memory = r_gpu = 0.0
     for task in job.tasks:
-        node = nodes.get(task.node_name) if task.node_name else None
         request = task.request
-        gpu = task.gpu_on(node)
+        if task.gpu_fraction > 0 or task.gpu_memory_mib > 0:  # shared: counts by its node
+            gpu = task.gpu_on(nodes.get(task.node_name) if task.node_name else None)
+        else:
+            gpu = request.gpu
         r_cpu += request.cpu
         r_memory += request.memory
         r_gpu += gpu
-        if task.status in _HOLDING:
+        status = task.status
+        if status is RUNNING or status is ALLOCATED:
             a_cpu += request.cpu
             a_memory += request.memory
             a_gpu += gpu
@@ -298,9 +329,6 @@ def job_resources(job: Job, nodes: Mapping[str, Node]) -> JobResources:
     return JobResources(
         allocated, allocated if not job.preemptible else Res(), Res(r_cpu, r_memory, r_gpu)
     )
-
-
-_HOLDING: Final = (TaskStatus.RUNNING, TaskStatus.ALLOCATED)
 
 
 def status_key(
@@ -706,7 +734,6 @@ def plan(
     memo = view.status_memo if view.status_memo is not None else PassMemo()
     for uid, pg in view.podgroups.items():
         job = jobs.get(uid)
-        ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
         if job is None:
             continue
         reasons = decisions.reasons.get(uid, [])
@@ -718,6 +745,10 @@ def plan(
             patch = podgroup_status_patch(pg, reasons, resources, now, phase)
         if patch is None and key is not None:
             memo.keep(uid, key)
+        stale = uid in decisions.stale_since
+        if patch is None and not stale:
+            continue  # the common case: nothing to write, no name needed
+        ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
         if patch is not None:
             writes.append(
                 Write(
@@ -731,7 +762,7 @@ def plan(
                     key=f"podgroup-status {ns}/{name}",
                 )
             )
-        if uid in decisions.stale_since:
+        if stale:
             patch = stale_annotation_patch(pg, decisions.stale_since[uid])
             if patch is not None:
                 writes.append(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from kai_py.scheduler.resources import EPS, INF, Res
@@ -202,6 +202,29 @@ class Node:
     groups: dict[str, GpuGroup] = field(default_factory=dict)
     tasks: dict[str, Task] = field(default_factory=dict)
     version: int = 0
+
+    def clone(self) -> Node:
+        """A copy a session may change: its own ``allocatable`` and session state; labels,
+        taints, cards and ``group_cards`` are shared, since nothing changes them after
+        parsing. Written out like ``Task.clone``: the operator copies every node of every
+        cycle from the one it parsed; a test checks that no field is left out."""
+        new = object.__new__(Node)
+        new.name = self.name
+        new.allocatable = self.allocatable.copy()
+        new.labels = self.labels
+        new.taints = self.taints
+        new.ready = self.ready
+        new.unschedulable = self.unschedulable
+        new.gpu_memory_mib = self.gpu_memory_mib
+        new.cards = self.cards
+        new.group_cards = self.group_cards
+        new.used = self.used.copy()
+        new.releasing = self.releasing.copy()
+        new.pipelined = self.pipelined.copy()
+        new.groups = {gid: replace(g) for gid, g in self.groups.items()}
+        new.tasks = dict(self.tasks)
+        new.version = self.version
+        return new
 
     @property
     def idle(self) -> Res:
@@ -425,6 +448,33 @@ class Job:
     errors: list[str] = field(default_factory=list)  # input problems: keep it pending
     source: str = ""  # where it came from (a file, an API object), for messages
     version: int = 0  # bumped whenever one of its tasks changes in a session
+
+    def clone(self) -> Job:
+        """A copy with its own ``tasks`` and ``errors`` lists (the tasks themselves are
+        shared). Written out like ``Task.clone``: the operator copies every PodGroup's
+        job of every cycle from the one it parsed; a test checks no field is left out."""
+        new = object.__new__(Job)
+        new.uid = self.uid
+        new.namespace = self.namespace
+        new.name = self.name
+        new.queue = self.queue
+        new.priority = self.priority
+        new.preemptible = self.preemptible
+        new.min_member = self.min_member
+        new.created = self.created
+        new.tasks = list(self.tasks)
+        new.staleness_grace = self.staleness_grace
+        new.staleness_default = self.staleness_default
+        new.preemption_delay = self.preemption_delay
+        new.last_evicted = self.last_evicted
+        new.has_succeeded = self.has_succeeded
+        new.stale_since = self.stale_since
+        new.mark_unschedulable = self.mark_unschedulable
+        new.priority_class = self.priority_class
+        new.errors = list(self.errors)
+        new.source = self.source
+        new.version = self.version
+        return new
 
     @property
     def key(self) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kai_py.cluster.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
+from kai_py.cluster.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, ClusterCache
 from kai_py.cluster.idle import IdleGate
 from kai_py.cluster.writer import EventRecorder, Write, plan
 from kai_py.scheduler.cycle import run_cycle
@@ -169,6 +169,45 @@ def test_a_build_reuses_unchanged_pods_and_parses_changed_ones_again() -> None:
     third = cache.view(NOW).build(NOW).snapshot
     new = next(t for j in third.jobs for t in j.tasks if t.name == "big-0")
     assert new.request.cpu == 6000
+
+
+def test_a_build_reuses_unchanged_jobs_and_nodes_and_reads_changed_ones_again() -> None:
+    objs, cache = _filled()
+    first = cache.view(NOW).build(NOW).snapshot
+    job = next(j for j in first.jobs if j.name == "big")
+    node = first.nodes[0]
+    # What a session and the operator's view do to a snapshot's jobs and nodes.
+    job.errors.append("from the last cycle")
+    job.stale_since, job.version = NOW, 3
+    node.allocatable.gpu, node.used.gpu = 5, 2
+    again = cache.view(NOW).build(NOW).snapshot
+    job2 = next(j for j in again.jobs if j.name == "big")
+    assert job2 is not job and job2.errors == [] and job2.stale_since is None
+    assert job2.version == 0 and [t.name for t in job2.tasks] == [f"big-{i}" for i in range(8)]
+    assert again.nodes[0] is not node
+    assert (again.nodes[0].allocatable.gpu, again.nodes[0].used.gpu) == (8, 0)
+    # A new PodGroup version, a new node version and a new priority class are read again.
+    pg = copy.deepcopy(objs[(PODGROUPS, "ns", "big")])
+    pg["metadata"]["resourceVersion"] = "60"
+    pg["spec"]["minMember"] = 4
+    pg["spec"]["priorityClassName"] = "urgent"
+    cache.observe(PODGROUPS, "MODIFIED", pg)
+    n1 = copy.deepcopy(objs[(NODES, "", "n1")])
+    n1["metadata"]["resourceVersion"] = "61"
+    n1["status"]["allocatable"]["nvidia.com/gpu"] = "4"
+    cache.observe(NODES, "MODIFIED", n1)
+    third = cache.view(NOW).build(NOW).snapshot
+    job3 = next(j for j in third.jobs if j.name == "big")
+    assert job3.min_member == 4 and third.nodes[0].allocatable.gpu == 4
+    assert job3.priority == 0 and any("'urgent' does not exist" in e for e in job3.errors)
+    cache.observe(
+        PRIORITY_CLASSES,
+        "ADDED",
+        {"metadata": {"name": "urgent", "uid": "pc", "resourceVersion": "62"}, "value": 500},
+    )
+    fourth = cache.view(NOW).build(NOW).snapshot
+    job4 = next(j for j in fourth.jobs if j.name == "big")
+    assert job4.priority == 500 and job4.errors == []
 
 
 def _status_writes(writes: list[Write]) -> list[str]:

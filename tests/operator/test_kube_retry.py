@@ -33,3 +33,15 @@ def test_transient_errors_are_asked_again_and_others_are_not(server: ThreadedSer
     with pytest.raises(KubeError) as err:
         kube.get(path_of("", "v1", "namespaces", None, "missing"))
     assert err.value.code == 404 and slept == []
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name", "path"),
+    [
+        ("team-a", "pod-0.x_y~", "/api/v1/namespaces/team-a/pods/pod-0.x_y~/status"),
+        ("a b", "x/y", "/api/v1/namespaces/a%20b/pods/x%2Fy/status"),
+        ("ns", "ünï%+", "/api/v1/namespaces/ns/pods/%C3%BCn%C3%AF%25%2B/status"),
+    ],
+)
+def test_path_segments_are_quoted_unless_plain(namespace: str, name: str, path: str) -> None:
+    assert path_of("", "v1", "pods", namespace, name, "status") == path
