@@ -4,6 +4,8 @@ Prints the seconds of one full cycle (all actions) next to a naive first-fit
 placer over the same input (the floor), and their ratio. ``--reclaim`` adds
 the reclaim case: a full cluster of preemptible pods from one queue and
 pending pods in another; it prints the seconds of the cycle that reclaims.
+Both the cycle and the floor run with the garbage collector paused, as the
+operator runs its cycles.
 
     python bench/cycle.py                # 1,000 nodes x 8 GPUs, 10,000 pending pods
     python bench/cycle.py --json
@@ -19,6 +21,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from kai_py.cluster.gcpause import paused_gc
 from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Job, Node, Queue, Snapshot, Task, TaskStatus
 from kai_py.scheduler.resources import INF, Res
@@ -219,9 +222,12 @@ def first_fit(snapshot: Snapshot) -> int:
 
 
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
-    start = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - start, result
+    """Seconds of one run with the garbage collector paused: the operator runs its
+    cycles so (``kai_py.cluster.gcpause``), and the floor is timed the same way."""
+    with paused_gc():
+        start = time.perf_counter()
+        result = fn()
+        return time.perf_counter() - start, result
 
 
 def main() -> int:
