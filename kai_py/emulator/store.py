@@ -38,7 +38,7 @@ Summary of the interface::
                                  field_selector="spec.nodeName=n1")
     page = await store.list_page("pods", limit=500, continue_=None)
     obj = await store.update("pods", obj)                     # 409 on stale resourceVersion
-    obj = await store.update_status("pods", obj)              # only .status changes
+    obj = await store.update_status("pods", obj)              # only .status (pods: + metadata)
     obj = await store.patch("pods", "default", "p1", {"metadata": {...}}, "merge")
     #   patch types: "merge", "json", "strategic", "apply" (field_manager=...);
     #   subresource="status" patches only .status
@@ -543,7 +543,8 @@ class Store:
         dry_run: bool = False,
         shared: bool = False,
     ) -> JSON:
-        """PUT on the ``/status`` subresource: only ``.status`` changes."""
+        """PUT on the ``/status`` subresource: only ``.status`` changes (for pods, the
+        metadata too but ownerReferences and deletionTimestamp, as on a real server)."""
         return await self._replace(
             resource, obj, namespace, "status", dry_run, "Ignore", None, shared=shared
         )
@@ -570,7 +571,7 @@ class Store:
         matching content types). ``apply`` (server-side apply) creates the
         object when it is missing and otherwise merges the applied
         configuration like a strategic merge; it does not track field
-        ownership. ``subresource="status"`` patches only ``.status``.
+        ownership. ``subresource="status"`` patches only ``.status`` (pods: and metadata).
         """
         rt = self.resolve(resource)
         kind = PATCH_TYPES.get(patch_type.split(";")[0].strip())
@@ -1361,11 +1362,22 @@ class Store:
                 raise not_found(rt.plural, rt.group, name)
             # The rest as stored (copied, since the write changes its metadata), the
             # status as given (obj is the store's own by now).
-            new = {k: None if k == "status" else copy_json(v) for k, v in current.items()}
+            new: JSON = {k: None if k == "status" else copy_json(v) for k, v in current.items()}
             if "status" in obj:
                 new["status"] = obj["status"]
             else:
                 new.pop("status", None)
+            if rt.storage_key == "pods":
+                # As the pod status strategy: it resets only the spec, deletionTimestamp
+                # and ownerReferences, so labels and annotations are written too.
+                new["metadata"] = obj["metadata"]
+                self._keep_system_meta(current, new)
+                refs = current["metadata"].get("ownerReferences")
+                if refs is None:
+                    new["metadata"].pop("ownerReferences", None)
+                else:
+                    new["metadata"]["ownerReferences"] = copy_json(refs)
+                self._check_finalizers(rt, current, new)
         else:
             new = obj
             if rt.has_status and rt.storage_key != "namespaces":

@@ -406,10 +406,19 @@ def test_patch_types(core: k8s.CoreV1Api, server: ThreadedServer) -> None:
 
 def test_status_subresource_of_pods(core: k8s.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod_body("p"))
+    # As the real pod status strategy (tests/realapi's probe): labels and annotations
+    # are written through pods/status too; the spec is not.
     out = core.patch_namespaced_pod_status(
-        "p", "default", {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}}
+        "p",
+        "default",
+        {
+            "status": {"phase": "Running"},
+            "metadata": {"labels": {"x": "y"}},
+            "spec": {"activeDeadlineSeconds": 5},
+        },
     )
-    assert out.status.phase == "Running" and not out.metadata.labels
+    assert out.status.phase == "Running" and out.metadata.labels == {"x": "y"}
+    assert out.spec.active_deadline_seconds is None
     out = core.patch_namespaced_pod("p", "default", {"status": {"phase": "Failed"}})
     assert out.status.phase == "Running"
 

@@ -695,8 +695,8 @@ def test_namespaces_get_a_default_service_account_and_services_a_cluster_ip() ->
 
 def test_shared_answers_are_the_stored_versions_and_later_writes_leave_them_alone() -> None:
     """What the HTTP layer serializes without a copy (and keeps serialized, by identity)
-    must never change: each write stores a new object, a status write changes only the
-    status, and the in-process callers still get copies of their own."""
+    must never change: each write stores a new object, and the in-process callers still
+    get copies of their own."""
 
     async def body() -> None:
         store = Store()
@@ -710,14 +710,20 @@ def test_shared_answers_are_the_stored_versions_and_later_writes_leave_them_alon
             "pods",
             "default",
             "a",
-            {"metadata": {"labels": {"x": "2"}}, "status": {"phase": "Running"}},
+            {
+                "metadata": {"labels": {"x": "2"}},
+                "spec": {"activeDeadlineSeconds": 5},
+                "status": {"phase": "Running"},
+            },
             subresource="status",
             shared=True,
         )
         bound = await store.bind_pod("default", "a", "node-1", shared=True)
         assert json.dumps(created, sort_keys=True) == before
         assert labelled["metadata"]["labels"] == {"x": "1"} and "nodeName" not in labelled["spec"]
-        assert status["metadata"]["labels"] == {"x": "1"}  # /status ignores the rest
+        # pods/status writes the metadata too (as a real server), never the spec.
+        assert status["metadata"]["labels"] == {"x": "2"}
+        assert "activeDeadlineSeconds" not in status["spec"]
         assert status["status"]["phase"] == "Running" and labelled["status"]["phase"] == "Pending"
         assert bound["spec"]["nodeName"] == "node-1" and "nodeName" not in status["spec"]
         assert status["spec"] is not labelled["spec"]  # versions share nothing mutable
