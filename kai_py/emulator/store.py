@@ -1361,8 +1361,9 @@ class Store:
             if not rt.has_status:
                 raise not_found(rt.plural, rt.group, name)
             # The rest as stored (copied, since the write changes its metadata), the
-            # status as given (obj is the store's own by now).
-            new: JSON = {k: None if k == "status" else copy_json(v) for k, v in current.items()}
+            # status (and a pod's metadata, below) as given: obj is the store's own.
+            given = ("status", "metadata") if rt.storage_key == "pods" else ("status",)
+            new: JSON = {k: None if k in given else copy_json(v) for k, v in current.items()}
             if "status" in obj:
                 new["status"] = obj["status"]
             else:
