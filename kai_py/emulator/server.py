@@ -27,6 +27,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from kai_py.api import jsoncodec
+
 from . import discovery, protobuf
 from .admission import WebhookDispatcher
 from .errors import ApiError, bad_request, method_not_allowed
@@ -47,7 +49,7 @@ _TRUE = ("1", "true", "True")
 
 
 def _dumps(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode()
+    return jsoncodec.dumps(body)
 
 
 class EncodedObjects:
@@ -816,7 +818,7 @@ async def _read_json(request: web.Request, rt: ResourceType) -> Any:
     try:
         if "yaml" in content_type:
             return yaml.safe_load(raw.decode())
-        return json.loads(raw.decode() or "null")
+        return jsoncodec.loads(raw or b"null")
     except (ValueError, yaml.YAMLError) as exc:
         raise bad_request(
             f"the object provided is unrecognized (must be of type {rt.kind}): "
