@@ -3,7 +3,9 @@
 A BindRequest is offered on each watch event and again by a periodic pass
 over a fresh LIST (``reconcile``), so a lost event, a failed write or a
 restart never leaves one Pending: what matters is the object's state, not
-one event or one retry. Offers are de-duplicated: one attempt per request
+one event or one retry. Between LISTs, ``retry_due`` offers again the pending
+requests last seen in an offer (a retry's time comes without an event), at no
+API cost. Offers are de-duplicated: one attempt per request
 at a time, and a request that asked to be retried later waits for its
 time, and a request this process drove to an end is not attempted again on a
 stale offer. Attempts run in a dedicated thread pool (a Fraction bind may wait
@@ -56,6 +58,8 @@ class BindQueue:
         #: uids this process drove to an end (status written): a stale offer of one (a
         #: LIST or an event from before that write) is not a second attempt.
         self._finished: OrderedDict[str, None] = OrderedDict()
+        #: uid -> the latest version offered of each request still pending (read-only).
+        self._pending: dict[str, Mapping[str, Any]] = {}
 
     @property
     def busy(self) -> int:
@@ -70,11 +74,10 @@ class BindQueue:
         if not is_pending(br) or m.get("deletionTimestamp"):
             self._forget(uid)
             return False
-        if (
-            uid in self._inflight
-            or uid in self._finished
-            or self._due.get(uid, 0.0) > self._clock()
-        ):
+        if uid in self._finished:
+            return False
+        self._pending[uid] = br
+        if uid in self._inflight or self._due.get(uid, 0.0) > self._clock():
             return False
         self._inflight.add(uid)
         task = asyncio.get_running_loop().create_task(self._attempt(uid, dict(br)))
@@ -102,6 +105,7 @@ class BindQueue:
         else:
             self._due.pop(uid, None)
             self._attempts.pop(uid, None)
+            self._pending.pop(uid, None)
             self._finished[uid] = None
             while len(self._finished) > FINISHED_KEPT:
                 self._finished.popitem(last=False)
@@ -115,13 +119,23 @@ class BindQueue:
         )
         items = listing.get("items") or []
         listed = {str((br.get("metadata") or {}).get("uid") or "") for br in items}
-        for uid in [u for u in self._due if u not in listed]:
+        for uid in [u for u in {*self._due, *self._pending} if u not in listed]:
             self._forget(uid)
         return sum(1 for br in items if self.offer(br))
+
+    def retry_due(self) -> int:
+        """Offer again the pending requests known from earlier offers (no API call);
+        returns how many were started."""
+        return sum(1 for br in list(self._pending.values()) if self.offer(br))
+
+    def deleted(self, br: Mapping[str, Any]) -> None:
+        """A request was deleted: it is not offered again."""
+        self._forget(str((br.get("metadata") or {}).get("uid") or ""))
 
     def _forget(self, uid: str) -> None:
         self._due.pop(uid, None)
         self._attempts.pop(uid, None)
+        self._pending.pop(uid, None)
         self.outcomes.pop(uid, None)
 
     async def close(self) -> None:

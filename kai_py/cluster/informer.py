@@ -33,6 +33,7 @@ from urllib.parse import urlencode
 import aiohttp
 from kubernetes import client as k8s
 
+from kai_py.api import jsoncodec
 from kai_py.cluster import metrics
 from kai_py.cluster.kube import CONNECTION_POOL_SIZE, LIST_PAGE_SIZE, Kube, KubeError, _error
 
@@ -150,7 +151,7 @@ class AsyncTransport:
             raise _error(status, reason, raw)
         if not raw:
             return {}
-        parsed = json.loads(raw)
+        parsed = jsoncodec.loads(raw)
         return parsed if isinstance(parsed, dict) else {"value": parsed}
 
     async def watch(self, path: str, version: str) -> AsyncIterator[Json]:
@@ -173,7 +174,7 @@ class AsyncTransport:
             async for line in response.content:
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = jsoncodec.loads(line)
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
                     if status.get("code") == 410:

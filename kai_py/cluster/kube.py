@@ -23,6 +23,7 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from kai_py.api import jsoncodec
 from kai_py.cluster import metrics
 
 Json = dict[str, Any]
@@ -198,7 +199,7 @@ class Kube:
             raise _error(status, str(response.reason or ""), raw)
         if not raw:
             return {}
-        parsed = json.loads(raw)
+        parsed = jsoncodec.loads(raw)
         return parsed if isinstance(parsed, dict) else {"value": parsed}
 
     def _token(self) -> str | None:

@@ -1,10 +1,11 @@
 """The binder: Kopf wiring of the BindRequest reconcile (logic in kai_py.cluster).
 
 - BindRequests (``scheduling.run.ai/v1alpha2``): every watch event offers a
-  pending request to a ``BindQueue``, and a pass over a fresh LIST every
-  ``reconcile_period`` seconds offers them again, so a request is driven to an
-  end (Succeeded, or Failed and decided again by the scheduler) whatever
-  events or writes were lost. Kopf writes nothing to them (``on.event`` only).
+  pending request to a ``BindQueue``, the pending requests it knows are offered
+  again every ``RECONCILE_PERIOD`` seconds (a retry's time comes without an
+  event), and a pass over a fresh LIST every ``LIST_PERIOD`` seconds offers them
+  all, so a request is driven to an end (Succeeded, or Failed and decided again
+  by the scheduler) whatever events or writes were lost. Kopf writes nothing to them (``on.event`` only).
 - Pods, from the operator's pod watch (nothing is written to them): the
   scheduler's unbound pods are noted (``PodHints``: a Regular bind of one needs
   no GET of the pod), and a shared pod that ended or went releases its
@@ -42,9 +43,13 @@ _QUEUE_KEY: Final = "kai_py_binder_queue"
 _SWEEPER_KEY: Final = "kai_py_binder_sweeper"
 _RECONCILER_KEY: Final = "kai_py_binder_reconciler"
 _WORK_KEY: Final = "kai_py_binder_pod_work"
-#: Seconds between passes over all BindRequests.
+#: Seconds between offers of the pending BindRequests the queue knows (no API call).
 RECONCILE_PERIOD: Final = 2.0
-#: A pass is followed by a pause of at least this many times its own length.
+#: Seconds between passes over a fresh LIST of all BindRequests. In a burst of
+#: thousands each LIST was a few per cent of the operator's and the emulator's CPU
+#: (bench/e2e.py) every 2 s; retries need no LIST (RECONCILE_PERIOD).
+LIST_PERIOD: Final = 10.0
+#: A LIST pass is followed by a pause of at least this many times its own length.
 RECONCILE_SHARE: Final = 10.0
 log = logging.getLogger(__name__)
 
@@ -110,19 +115,30 @@ async def stop(memo: Any, **_: Any) -> None:
 
 async def _reconcile_forever(queue: BindQueue) -> None:
     lead = leadership.current()
+    next_list, term = 0.0, 0
     while True:
-        await lead.wait_leading()
+        leading = await lead.wait_leading()
+        if leading != term:
+            # A new term starts from a fresh LIST (events went unoffered while another led).
+            next_list, term = 0.0, leading
         began = time.monotonic()
+        if began < next_list:
+            queue.retry_due()
+            await asyncio.sleep(RECONCILE_PERIOD)
+            continue
         try:
             started = await queue.reconcile()
         except Exception as exc:  # the next pass tries again
             log.warning("BindRequest reconcile pass failed: %s", exc)
+            next_list = 0.0
         else:
             if started:
                 log.info("reconcile: %d pending BindRequests taken up", started)
-        # A pass over many BindRequests (a LIST of thousands) takes at most a tenth of
-        # the time: the pause grows with it (watch events still offer at once).
-        await asyncio.sleep(max(RECONCILE_PERIOD, RECONCILE_SHARE * (time.monotonic() - began)))
+            # A pass over many BindRequests (a LIST of thousands) takes at most a tenth
+            # of the time: the pause grows with it (watch events still offer at once).
+            now = time.monotonic()
+            next_list = now + max(LIST_PERIOD, RECONCILE_SHARE * (now - began))
+        await asyncio.sleep(RECONCILE_PERIOD)
 
 
 async def _sweep_forever(binder: Binder) -> None:
@@ -144,9 +160,11 @@ async def _sweep_forever(binder: Binder) -> None:
 
 def _bind_event(type: str | None, body: Any, memo: Any) -> None:
     queue = memo.get(_QUEUE_KEY)
-    if type == "DELETED" or not isinstance(queue, BindQueue) or not leadership.leading():
+    if not isinstance(queue, BindQueue):
         return
-    if is_pending(body):
+    if type == "DELETED":
+        queue.deleted(body)
+    elif leadership.leading() and is_pending(body):
         queue.offer(body)
 
 

@@ -65,6 +65,10 @@ class WebhookDispatcher:
             return []
         return [bucket[k] for k in sorted(bucket)]
 
+    def active(self) -> bool:
+        objects = self._store._objects
+        return bool(objects.get(_MUTATING) or objects.get(_VALIDATING))
+
     async def mutate(self, request: AdmissionRequest) -> JSON | None:
         configs = self._configs(_MUTATING)
         if not configs:

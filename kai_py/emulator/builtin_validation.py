@@ -275,7 +275,8 @@ def _strip_mutable(spec: JSON) -> JSON:
 
 
 def _pod_update(spec: JSON, old_spec: JSON) -> list[FieldError]:
-    if _strip_mutable(spec) == _strip_mutable(old_spec):
+    # Most pod writes (status, labels, annotations, binding) leave the spec as it was.
+    if spec == old_spec or _strip_mutable(spec) == _strip_mutable(old_spec):
         return []
     return [
         FieldError(

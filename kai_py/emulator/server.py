@@ -21,11 +21,13 @@ import json
 import os
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import Any
 
 import yaml
 from aiohttp import web
+
+from kai_py.api import jsoncodec
 
 from . import discovery, protobuf
 from .admission import WebhookDispatcher
@@ -47,21 +49,50 @@ _TRUE = ("1", "true", "True")
 
 
 def _dumps(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":")).encode()
+    return jsoncodec.dumps(body)
+
+
+class EncodedObjects:
+    """The JSON of stored objects, kept by identity for the last ``size`` of them.
+
+    Stored objects are replaced, never changed (``Watch``'s ``shared``), so one
+    stored version serializes to the same bytes each time: the answer to the write
+    that made it and the event to each watch that sees it. Holding the object keeps
+    its ``id`` from being reused while its bytes are kept.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._data: OrderedDict[int, tuple[Any, bytes]] = OrderedDict()
+
+    def __call__(self, obj: Any) -> bytes:
+        hit = self._data.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        raw = _dumps(obj)
+        self._data[id(obj)] = (obj, raw)
+        if len(self._data) > self.size:
+            self._data.popitem(last=False)
+        return raw
 
 
 def json_response(
     body: Any,
     status: int = 200,
     warnings: list[str] | None = None,
+    encoded: bytes | None = None,
 ) -> web.Response:
+    """``encoded``: ``body`` already serialized."""
     headers = {}
     if warnings:
         headers["Warning"] = ", ".join(
             '299 - "' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in warnings
         )
     return web.Response(
-        body=_dumps(body), status=status, content_type="application/json", headers=headers
+        body=_dumps(body) if encoded is None else encoded,
+        status=status,
+        content_type="application/json",
+        headers=headers,
     )
 
 
@@ -147,6 +178,8 @@ class EmulatedAPIServer:
         #: Resource requests served, by "client verb resource" (client: the User-Agent's
         #: product token, e.g. ``kopf``, ``OpenAPI-Generator``), for benchmarks.
         self.request_counts: Counter[str] = Counter()
+        #: Stored objects the store hands over shared (read-only), serialized once.
+        self._encoded = EncodedObjects()
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -351,7 +384,7 @@ class EmulatedAPIServer:
         if req.subresource == "scale" and verb in ("get", "update", "patch"):
             return await self._scale(request, req, verb, dry_run)
         if verb == "get":
-            obj = await store.get(rt, req.namespace, req.name or "")
+            obj = await store.get(rt, req.namespace, req.name or "", shared=True)
             if _wants_table(request) and not req.subresource:
                 return json_response(
                     to_table(
@@ -361,7 +394,7 @@ class EmulatedAPIServer:
                         include_object=q.get("includeObject", "Metadata"),
                     )
                 )
-            return json_response(obj)
+            return self._stored_response(obj)
         if verb == "create":
             body = await _read_json(request, rt)
             warnings: list[str] = []
@@ -379,8 +412,9 @@ class EmulatedAPIServer:
                 field_validation=validation,
                 warnings=warnings,
                 take=True,
+                shared=True,
             )
-            return json_response(obj, 201, warnings)
+            return self._stored_response(obj, 201, warnings)
         if verb == "update":
             body = await _read_json(request, rt)
             warnings = []
@@ -393,7 +427,9 @@ class EmulatedAPIServer:
                     f"on the URL ({req.name})"
                 )
             if req.subresource == "status":
-                obj = await store.update_status(rt, body, namespace=req.namespace, dry_run=dry_run)
+                obj = await store.update_status(
+                    rt, body, namespace=req.namespace, dry_run=dry_run, shared=True
+                )
             elif req.subresource:
                 raise method_not_allowed()
             else:
@@ -404,8 +440,9 @@ class EmulatedAPIServer:
                     dry_run=dry_run,
                     field_validation=validation,
                     warnings=warnings,
+                    shared=True,
                 )
-            return json_response(obj, 200, warnings)
+            return self._stored_response(obj, 200, warnings)
         if verb == "patch":
             content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
             raw = await request.read()
@@ -438,8 +475,9 @@ class EmulatedAPIServer:
                 force=q.get("force") in _TRUE,
                 field_validation=validation,
                 warnings=warnings,
+                shared=True,
             )
-            return json_response(obj, 200 if existed else 201, warnings)
+            return self._stored_response(obj, 200 if existed else 201, warnings)
         if verb == "delete":
             opts = await _delete_options(request)
             dry_run = dry_run or "All" in (opts.get("dryRun") or [])
@@ -505,6 +543,7 @@ class EmulatedAPIServer:
             field_selector=q.get("fieldSelector"),
             limit=limit or None,
             continue_=q.get("continue"),
+            shared=True,
         )
         if _wants_table(request):
             return json_response(
@@ -641,13 +680,26 @@ class EmulatedAPIServer:
             await response.write_eof()
         return response
 
-    @staticmethod
     def _event_bytes(
-        rt: ResourceType, event_type: str, obj: JSON, table: bool, include: str, headers: bool
+        self,
+        rt: ResourceType,
+        event_type: str,
+        obj: JSON,
+        table: bool,
+        include: str,
+        headers: bool,
     ) -> bytes:
         if table and event_type in ("ADDED", "MODIFIED", "DELETED"):
             obj = to_table(rt, [obj], include_object=include, with_headers=headers)
-        return _dumps({"type": event_type, "object": obj}) + b"\n"
+            return _dumps({"type": event_type, "object": obj}) + b"\n"
+        # The object's JSON as the write's answer and the other watches had it.
+        return b'{"type":' + _dumps(event_type) + b',"object":' + self._encoded(obj) + b"}\n"
+
+    def _stored_response(
+        self, obj: JSON, status: int = 200, warnings: list[str] | None = None
+    ) -> web.Response:
+        """An answer with an object the store handed over shared (read-only)."""
+        return json_response(obj, status, warnings, encoded=self._encoded(obj))
 
     async def _scale(
         self, request: web.Request, req: _Request, verb: str, dry_run: bool
@@ -766,7 +818,7 @@ async def _read_json(request: web.Request, rt: ResourceType) -> Any:
     try:
         if "yaml" in content_type:
             return yaml.safe_load(raw.decode())
-        return json.loads(raw.decode() or "null")
+        return jsoncodec.loads(raw or b"null")
     except (ValueError, yaml.YAMLError) as exc:
         raise bad_request(
             f"the object provided is unrecognized (must be of type {rt.kind}): "

@@ -38,7 +38,7 @@ Summary of the interface::
                                  field_selector="spec.nodeName=n1")
     page = await store.list_page("pods", limit=500, continue_=None)
     obj = await store.update("pods", obj)                     # 409 on stale resourceVersion
-    obj = await store.update_status("pods", obj)              # only .status changes
+    obj = await store.update_status("pods", obj)              # only .status (pods: + metadata)
     obj = await store.patch("pods", "default", "p1", {"metadata": {...}}, "merge")
     #   patch types: "merge", "json", "strategic", "apply" (field_manager=...);
     #   subresource="status" patches only .status
@@ -187,6 +187,10 @@ class AdmissionRequest:
 class AdmissionHook(Protocol):
     """Called for every write; the server installs the webhook dispatcher here."""
 
+    def active(self) -> bool:
+        """Could a write call anything at all? (False: no request need be built.)"""
+        ...
+
     async def mutate(self, request: AdmissionRequest) -> JSON | None: ...
 
     async def validate(self, request: AdmissionRequest) -> None: ...
@@ -284,12 +288,22 @@ class Store:
                 404, "NotFound", f"the server could not find the requested resource ({resource})"
             ) from None
 
-    async def get(self, resource: str | ResourceType, namespace: str | None, name: str) -> JSON:
+    async def get(
+        self,
+        resource: str | ResourceType,
+        namespace: str | None,
+        name: str,
+        *,
+        shared: bool = False,
+    ) -> JSON:
+        """One object. ``shared=True``: the stored object itself where it is already in
+        the form asked for, read-only (the HTTP layer, which only serializes what it is
+        given, saves a copy; the same holds for the writes' ``shared``)."""
         rt = self.resolve(resource)
         obj = self._bucket(rt).get(self._key(rt, namespace, name))
         if obj is None:
             raise not_found(rt.plural, rt.group, name)
-        return self._present(rt, obj)
+        return self._out(rt, obj, shared)
 
     async def list(
         self,
@@ -314,6 +328,7 @@ class Store:
         field_selector: str | None = None,
         limit: int | None = None,
         continue_: str | None = None,
+        shared: bool = False,
     ) -> ListResult:
         """One page of a list; ``continue_`` is the token from the previous page.
 
@@ -350,7 +365,7 @@ class Store:
                     if labels_match(labels, bucket[k2]) and fields_match(fields, bucket[k2])
                 )
                 break
-            items.append(self._present(rt, obj))
+            items.append(self._out(rt, obj, shared))
             last = k
         token = None
         if remaining and last is not None:
@@ -430,6 +445,7 @@ class Store:
         field_validation: str = "Warn",
         warnings: builtins.list[str] | None = None,
         take: bool = False,
+        shared: bool = False,
     ) -> JSON:
         """Create an object; the namespace comes from ``namespace`` or the body.
 
@@ -492,10 +508,10 @@ class Store:
             raise already_exists(rt.plural, rt.group, name)
         self._check_namespace_writable(rt, ns, name)  # admission may have awaited
         if dry_run:
-            return self._present(view, obj)
+            return self._out(view, obj, shared)
         stored = self._insert(rt, obj)
         self._after_write(rt, None, stored)
-        return self._present(view, stored)
+        return self._out(view, stored, shared)
 
     async def update(
         self,
@@ -506,6 +522,7 @@ class Store:
         dry_run: bool = False,
         field_validation: str = "Warn",
         warnings: builtins.list[str] | None = None,
+        shared: bool = False,
     ) -> JSON:
         """Replace an object (PUT). A stale ``metadata.resourceVersion`` is 409 Conflict.
 
@@ -514,7 +531,7 @@ class Store:
         stored object when the type has a status subresource.
         """
         return await self._replace(
-            resource, obj, namespace, "", dry_run, field_validation, warnings
+            resource, obj, namespace, "", dry_run, field_validation, warnings, shared=shared
         )
 
     async def update_status(
@@ -524,9 +541,13 @@ class Store:
         *,
         namespace: str | None = None,
         dry_run: bool = False,
+        shared: bool = False,
     ) -> JSON:
-        """PUT on the ``/status`` subresource: only ``.status`` changes."""
-        return await self._replace(resource, obj, namespace, "status", dry_run, "Ignore", None)
+        """PUT on the ``/status`` subresource: only ``.status`` changes (for pods, the
+        metadata too but ownerReferences and deletionTimestamp, as on a real server)."""
+        return await self._replace(
+            resource, obj, namespace, "status", dry_run, "Ignore", None, shared=shared
+        )
 
     async def patch(
         self,
@@ -542,6 +563,7 @@ class Store:
         force: bool = False,
         field_validation: str = "Warn",
         warnings: builtins.list[str] | None = None,
+        shared: bool = False,
     ) -> JSON:
         """Patch an object.
 
@@ -549,7 +571,7 @@ class Store:
         matching content types). ``apply`` (server-side apply) creates the
         object when it is missing and otherwise merges the applied
         configuration like a strategic merge; it does not track field
-        ownership. ``subresource="status"`` patches only ``.status``.
+        ownership. ``subresource="status"`` patches only ``.status`` (pods: and metadata).
         """
         rt = self.resolve(resource)
         kind = PATCH_TYPES.get(patch_type.split(";")[0].strip())
@@ -585,12 +607,14 @@ class Store:
                     dry_run=dry_run,
                     field_validation=field_validation,
                     warnings=warnings,
+                    take=True,
+                    shared=shared,
                 )
                 if not dry_run:
                     self._remember_apply(created, field_manager, patch)
                 return created
             raise not_found(rt.plural, rt.group, name)
-        base = self._present(rt, current)
+        base = self._present(rt, current)  # the patch is applied to a copy of its own
         if kind == "merge":
             if not isinstance(patch, dict):
                 raise bad_request("json: cannot unmarshal into Go value of type map")
@@ -633,6 +657,10 @@ class Store:
             field_validation,
             warnings,
             expect_name=name,
+            # merge_patch copies what it takes from the patch and the others start from
+            # a copy of the patch: what they return is the store's own already.
+            take=kind != "json",
+            shared=shared,
         )
         if kind == "apply" and not dry_run:
             self._remember_apply(result, field_manager, patch)
@@ -780,6 +808,7 @@ class Store:
         *,
         uid: str | None = None,
         dry_run: bool = False,
+        shared: bool = False,
     ) -> JSON:
         """The pods/binding subresource: set spec.nodeName and the PodScheduled condition.
 
@@ -829,7 +858,7 @@ class Store:
                 "pods/binding", "", name, f'pod {name} is already assigned to node "{bound}"'
             )
         if dry_run:
-            return self._present(rt, current)
+            return self._out(rt, current, shared)
         updated = copy_json(current)
         updated.setdefault("spec", {})["nodeName"] = node_name
         status = updated.setdefault("status", {})
@@ -843,7 +872,7 @@ class Store:
             }
         )
         status["conditions"] = conditions
-        return self._present(rt, self._write(rt, current, updated))
+        return self._out(rt, self._write(rt, current, updated), shared)
 
     async def evict_pod(
         self,
@@ -1065,6 +1094,14 @@ class Store:
         out["kind"] = rt.kind
         return out
 
+    def _out(self, rt: ResourceType, obj: JSON, shared: bool) -> JSON:
+        """What a call hands out: a copy of its own, or with ``shared`` the object
+        itself (read-only) where it is already in ``rt``'s form. Stored objects are
+        replaced, never changed, so a reader that only serializes them may share them."""
+        if shared and obj.get("apiVersion") == rt.api_version and obj.get("kind") == rt.kind:
+            return obj
+        return self._present(rt, obj)
+
     def _next_rv(self) -> int:
         self._rv += 1
         return self._rv
@@ -1282,11 +1319,15 @@ class Store:
         field_validation: str,
         warnings: builtins.list[str] | None,
         expect_name: str | None = None,
+        take: bool = False,
+        shared: bool = False,
     ) -> JSON:
+        """``take=True``: ``obj`` is the store's to keep and change (not copied)."""
         rt = self.resolve(resource)
         if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
             raise bad_request("the body of the request was not a JSON object")
-        obj = copy_json(obj)
+        if not take:
+            obj = copy_json(obj)
         obj.setdefault("metadata", {})
         self._check_type(rt, obj)
         view, rt, obj = rt, *self._to_storage(rt, obj, creating=False)
@@ -1319,11 +1360,25 @@ class Store:
         if subresource == "status":
             if not rt.has_status:
                 raise not_found(rt.plural, rt.group, name)
-            new = copy_json(current)
+            # The rest as stored (copied, since the write changes its metadata), the
+            # status (and a pod's metadata, below) as given: obj is the store's own.
+            given = ("status", "metadata") if rt.storage_key == "pods" else ("status",)
+            new: JSON = {k: None if k in given else copy_json(v) for k, v in current.items()}
             if "status" in obj:
                 new["status"] = obj["status"]
             else:
                 new.pop("status", None)
+            if rt.storage_key == "pods":
+                # As the pod status strategy: it resets only the spec, deletionTimestamp
+                # and ownerReferences, so labels and annotations are written too.
+                new["metadata"] = obj["metadata"]
+                self._keep_system_meta(current, new)
+                refs = current["metadata"].get("ownerReferences")
+                if refs is None:
+                    new["metadata"].pop("ownerReferences", None)
+                else:
+                    new["metadata"]["ownerReferences"] = copy_json(refs)
+                self._check_finalizers(rt, current, new)
         else:
             new = obj
             if rt.has_status and rt.storage_key != "namespaces":
@@ -1334,7 +1389,11 @@ class Store:
             self._keep_system_meta(current, new)
             self._check_finalizers(rt, current, new)
         new = self._prepare(rt, new, current, field_validation, warnings)
-        if self.admission is not None:
+        # The requests copy both objects: only built when some webhook is registered.
+        admission = (
+            self.admission if self.admission is not None and self.admission.active() else None
+        )
+        if admission is not None:
             req = AdmissionRequest(
                 "UPDATE",
                 rt,
@@ -1345,13 +1404,13 @@ class Store:
                 subresource=subresource,
                 dry_run=dry_run,
             )
-            mutated = await self.admission.mutate(req)
+            mutated = await admission.mutate(req)
             if mutated is not None:
                 new = self._prepare(rt, mutated, current, "Ignore", None)
                 self._keep_system_meta(current, new)
         self._validate(rt, new, current)
-        if self.admission is not None:
-            await self.admission.validate(
+        if admission is not None:
+            await admission.validate(
                 AdmissionRequest(
                     "UPDATE",
                     rt,
@@ -1377,9 +1436,9 @@ class Store:
             if "generation" in current["metadata"]:
                 bump = _spec_of(new) != _spec_of(current)
                 meta_out["generation"] = current["metadata"]["generation"] + int(bump)
-            return self._present(view, new)
+            return self._out(view, new, shared)
         stored = self._write(rt, current, new)
-        return self._present(view, stored)
+        return self._out(view, stored, shared)
 
     @staticmethod
     def _keep_system_meta(current: JSON, new: JSON) -> None:

@@ -406,10 +406,19 @@ def test_patch_types(core: k8s.CoreV1Api, server: ThreadedServer) -> None:
 
 def test_status_subresource_of_pods(core: k8s.CoreV1Api) -> None:
     core.create_namespaced_pod("default", pod_body("p"))
+    # As the real pod status strategy (tests/realapi's probe): labels and annotations
+    # are written through pods/status too; the spec is not.
     out = core.patch_namespaced_pod_status(
-        "p", "default", {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}}
+        "p",
+        "default",
+        {
+            "status": {"phase": "Running"},
+            "metadata": {"labels": {"x": "y"}},
+            "spec": {"activeDeadlineSeconds": 5},
+        },
     )
-    assert out.status.phase == "Running" and not out.metadata.labels
+    assert out.status.phase == "Running" and out.metadata.labels == {"x": "y"}
+    assert out.spec.active_deadline_seconds is None
     out = core.patch_namespaced_pod("p", "default", {"status": {"phase": "Failed"}})
     assert out.status.phase == "Running"
 
@@ -683,3 +692,40 @@ def test_a_uid_in_a_patch_is_a_precondition(core: k8s.CoreV1Api) -> None:
         "again", "default", {"metadata": {"uid": new, "labels": {"x": "y"}}}
     )
     assert out.metadata.labels == {"x": "y"}
+
+
+def test_answers_and_watch_events_carry_each_stored_version_as_it_was(
+    server: ThreadedServer,
+) -> None:
+    """Objects are serialized once per stored version and the bytes reused: every answer
+    and event must still show the version it is about, never a later one."""
+    json_type = {"Content-Type": "application/json"}
+    merge = {"Content-Type": "application/merge-patch+json"}
+    rv0 = server.store.resource_version
+    _, _, created = raw(
+        server,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        json.dumps(pod_body("v")).encode(),
+        json_type,
+    )
+    path = "/api/v1/namespaces/default/pods/v"
+    answers = [created]
+    for value in ("1", "2"):
+        patch = {"metadata": {"labels": {"step": value}}}
+        status, _, answer = raw(server, "PATCH", path, json.dumps(patch).encode(), merge)
+        assert status == 200
+        answers.append(answer)
+    status_patch = {"status": {"phase": "Running"}}
+    _, _, running = raw(server, "PATCH", path + "/status", json.dumps(status_patch).encode(), merge)
+    answers.append(running)
+    _, _, now = raw(server, "GET", path)
+    assert now == running
+    versions = [a["metadata"]["resourceVersion"] for a in answers]
+    assert len(set(versions)) == 4
+    assert [a["metadata"].get("labels", {}).get("step") for a in answers] == [None, "1", "2", "2"]
+    url = f"{server.url}/api/v1/namespaces/default/pods?watch=1&resourceVersion={rv0}"
+    with urllib.request.urlopen(url + "&timeoutSeconds=2", timeout=10) as resp:
+        events = [json.loads(resp.readline()) for _ in answers]
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED"]
+    assert [e["object"] for e in events] == answers

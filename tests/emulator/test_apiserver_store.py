@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -688,5 +689,48 @@ def test_namespaces_get_a_default_service_account_and_services_a_cluster_ip() ->
             {"metadata": {"name": "a", "namespace": "team"}, "spec": {"ports": [{"port": 81}]}},
         )
         assert replaced["spec"]["clusterIP"] == a["spec"]["clusterIP"]
+
+    run(body())
+
+
+def test_shared_answers_are_the_stored_versions_and_later_writes_leave_them_alone() -> None:
+    """What the HTTP layer serializes without a copy (and keeps serialized, by identity)
+    must never change: each write stores a new object, and the in-process callers still
+    get copies of their own."""
+
+    async def body() -> None:
+        store = Store()
+        created = await store.create("pods", pod_body("a"), shared=True)
+        assert await store.get("pods", "default", "a", shared=True) is created
+        before = json.dumps(created, sort_keys=True)
+        labelled = await store.patch(
+            "pods", "default", "a", {"metadata": {"labels": {"x": "1"}}}, shared=True
+        )
+        status = await store.patch(
+            "pods",
+            "default",
+            "a",
+            {
+                "metadata": {"labels": {"x": "2"}},
+                "spec": {"activeDeadlineSeconds": 5},
+                "status": {"phase": "Running"},
+            },
+            subresource="status",
+            shared=True,
+        )
+        bound = await store.bind_pod("default", "a", "node-1", shared=True)
+        assert json.dumps(created, sort_keys=True) == before
+        assert labelled["metadata"]["labels"] == {"x": "1"} and "nodeName" not in labelled["spec"]
+        # pods/status writes the metadata too (as a real server), never the spec.
+        assert status["metadata"]["labels"] == {"x": "2"}
+        assert "activeDeadlineSeconds" not in status["spec"]
+        assert status["status"]["phase"] == "Running" and labelled["status"]["phase"] == "Pending"
+        assert bound["spec"]["nodeName"] == "node-1" and "nodeName" not in status["spec"]
+        assert status["spec"] is not labelled["spec"]  # versions share nothing mutable
+        assert bound is await store.get("pods", "default", "a", shared=True)
+        mine = await store.get("pods", "default", "a")
+        assert mine == bound and mine is not bound
+        mine["spec"]["nodeName"] = "elsewhere"
+        assert (await store.get("pods", "default", "a"))["spec"]["nodeName"] == "node-1"
 
     run(body())

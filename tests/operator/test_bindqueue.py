@@ -115,3 +115,47 @@ def test_a_stale_offer_of_a_finished_request_is_not_a_second_attempt() -> None:
         await queue.close()
 
     asyncio.run(main())
+
+
+def test_a_retry_comes_when_due_without_an_event_or_a_list() -> None:
+    async def main() -> None:
+        clock = [0.0]
+        binder = FakeBinder(
+            [Outcome("Pending", "no card yet", 1, retry_in=2.0), Outcome("Succeeded", "ok", 1)]
+        )
+        queue = BindQueue(binder, clock=lambda: clock[0])  # type: ignore[arg-type]
+        assert queue.offer(_br("a"))
+        assert queue.offer(_br("b"))  # will be deleted before its retry
+        binder.outcomes.insert(1, Outcome("Pending", "no card yet", 1, retry_in=2.0))
+        while queue.busy:
+            await asyncio.sleep(0.01)
+        assert queue.retry_due() == 0  # not due yet
+        queue.deleted(_br("b"))
+        clock[0] = 2.5
+        assert queue.retry_due() == 1
+        while queue.busy:
+            await asyncio.sleep(0.01)
+        assert sorted(binder.calls) == [("a", 0), ("a", 1), ("b", 0)]
+        clock[0] = 10.0
+        assert queue.retry_due() == 0  # finished: nothing left to offer
+        await queue.close()
+
+    asyncio.run(main())
+
+
+def test_a_request_gone_from_the_list_is_not_offered_again_from_memory() -> None:
+    async def main() -> None:
+        clock = [0.0]
+        binder = FakeBinder([Outcome("Pending", "no card yet", 1, retry_in=1.0)])
+        queue = BindQueue(binder, clock=lambda: clock[0])  # type: ignore[arg-type]
+        assert queue.offer(_br("a"))
+        while queue.busy:
+            await asyncio.sleep(0.01)
+        binder.listed = []  # deleted, and its DELETED event lost
+        assert await queue.reconcile() == 0
+        clock[0] = 5.0
+        assert queue.retry_due() == 0
+        assert binder.calls == [("a", 0)]
+        await queue.close()
+
+    asyncio.run(main())

@@ -226,6 +226,65 @@ def grace_delete_of_an_unbound_pod(t: Target) -> str:
     return "gone" if status == 404 else "terminating"
 
 
+def pod_status_write_with_metadata(t: Target) -> str:
+    """A merge patch of pods/status that also sets an annotation and a label: the pod
+    status strategy resets only the spec, deletionTimestamp and ownerReferences."""
+    t.call("POST", _pods(t), pod("status-meta"))
+    patch = {
+        "metadata": {"annotations": {"probe": "a"}, "labels": {"probe": "l"}},
+        "spec": {"activeDeadlineSeconds": 5},
+        "status": {"message": "probed"},
+    }
+    t.call(
+        "PATCH",
+        f"{_pods(t)}/status-meta/status",
+        patch,
+        content_type="application/merge-patch+json",
+    )
+    _, got = t.call("GET", f"{_pods(t)}/status-meta")
+    meta, spec = got["metadata"], got["spec"]
+    kept = [
+        what
+        for what, value in (
+            ("annotation", (meta.get("annotations") or {}).get("probe")),
+            ("label", (meta.get("labels") or {}).get("probe")),
+            ("spec", spec.get("activeDeadlineSeconds")),
+            ("status", got.get("status", {}).get("message")),
+        )
+        if value is not None
+    ]
+    return "+".join(kept) or "nothing"
+
+
+def custom_status_write_with_metadata(t: Target) -> str:
+    """The same on a custom resource's /status: only the status is kept."""
+    base = "/apis/scheduling.run.ai/v2/queues"
+    body = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "status-meta"},
+        "spec": {},
+    }
+    t.call("POST", base, body)
+    patch = {"metadata": {"annotations": {"probe": "a"}}, "status": {"childQueues": ["x"]}}
+    t.call(
+        "PATCH",
+        f"{base}/status-meta/status",
+        patch,
+        content_type="application/merge-patch+json",
+    )
+    _, got = t.call("GET", f"{base}/status-meta")
+    kept = [
+        what
+        for what, value in (
+            ("annotation", (got["metadata"].get("annotations") or {}).get("probe")),
+            ("status", got.get("status")),
+        )
+        if value
+    ]
+    return "+".join(kept) or "nothing"
+
+
 PROBES: dict[str, Callable[[Target], str]] = {
     "no credentials": no_credentials,
     "a bad bearer token": bad_token,
@@ -237,4 +296,6 @@ PROBES: dict[str, Callable[[Target], str]] = {
     "server-side apply: a 2nd manager sets an owned field": apply_conflict_between_managers,
     "unknown field with `fieldValidation=Strict`": unknown_field_strict,
     "graceful delete of a never-bound pod": grace_delete_of_an_unbound_pod,
+    "pods/status merge patch that also sets metadata and spec": pod_status_write_with_metadata,
+    "custom resource /status patch that also sets metadata": custom_status_write_with_metadata,
 }

@@ -9,7 +9,8 @@ What it does, and why it matters to a scheduler under test:
 - Devices: the node's ``DevicePlugin`` picks the cards (lowest free
   indices); the kubelet records them in the pod's annotation
   ``kai-py.dev/visible-devices`` (what NVIDIA_VISIBLE_DEVICES holds) and in
-  ``status.containerStatuses[].allocatedResourcesStatus``.
+  ``status.containerStatuses[].allocatedResourcesStatus``, both in the
+  pods/status write that reports the pod Running.
 - The reservation program: a pod in ``kai-resource-reservation`` with a
   card reports its UUID in ``run.ai/reserve_for_gpu_index`` after it starts.
 - Shared pods read NVIDIA_VISIBLE_DEVICES from a ConfigMap (the binder
@@ -412,8 +413,6 @@ class Kubelet:
             visible = ",".join(
                 v for v in (e.get("NVIDIA_VISIBLE_DEVICES") for e in env.values()) if v
             )
-        if visible and _annotations(pod).get(ann.VISIBLE_DEVICES) != visible:
-            pod = await self._patch_meta(pod, {ann.VISIBLE_DEVICES: visible})
         now = self.clock.time()
         if not record.start_time:
             record.start_time = rfc3339(now)
@@ -427,7 +426,12 @@ class Kubelet:
             devices=record.devices,
             restart_counts=record.restarts,
         )
-        pod = await self._patch_status(pod, {"status": {**status, "reason": None, "message": None}})
+        patch: Json = {"status": {**status, "reason": None, "message": None}}
+        if visible and _annotations(pod).get(ann.VISIBLE_DEVICES) != visible:
+            # In the same pods/status write (which takes metadata too, as on a real
+            # API server): the cards show no later than Running, for one pod event.
+            patch["metadata"] = {"annotations": {ann.VISIBLE_DEVICES: visible}}
+        pod = await self._patch_status(pod, patch)
         record.state = "running"
         for container in (pod.get("spec") or {}).get("containers") or []:
             cname = str(container.get("name"))
