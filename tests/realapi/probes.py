@@ -235,25 +235,26 @@ def pod_status_write_with_metadata(t: Target) -> str:
         "spec": {"activeDeadlineSeconds": 5},
         "status": {"message": "probed"},
     }
-    t.call(
-        "PATCH",
-        f"{_pods(t)}/status-meta/status",
-        patch,
-        content_type="application/merge-patch+json",
-    )
-    _, got = t.call("GET", f"{_pods(t)}/status-meta")
+    got = _status_patched(t, f"{_pods(t)}/status-meta", patch)
     meta, spec = got["metadata"], got["spec"]
-    kept = [
-        what
-        for what, value in (
-            ("annotation", (meta.get("annotations") or {}).get("probe")),
-            ("label", (meta.get("labels") or {}).get("probe")),
-            ("spec", spec.get("activeDeadlineSeconds")),
-            ("status", got.get("status", {}).get("message")),
-        )
-        if value is not None
-    ]
-    return "+".join(kept) or "nothing"
+    return _kept(
+        ("annotation", (meta.get("annotations") or {}).get("probe")),
+        ("label", (meta.get("labels") or {}).get("probe")),
+        ("spec", spec.get("activeDeadlineSeconds")),
+        ("status", got.get("status", {}).get("message")),
+    )
+
+
+def _status_patched(t: Target, path: str, patch: dict[str, Any]) -> dict[str, Any]:
+    """The object at ``path`` after a merge patch of its /status."""
+    t.call("PATCH", f"{path}/status", patch, content_type="application/merge-patch+json")
+    _, got = t.call("GET", path)
+    return got
+
+
+def _kept(*found: tuple[str, object]) -> str:
+    """What a status write kept, as ``annotation+status`` (``nothing`` when none)."""
+    return "+".join(what for what, value in found if value) or "nothing"
 
 
 def custom_status_write_with_metadata(t: Target) -> str:
@@ -267,22 +268,11 @@ def custom_status_write_with_metadata(t: Target) -> str:
     }
     t.call("POST", base, body)
     patch = {"metadata": {"annotations": {"probe": "a"}}, "status": {"childQueues": ["x"]}}
-    t.call(
-        "PATCH",
-        f"{base}/status-meta/status",
-        patch,
-        content_type="application/merge-patch+json",
+    got = _status_patched(t, f"{base}/status-meta", patch)
+    return _kept(
+        ("annotation", (got["metadata"].get("annotations") or {}).get("probe")),
+        ("status", got.get("status")),
     )
-    _, got = t.call("GET", f"{base}/status-meta")
-    kept = [
-        what
-        for what, value in (
-            ("annotation", (got["metadata"].get("annotations") or {}).get("probe")),
-            ("status", got.get("status")),
-        )
-        if value
-    ]
-    return "+".join(kept) or "nothing"
 
 
 PROBES: dict[str, Callable[[Target], str]] = {
