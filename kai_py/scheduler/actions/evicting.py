@@ -22,17 +22,18 @@ def preemptors(session: Session, *, check_limit: bool = True) -> Iterator[Job]:
     queue: swapping jobs can keep the queue within its limit, which is then
     checked on the outcome instead.
     """
-    ready = [
-        j
-        for j in pending_jobs(session)
-        if gate(session, j) is None and not j.within_preemption_delay(session.now)
-    ]
+    ready = [j for j in pending_jobs(session) if _may_try(session, j)]
     picker = JobPicker(session, ready, lambda j: demand(session, j))
     while (job := picker.pop()) is not None:
         # demand(session, job) is the next step's, needed(job) tasks (memoised per version).
         refusal = session.framework.check_capacity(session, job, demand(session, job), check_limit)
         if refusal is None:
             yield job
+
+
+def _may_try(session: Session, job: Job) -> bool:
+    """Allocate's gate lets it through and its preemption delay is over."""
+    return gate(session, job) is None and not job.within_preemption_delay(session.now)
 
 
 def unordered_preemptors(session: Session, *, check_limit: bool = True) -> list[Job] | None:
@@ -53,7 +54,7 @@ def unordered_preemptors(session: Session, *, check_limit: bool = True) -> list[
     check = session.framework.check_capacity
     found: list[Job] = []
     for job in pending_jobs(session):
-        if gate(session, job) is not None or job.within_preemption_delay(session.now):
+        if not _may_try(session, job):
             continue
         if job.uid not in reasons:
             return None

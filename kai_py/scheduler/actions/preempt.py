@@ -52,8 +52,8 @@ def preempt(session: Session, placer: Placer) -> None:
         if lowest.get(job.queue, job.priority) >= job.priority:
             session.explain(job, _why_not(job, False))
             continue
+        note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
         if not searchable:
-            note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
             session.explain(job, _why_not(job, True, note))
             continue
         pool = pools.get(job.queue)
@@ -67,7 +67,6 @@ def preempt(session: Session, placer: Placer) -> None:
             )
         if line is None:
             line = PendingLine(session, pending_jobs(session))
-        note = protected_note(session, [job.queue], "preempt_min_runtime", job.priority)
         if fruitless.known(job, line):
             session.explain(job, _why_not(job, True, note))
             continue
