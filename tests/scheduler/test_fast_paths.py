@@ -15,7 +15,18 @@ from kai_py.scheduler.actions.common import demand, needed, next_tasks, next_tas
 from kai_py.scheduler.actions.evicting import victim_cost
 from kai_py.scheduler.actions.victims import VictimPool
 from kai_py.scheduler.fairshare import allocatable_share, dominant_share
-from kai_py.scheduler.model import PENDING, RUNNING, Job, Queue, Shape, Task, Toleration
+from kai_py.scheduler.model import (
+    ALLOCATED,
+    EVICTED,
+    PENDING,
+    RELEASING,
+    RUNNING,
+    Job,
+    Queue,
+    Shape,
+    Task,
+    Toleration,
+)
 from kai_py.scheduler.ordering import JobPicker, WeakerShare, queue_key
 from kai_py.scheduler.resources import EPS, INF, RESOURCE_NAMES, Res
 from kai_py.scheduler.session import Session
@@ -194,3 +205,84 @@ def test_victims_in_queue_order_start_past_only_units_gone_for_good() -> None:
             if t.status is RUNNING:
                 stmt.evict(t, "reclaim", None)
         stmt.commit()
+
+
+def _replayed_set_up(session: Session) -> None:
+    """Set-up as the per-task calls make it: every total zeroed, then each task of each
+    job added with _node_add / _queue_add / _queue_request, in the session's order."""
+    for q in session.queues.values():
+        q.allocated, q.allocated_non_preemptible, q.request = Res(), Res(), Res()
+    for n in session.nodes.values():
+        n.used, n.releasing, n.pipelined, n.groups, n.tasks = Res(), Res(), Res(), {}, {}
+    for j in session.jobs.values():
+        for t in j.tasks:
+            if t.status is PENDING:
+                if not j.errors:
+                    session._queue_request(j, t, None)
+                continue
+            where = session.nodes.get(t.node_name) if t.node_name else None
+            if t.status.holds_resources and where is not None:
+                session._node_add(where, t)
+                if t.status is RUNNING:
+                    session._queue_add(j, t.gpu_on(where), t)
+                    session._queue_request(j, t, where)
+
+
+def _totals(session: Session) -> list[object]:
+    figures: list[object] = []
+    for q in session.queues.values():
+        for r in (q.allocated, q.allocated_non_preemptible, q.request):
+            figures.append((q.name, r.cpu, r.memory, r.gpu))
+    for n in session.nodes.values():
+        for r in (n.used, n.releasing, n.pipelined):
+            figures.append((n.name, r.cpu, r.memory, r.gpu))
+        figures.append((n.name, sorted(n.tasks)))
+        groups = n.groups.values()
+        figures.append(
+            (n.name, sorted((g.id, g.used, g.releasing, g.memory_mib, g.tasks) for g in groups))
+        )
+    return figures
+
+
+def test_written_out_set_up_makes_the_totals_of_the_per_task_calls() -> None:
+    """Session set-up is written out for running and pending tasks; its figures must be
+    the very floats the per-task calls give (same additions, same order), over
+    releasing, allocated, shared, errored, non-preemptible and off-cluster tasks."""
+    rng = random.Random(11)
+    statuses = (PENDING, RUNNING, RUNNING, RUNNING, RELEASING, ALLOCATED, EVICTED)
+    for _ in range(60):
+        nodes = [node(f"n{i}", gpus=8, gpu_memory_mib=40960) for i in range(4)]
+        queues = [queue("root"), queue("a", "root"), queue("b", "root"), queue("a1", "a")]
+        jobs: list[Job] = []
+        for j in range(rng.randint(1, 8)):
+            tasks = []
+            for _t in range(rng.randint(1, 5)):
+                status = rng.choice(statuses)
+                kind = rng.choice(("whole", "whole", "fraction", "memory"))
+                where = (
+                    None if status is PENDING else rng.choice([n.name for n in nodes] + ["gone"])
+                )
+                t = task(
+                    status=status,
+                    node_name=where,
+                    gpu=rng.choice((1.0, 2.0)) if kind == "whole" else 0.0,
+                    cpu=rng.choice((100.0, 250.0, 1000.0)),
+                    fraction=0.3 if kind == "fraction" else 0.0,
+                    gpu_memory_mib=7000.0 if kind == "memory" else 0.0,
+                    groups=(f"g{rng.randint(0, 2)}",)
+                    if kind != "whole" and where and rng.random() < 0.7
+                    else (),
+                )
+                t.stuck = rng.random() < 0.1
+                tasks.append(t)
+            made = job(f"j{j}", rng.choice(("a", "b", "a1")), tasks, priority=rng.choice((50, 150)))
+            if rng.random() < 0.1:
+                made.errors.append("bad pod")
+            jobs.append(made)
+        s = Session(snapshot(nodes, queues, jobs))
+        written_out = _totals(s)
+        _replayed_set_up(s)
+        assert written_out == _totals(s)
+        assert any(q.allocated.gpu for q in s.queues.values()) or not any(
+            t.status is RUNNING and t.node_name != "gone" for j in jobs for t in j.tasks
+        )
