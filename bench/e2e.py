@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import signal
+import ssl
 import statistics
 import subprocess
 import sys
@@ -39,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+
+from kai_py.emulator.controllers.http_client import SIMULATED_AGENT
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
@@ -79,6 +82,70 @@ asyncio.run(main())
 """
 
 
+# The same cluster on a real kube-apiserver and etcd (``--backend real``; built by
+# scripts/k8s-binaries.sh, found as the real-API test tier finds them), with kai-py's
+# simulated kubelets and device plugins against it over HTTPS. Prints the URL, the CA
+# file, the token and the pids whose CPU counts (this process, etcd, kube-apiserver);
+# "counts" counts the requests of the audit log since the last "reset".
+_REAL = """
+import collections, json, logging, sys, tempfile
+from pathlib import Path
+sys.path[:0] = ["tests/realapi", "tests/operator"]
+from realapi_backends import start_real
+from realapi_server import ADMIN_TOKEN, binaries_dir
+from kai_py.emulator.cluster_spec import parse_cluster
+
+found = binaries_dir()
+if found is None or not all((found / n).exists() for n in ("kube-apiserver", "etcd")):
+    sys.exit("--backend real: no kube-apiserver and etcd here; build them with "
+             "scripts/k8s-binaries.sh (or set KAI_PY_K8S_BIN to their folder)")
+
+logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
+nodes, gpus, kubeconfig = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+spec = parse_cluster({
+    "nodes": [{"name": "gpu", "count": nodes, "gpus": gpus, "cpu": "64", "memory": "512Gi"}],
+    "namespaces": [sys.argv[4]],
+})
+with tempfile.TemporaryDirectory(prefix="kai-py-e2e-real-") as work:
+    sys.stdout, real_stdout = sys.stderr, sys.stdout  # start_real's notes are not answers
+    server, simulated = start_real(Path(work), spec)
+    sys.stdout = real_stdout
+    Path(kubeconfig).write_text(Path(server.kubeconfig_path).read_text())
+    pids = [p.pid for p in server.processes if p.poll() is None]
+    print(json.dumps({"url": server.url, "ca": server.ca_file, "token": ADMIN_TOKEN,
+                      "pids": pids}), flush=True)
+    offset = 0
+    try:
+        for line in sys.stdin:
+            line = line.strip()
+            if line in ("", "quit"):
+                break
+            counts = collections.Counter()
+            with server.audit_log.open("rb") as log:
+                log.seek(offset)
+                data = log.read()
+            end = data.rfind(b"\\n") + 1  # a line still being written counts next time
+            for raw in data[:end].splitlines():
+                try:
+                    event = json.loads(raw)
+                except ValueError:
+                    continue
+                ref = event.get("objectRef") or {}
+                if event.get("stage") != "ResponseComplete" or not ref.get("resource"):
+                    continue
+                resource = ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "")
+                agent = (event.get("userAgent") or "-").split("/", 1)[0]
+                counts[f"{agent} {event.get('verb')} {resource}"] += 1
+            if line == "reset":
+                offset += end
+                counts.clear()
+            print(json.dumps(dict(counts)), flush=True)
+    finally:
+        simulated.stop()
+        server.stop()
+"""
+
+
 def pod(i: int) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -113,6 +180,9 @@ class Run:
     emulator_cpu_s: float
     requests_per_pod: float
     requests_per_pod_settled: float
+    # The cluster's CPU seconds by process (the emulator; or the simulated nodes, etcd
+    # and kube-apiserver)
+    cluster_cpu_s: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
     requests_settled: dict[str, int] = field(default_factory=dict)
 
@@ -136,19 +206,35 @@ def _cpu_seconds(pid: int) -> float:
         return 0.0
 
 
-class Emulator:
-    def __init__(self, nodes: int, gpus: int, kubeconfig: Path) -> None:
+class Backend:
+    """The cluster in its own process: kai-py's emulator, or a real kube-apiserver."""
+
+    def __init__(self, kind: str, nodes: int, gpus: int, kubeconfig: Path) -> None:
+        script = _REAL if kind == "real" else _EMULATOR
         self.process = subprocess.Popen(
-            [sys.executable, "-c", _EMULATOR, str(nodes), str(gpus), str(kubeconfig), NAMESPACE],
+            [sys.executable, "-c", script, str(nodes), str(gpus), str(kubeconfig), NAMESPACE],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             cwd=REPO,
         )
         assert self.process.stdout is not None
-        self.url = self.process.stdout.readline().strip()
-        if not self.url:
-            raise RuntimeError("the emulated cluster did not start")
+        first = self.process.stdout.readline().strip()
+        if not first:
+            raise RuntimeError(f"the {kind} cluster did not start")
+        self.token: str | None = None
+        self.ca_file: str | None = None
+        self.pids = {("simulated cluster" if kind == "real" else "emulator"): self.process.pid}
+        if kind == "real":
+            answer = json.loads(first)
+            self.url, self.token, self.ca_file = answer["url"], answer["token"], answer["ca"]
+            self.pids.update(zip(("etcd", "kube-apiserver"), answer["pids"], strict=False))
+        else:
+            self.url = first
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds so far of each of the cluster's processes."""
+        return {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
 
     def command(self, line: str) -> dict[str, int]:
         assert self.process.stdin is not None and self.process.stdout is not None
@@ -196,13 +282,16 @@ def wait_ready(operator: subprocess.Popen[bytes], log: Path, timeout: float = 12
 
 
 async def burst(
-    url: str, pods: int, concurrency: int, timeout: float
+    backend: Backend, pods: int, concurrency: int, timeout: float
 ) -> tuple[float, float, float]:
     """Create the pods; seconds from the first create to all created, to all bound and to
     all Running."""
     headers = {"User-Agent": AGENT, "Content-Type": "application/json"}
-    base = f"{url}/api/v1/namespaces/{NAMESPACE}/pods"
-    connector = aiohttp.TCPConnector(limit=concurrency + 1)
+    if backend.token:
+        headers["Authorization"] = f"Bearer {backend.token}"
+    base = f"{backend.url}/api/v1/namespaces/{NAMESPACE}/pods"
+    tls = ssl.create_default_context(cafile=backend.ca_file) if backend.ca_file else None
+    connector = aiohttp.TCPConnector(limit=concurrency + 1, ssl=tls if tls else True)
     bound: dict[str, float] = {}
     running: dict[str, float] = {}
     async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
@@ -254,10 +343,13 @@ async def burst(
 
 
 def _ours(counts: dict[str, int]) -> Counter[str]:
-    return Counter({k: v for k, v in counts.items() if not k.startswith(AGENT + " ")})
+    """The operator's requests: not the benchmark's, nor (on a real API server) those of
+    the simulated kubelets and controllers."""
+    others = (AGENT + " ", SIMULATED_AGENT + " ")
+    return Counter({k: v for k, v in counts.items() if not k.startswith(others)})
 
 
-def settle(emulator: Emulator, counts: dict[str, int], limit: float = 60.0) -> Counter[str]:
+def settle(emulator: Backend, counts: dict[str, int], limit: float = 60.0) -> Counter[str]:
     """The operator's requests once it has gone quiet after the burst (Events and status
     writes still queued when the last pod ran): counts unchanged for 2 s, at most
     ``limit`` seconds."""
@@ -274,7 +366,7 @@ def settle(emulator: Emulator, counts: dict[str, int], limit: float = 60.0) -> C
 def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
     kubeconfig = tmp / f"kubeconfig-{index}"
     log = tmp / f"operator-{index}.log"
-    emulator = Emulator(args.nodes, args.gpus, kubeconfig)
+    emulator = Backend(args.backend, args.nodes, args.gpus, kubeconfig)
     operator: subprocess.Popen[bytes] | None = None
     try:
         operator = start_operator(kubeconfig, log)
@@ -282,13 +374,16 @@ def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
         time.sleep(1.0)  # let the start-up passes settle
         emulator.command("reset")
         cpu0 = _cpu_seconds(operator.pid)
-        emulator_cpu0 = _cpu_seconds(emulator.process.pid)
+        emulator_cpu0 = emulator.cpu_seconds()
         to_created, to_bound, to_running = asyncio.run(
-            burst(emulator.url, args.pods, args.concurrency, args.timeout)
+            burst(emulator, args.pods, args.concurrency, args.timeout)
         )
         counts = emulator.command("counts")
         cpu = _cpu_seconds(operator.pid) - cpu0
-        emulator_cpu = _cpu_seconds(emulator.process.pid) - emulator_cpu0
+        cluster_cpu = {
+            name: round(seconds - emulator_cpu0[name], 1)
+            for name, seconds in emulator.cpu_seconds().items()
+        }
         peak = _proc_status(operator.pid, "VmHWM")
         settled = settle(emulator, counts)
     finally:
@@ -311,7 +406,8 @@ def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
         pods_per_s=round(args.pods / to_running, 1),
         operator_peak_rss_mb=round(peak, 1),
         operator_cpu_s=round(cpu, 1),
-        emulator_cpu_s=round(emulator_cpu, 1),
+        emulator_cpu_s=round(sum(cluster_cpu.values()), 1),
+        cluster_cpu_s=cluster_cpu,
         requests_per_pod=round(sum(ours.values()) / args.pods, 2),
         requests_per_pod_settled=round(sum(settled.values()) / args.pods, 2),
         requests=dict(ours.most_common()),
@@ -331,6 +427,13 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=8, help="GPUs per node")
     parser.add_argument("--pods", type=int, default=4000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--backend",
+        choices=("emulator", "real"),
+        default="emulator",
+        help="the cluster: kai-py's emulator, or a real kube-apiserver and etcd "
+        "(built by scripts/k8s-binaries.sh) with the simulated kubelets",
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="concurrent creates")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -349,7 +452,8 @@ def main() -> int:
                     f"{run.to_bound_s:.2f} s, Running "
                     f"{run.to_running_s:.2f} s ({run.pods_per_s:.0f} pods/s), operator peak "
                     f"RSS {run.operator_peak_rss_mb:.0f} MB, CPU {run.operator_cpu_s:.0f} s "
-                    f"(emulator {run.emulator_cpu_s:.0f} s), {run.requests_per_pod:.2f} API "
+                    f"({', '.join(f'{k} {v:.0f} s' for k, v in run.cluster_cpu_s.items())}), "
+                    f"{run.requests_per_pod:.2f} API "
                     f"requests per pod ({run.requests_per_pod_settled:.2f} once settled)",
                     flush=True,
                 )
@@ -398,7 +502,8 @@ def main() -> int:
         f"  operator peak RSS            {_spread([r.operator_peak_rss_mb for r in runs], ' MB', 0)}"
     )
     print(f"  operator CPU                 {_spread([r.operator_cpu_s for r in runs], ' s', 1)}")
-    print(f"  emulator CPU                 {_spread([r.emulator_cpu_s for r in runs], ' s', 1)}")
+    cluster = "emulator" if args.backend == "emulator" else "cluster (all processes)"
+    print(f"  {cluster + ' CPU':28s} {_spread([r.emulator_cpu_s for r in runs], ' s', 1)}")
     print(f"  API requests per pod         {_spread([r.requests_per_pod for r in runs])}")
     print(f"  ... once settled             {_spread([r.requests_per_pod_settled for r in runs])}")
     print("  requests by verb and resource once settled (run 1, per pod):")

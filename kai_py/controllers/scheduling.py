@@ -296,15 +296,22 @@ async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
         CYCLE_SECONDS.observe(elapsed)
         metrics.record_cycle(elapsed, ok=s.last_error is None)
         metrics.record_cache({kind: len(objs) for kind, objs in s.cache.objects.items()})
-        # A cycle costs O(cached objects) however few pods are new: in a burst, cycles
-        # back to back would take the process's CPU from the pod-grouper and the
-        # binder that feed and empty them. At most CYCLE_SHARE of the time goes to
-        # cycles. The wait for the cycle's BindRequest creates counts too: leaving it
-        # out (the API server's time, not ours) was measured (bench/e2e.py) at more
-        # cycles, more PodGroup status writes and more CPU per pod, and no faster.
-        idle = elapsed * (1.0 - CYCLE_SHARE) / CYCLE_SHARE
-        await asyncio.sleep(max(0.0, s.settings.schedule_period - elapsed, idle))
+        await asyncio.sleep(pause_after(elapsed, s.write_seconds, s.settings.schedule_period))
     log.info("not leading any more: scheduling stops until this process leads again")
+
+
+def pause_after(elapsed: float, write_seconds: float, period: float) -> float:
+    """Seconds to wait after a cycle of ``elapsed`` seconds, ``write_seconds`` of them
+    waiting for its writes: the rest of the period, and at least as long as the
+    cycle's own work would need to stay within CYCLE_SHARE of the time.
+
+    A cycle costs O(cached objects) however few pods are new: in a burst, cycles back
+    to back would take the process's CPU from the pod-grouper and the binder that feed
+    and empty them. The wait for the cycle's writes is the API server's time, not ours:
+    counting it paused the loop 16 s after a cycle whose 1,577 binds took 15 s to
+    write, while 1,500 grouped pods waited (docs/operator.md, bench/e2e.py)."""
+    busy = max(0.0, elapsed - write_seconds)
+    return max(0.0, period - elapsed, busy * (1.0 - CYCLE_SHARE) / CYCLE_SHARE)
 
 
 async def resync(s: LoopState) -> None:

@@ -19,6 +19,7 @@ from operator_helpers import (
     wait_for,
 )
 
+from kai_py.controllers.scheduling import CYCLE_SHARE, pause_after
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 
 NS = "team-a"
@@ -315,3 +316,15 @@ def test_after_the_watches_drop_nothing_is_lost(
         lambda: bindrequests(custom, NS).get("b-0"), timeout=15, what=f"b-0 placed\n{operator.log}"
     )
     assert br["spec"]["selectedNode"] == first["a-0"]["spec"]["selectedNode"]
+
+
+def test_pause_after_a_cycle_counts_its_own_work_not_its_writes() -> None:
+    # A quick cycle waits out the rest of its period.
+    assert pause_after(0.25, 0.0, 1.0) == 0.75
+    # A long cycle of its own work: as long a pause again (half the loop's time).
+    assert CYCLE_SHARE == 0.5
+    assert pause_after(4.0, 0.0, 1.0) == 4.0
+    # 16 s of which 15 s waiting for the API server: a pause for the 1 s of work only.
+    assert pause_after(16.0, 15.0, 1.0) == 1.0
+    # Never negative, also when a clock step makes the writes look longer.
+    assert pause_after(2.0, 3.0, 1.0) == 0.0
