@@ -299,25 +299,43 @@ async def burst(
             rv = (await resp.json())["metadata"]["resourceVersion"]
         all_running = asyncio.Event()
 
+        def seen(obj: dict[str, Any]) -> None:
+            name = (obj.get("metadata") or {}).get("name")
+            if not name:
+                return
+            now = time.monotonic()
+            if (obj.get("spec") or {}).get("nodeName"):
+                bound.setdefault(name, now)
+            if (obj.get("status") or {}).get("phase") == "Running":
+                running.setdefault(name, now)
+                if len(running) >= pods:
+                    all_running.set()
+
         async def watch(since: str) -> None:
-            params = {"watch": "1", "resourceVersion": since, "timeoutSeconds": str(int(timeout))}
-            async with session.get(base, params=params, timeout=aiohttp.ClientTimeout(None)) as r:
-                async for line in r.content:
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    obj = event.get("object") or {}
-                    name = (obj.get("metadata") or {}).get("name")
-                    if event.get("type") not in ("ADDED", "MODIFIED") or not name:
-                        continue
-                    now = time.monotonic()
-                    if (obj.get("spec") or {}).get("nodeName"):
-                        bound.setdefault(name, now)
-                    if (obj.get("status") or {}).get("phase") == "Running":
-                        running.setdefault(name, now)
-                        if len(running) >= pods:
-                            all_running.set()
-                            return
+            # A real API server ends a watch it finds slow to read (and any at its
+            # timeout): go on from the last version seen, or LIST again once that is gone.
+            while not all_running.is_set():
+                params = {"watch": "1", "resourceVersion": since, "timeoutSeconds": "300"}
+                async with session.get(
+                    base, params=params, timeout=aiohttp.ClientTimeout(None)
+                ) as r:
+                    async for line in r.content:
+                        if not line.strip():
+                            continue
+                        event = json.loads(line)
+                        obj = event.get("object") or {}
+                        if event.get("type") == "ERROR":
+                            async with session.get(base) as resp:
+                                listing = await resp.json()
+                            for item in listing["items"]:
+                                seen(item)
+                            since = listing["metadata"]["resourceVersion"]
+                            break
+                        since = (obj.get("metadata") or {}).get("resourceVersion") or since
+                        if event.get("type") in ("ADDED", "MODIFIED"):
+                            seen(obj)
+                            if all_running.is_set():
+                                return
 
         watcher = asyncio.create_task(watch(rv))
         await asyncio.sleep(0.2)  # the watch is open before the first create

@@ -2,11 +2,12 @@
 
 Only what clients of a scheduler run into is checked: object names, label
 values, pod containers and pod spec immutability, workload selectors,
-PriorityClass values. Messages use the apimachinery wording.
+PriorityClass values, Node pod CIDRs. Messages use the apimachinery wording.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -421,6 +422,27 @@ def _priorityclass_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
     return []
 
 
+def _node_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
+    """spec.podCIDRs must be CIDRs (a fleet once made 10.244.256.0/24, which a real API
+    server refuses and the emulator took)."""
+    spec = obj.get("spec") or {}
+    cidrs = spec.get("podCIDRs") or []
+    errors: list[FieldError] = []
+    for i, cidr in enumerate(cidrs if isinstance(cidrs, list) else []):
+        try:
+            ipaddress.ip_network(str(cidr), strict=False)
+        except ValueError:
+            errors.append(
+                FieldError(
+                    f"spec.podCIDRs[{i}]",
+                    "FieldValueInvalid",
+                    "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+                    cidr,
+                )
+            )
+    return errors
+
+
 def _namespace_defaults(obj: JSON, old: JSON | None) -> None:
     meta = obj.setdefault("metadata", {})
     meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta.get("name", "")
@@ -515,4 +537,5 @@ _VALIDATORS = {
     "replicasets.apps": _selector_validate,
     "priorityclasses.scheduling.k8s.io": _priorityclass_validate,
     "customresourcedefinitions.apiextensions.k8s.io": _crd_validate,
+    "nodes": _node_validate,
 }

@@ -291,6 +291,15 @@ def gpu_inventory(name: str, group: NodeGroup) -> str:
     )
 
 
+def node_subnet(index: int) -> str:
+    """The first three octets of node ``index``'s pod network (a /24 of its own).
+
+    10.244.<index>.0/24 for the first 256 nodes, as a kind cluster has them; then
+    10.245 ... 10.255, then 10.0 ... 10.243: distinct for 65,536 nodes. A real API
+    server refuses an octet above 255 (node 256 once got 10.244.256.0/24)."""
+    return f"10.{(244 + index // 256) % 256}.{index % 256}"
+
+
 def node_manifest(name: str, group: NodeGroup, index: int, now: str) -> dict[str, Any]:
     """The Node object as the kubelet registers it (status included).
 
@@ -308,7 +317,8 @@ def node_manifest(name: str, group: NodeGroup, index: int, now: str) -> dict[str
     if group.instance_type:
         labels["node.kubernetes.io/instance-type"] = group.instance_type
     labels.update(group.labels)
-    spec: dict[str, Any] = {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]}
+    cidr = f"{node_subnet(index)}.0/24"
+    spec: dict[str, Any] = {"podCIDR": cidr, "podCIDRs": [cidr]}
     if group.taints:
         spec["taints"] = [t.model_dump(exclude_none=True) for t in group.taints]
     if group.unschedulable:

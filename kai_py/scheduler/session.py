@@ -206,7 +206,8 @@ class Session:
                 if where is None or not status.holds_resources:
                     continue
                 if status is not RUNNING or task.gpu_groups:
-                    # Releasing, allocated or on a shared card: the general path.
+                    # Releasing, allocated or on a shared card: the general path. Only
+                    # running pods count for their queue (releasing ones hold their node).
                     self._node_add(where, task)
                     if status is RUNNING:
                         self._queue_add(job, task.gpu_on(where), task)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
+from kai_py.cluster.builder import Document, ParseMemo, build
 from kai_py.cluster.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, ClusterCache
 from kai_py.cluster.idle import IdleGate
 from kai_py.cluster.writer import EventRecorder, Write, plan
 from kai_py.scheduler.cycle import run_cycle
-from kai_py.scheduler.model import TaskStatus
+from kai_py.scheduler.model import Task, TaskStatus
 
 NOW = 1_800_000_000.0
 Json = dict[str, Any]
@@ -160,7 +162,8 @@ def test_a_build_reuses_unchanged_pods_and_parses_changed_ones_again() -> None:
     task.status, task.node_name = TaskStatus.ALLOCATED, "n1"  # what a session does
     again = cache.view(NOW).build(NOW).snapshot
     same = next(t for j in again.jobs for t in j.tasks if t.name == "big-0")
-    assert same is not task and same.status is TaskStatus.PENDING and same.node_name is None
+    # The same Task, as parsed again: the next build puts back what a session changed.
+    assert same is task and same.status is TaskStatus.PENDING and same.node_name is None
     # A new version of the pod is parsed again.
     changed = copy.deepcopy(objs[(PODS, "ns", "big-0")])
     changed["metadata"]["resourceVersion"] = "50"
@@ -255,3 +258,61 @@ def test_events_carry_the_uid_of_their_object() -> None:
     }
     assert involved[("PodGroup", "big")] == "pg-big"
     assert involved[("Pod", "big-3")] == "big-3"
+
+
+def _fields(task: Task) -> dict[str, object]:
+    out = {f.name: getattr(task, f.name) for f in dataclasses.fields(Task)}
+    out["request"] = (task.request.cpu, task.request.memory, task.request.gpu)
+    out.pop("_shape")  # derived from the fields above, kept once computed
+    return out
+
+
+def test_the_tasks_of_a_build_are_as_parsed_whatever_the_last_sessions_did() -> None:
+    """Each build hands out the parsed Tasks themselves: every field must be as a fresh
+    parse makes it, after sessions that bound, pipelined and evicted them."""
+    objs, cache = _filled()
+    # No bounds, and "big" an elastic job of 4 to 8 pods of a higher priority than
+    # "run": sessions bind some of it, and may preempt "run" for the rest.
+    q = copy.deepcopy(objs[(QUEUES, "", "q")])
+    q["metadata"]["resourceVersion"] = "6"
+    for resource in ("cpu", "memory", "gpu"):
+        q["spec"]["resources"][resource] = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    cache.observe(QUEUES, "MODIFIED", q)
+    objs[(PRIORITY_CLASSES, "", "urgent")] = {
+        "metadata": {"name": "urgent", "uid": "pc", "resourceVersion": "7"},
+        "value": 90,
+    }
+    cache.observe(PRIORITY_CLASSES, "ADDED", objs[(PRIORITY_CLASSES, "", "urgent")])
+    big = copy.deepcopy(objs[(PODGROUPS, "ns", "big")])
+    big["metadata"]["resourceVersion"] = "8"
+    big["spec"]["priorityClassName"] = "urgent"
+    big["spec"]["minMember"] = 4
+    cache.observe(PODGROUPS, "MODIFIED", big)
+    changed: set[str] = set()
+    for cycle in range(4):
+        view = cache.view(NOW + cycle)
+        built = view.build(NOW + cycle)
+        fresh = build(view.documents, NOW + cycle, memo=ParseMemo(), workloads=False)
+        mine = {t.uid: t for j in built.snapshot.jobs for t in j.tasks}
+        theirs = {t.uid: t for j in fresh.snapshot.jobs for t in j.tasks}
+        assert mine.keys() == theirs.keys()
+        for uid, task in mine.items():
+            assert _fields(task) == _fields(theirs[uid]), uid
+        before = {uid: _fields(t) for uid, t in mine.items()}
+        decisions = run_cycle(built.snapshot)
+        changed |= {uid for uid, t in mine.items() if _fields(t) != before[uid]}
+        assert decisions.binds or decisions.evictions or decisions.pipelined or cycle > 0
+    assert len(changed) >= 8  # the sessions did change the Tasks they were handed
+
+
+def test_a_pod_given_twice_in_one_build_gets_two_tasks() -> None:
+    objs, _ = _filled()
+    pod = Document(
+        "Pod ns/big-0", {"apiVersion": "v1", "kind": "Pod", **objs[(PODS, "ns", "big-0")]}
+    )
+    group = Document("PodGroup ns/big", {**objs[(PODGROUPS, "ns", "big")]})
+    memo = ParseMemo()
+    for _ in range(2):
+        built = build([group, pod, pod], NOW, memo=memo, workloads=False)
+        first, second = built.snapshot.jobs[0].tasks
+        assert first is not second and _fields(first) == _fields(second)

@@ -734,3 +734,19 @@ def test_shared_answers_are_the_stored_versions_and_later_writes_leave_them_alon
         assert (await store.get("pods", "default", "a"))["spec"]["nodeName"] == "node-1"
 
     run(body())
+
+
+def test_node_pod_cidrs_must_be_cidrs() -> None:
+    """As the real API server: a Node whose spec.podCIDRs holds no CIDR is refused."""
+
+    async def body() -> None:
+        store = Store()
+        good = {"metadata": {"name": "n1"}, "spec": {"podCIDRs": ["10.245.0.0/24"]}}
+        assert (await store.create("nodes", good))["spec"]["podCIDRs"] == ["10.245.0.0/24"]
+        bad = {"metadata": {"name": "n2"}, "spec": {"podCIDRs": ["10.244.256.0/24"]}}
+        with pytest.raises(ApiError) as err:
+            await store.create("nodes", bad)
+        assert err.value.code == 422
+        assert 'spec.podCIDRs[0]: Invalid value: "10.244.256.0/24"' in err.value.message
+
+    run(body())

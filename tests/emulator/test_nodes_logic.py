@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -14,6 +15,7 @@ from kai_py.emulator.cluster_spec import (
     default_cluster,
     load_cluster,
     node_manifest,
+    node_subnet,
     parse_cluster,
 )
 from kai_py.emulator.nodes.devices import DeviceAllocationError, DevicePlugin, gpu_uuid
@@ -189,3 +191,11 @@ def test_example_cluster_file_loads() -> None:
     example = Path(__file__).parents[2] / "examples" / "dev-cluster.yaml"
     spec = load_cluster(example)
     assert spec.nodes
+
+
+def test_every_node_of_a_large_fleet_gets_a_pod_network_of_its_own() -> None:
+    """Node 256 once got 10.244.256.0/24, which a real API server refuses."""
+    nets = [ipaddress.ip_network(f"{node_subnet(i)}.0/24") for i in range(5000)]
+    assert len(set(nets)) == 5000
+    assert str(nets[0]) == "10.244.0.0/24" and str(nets[255]) == "10.244.255.0/24"
+    assert str(nets[256]) == "10.245.0.0/24"

@@ -19,7 +19,6 @@ from operator_helpers import (
     wait_for,
 )
 
-from kai_py.controllers.scheduling import CYCLE_SHARE, pause_after
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 
 NS = "team-a"
@@ -319,6 +318,10 @@ def test_after_the_watches_drop_nothing_is_lost(
 
 
 def test_pause_after_a_cycle_counts_its_own_work_not_its_writes() -> None:
+    # Imported here: importing the operator's modules at collection sets up Kopf's
+    # loggers before tests/operator/test_logs.py configures its own.
+    from kai_py.controllers.scheduling import CYCLE_SHARE, pause_after
+
     # A quick cycle waits out the rest of its period.
     assert pause_after(0.25, 0.0, 1.0) == 0.75
     # A long cycle of its own work: as long a pause again (half the loop's time).

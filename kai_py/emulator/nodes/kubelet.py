@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kai_py.api import keys
-from kai_py.emulator.cluster_spec import NodeGroup, node_allocatable
+from kai_py.emulator.cluster_spec import NodeGroup, node_allocatable, node_subnet
 from kai_py.emulator.controllers.client import (
     PODS,
     ClusterClient,
@@ -171,11 +171,12 @@ class Kubelet:
 
     def _pod_ip(self) -> str:
         taken = {r.pod_ip for r in self.records.values() if r.holds_resources()}
+        subnet = node_subnet(self.index)
         for host in range(2, 255):
-            ip = f"10.244.{self.index % 256}.{host}"
+            ip = f"{subnet}.{host}"
             if ip not in taken:
                 return ip
-        return f"10.244.{self.index % 256}.255"
+        return f"{subnet}.255"
 
     def _release(self, record: PodRecord) -> None:
         self.plugin.release(record.uid)
