@@ -146,15 +146,14 @@ class ParseMemo:
     known by its uid, resourceVersion and the node it counts on (a BindRequest may
     place it before the pod says so). A build hands out the parsed Task itself, with
     what a session changes in a Task (status, node, cards, claim) put back as parsed
-    (``KeptTask``):
-    so the Tasks of one build are good until the next build from the same memo, which
-    is how the operator uses them (build, decide, plan, then the next cycle). Copying
-    every Task instead cost a third of a build at 41,000 pods. A pod's ``PodFacts``
-    are kept by the identity of its manifest: the cache hands out the same object
-    until the pod changes, so an unchanged pod is not even read again. A PodGroup's
-    Job and a Node are kept by version, and a copy is handed out (few, and changed
-    in more ways). Entries a build did not use are dropped at its end, so the memo
-    holds no more than the cluster.
+    (``KeptTask``): so the Tasks of one build are good until the next build from the
+    same memo, which is how the operator uses them (build, decide, plan, then the
+    next cycle). Copying every Task instead cost a third of a build at 41,000 pods.
+    A pod's ``PodFacts`` are kept by the identity of its manifest: the cache hands
+    out the same object until the pod changes, so an unchanged pod is not even read
+    again. A PodGroup's Job and a Node are kept by version, and a copy is handed out
+    (few, and changed in more ways). Entries a build did not use are dropped at its
+    end, so the memo holds no more than the cluster.
     """
 
     def __init__(self) -> None:
