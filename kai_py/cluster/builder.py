@@ -225,16 +225,7 @@ class ParseMemo:
 
     def podgroup(self, body: Mapping[str, Any]) -> PodGroup | ManifestError:
         """The PodGroup's parsed manifest, or why it does not parse (read-only, shared)."""
-        key = self.key(body)
-        found = self._podgroups.get(key) if key is not None else None
-        if found is None:
-            try:
-                found = PodGroup.from_manifest(body)
-            except ManifestError as exc:
-                found = exc
-        if key is not None:
-            self._podgroups.keep(key, found)
-        return found
+        return self._podgroups.find(self.key(body), lambda: _parse_podgroup(body))
 
     def job(
         self, doc: Document, classes: dict[str, int], classes_key: object, events: list[Event]
@@ -246,14 +237,14 @@ class ParseMemo:
         key = self.key(doc.body)
         if key is not None:
             key = (*key, doc.source, classes_key)
-        found = self._jobs.get(key) if key is not None else None
-        if found is None:
+
+        def make() -> tuple[Job, tuple[Event, ...]]:
             made: list[Event] = []
-            found = (_job_from_podgroup(doc, classes, made, self), tuple(made))
-        if key is not None:
-            self._jobs.keep(key, found)
-        events.extend(found[1])
-        return found[0].clone()
+            return _job_from_podgroup(doc, classes, made, self), tuple(made)
+
+        job, problems = self._jobs.find(key, make)
+        events.extend(problems)
+        return job.clone()
 
     def node(self, body: Mapping[str, Any]) -> Node:
         """The Node (a fresh copy); raises WorkloadError."""
@@ -264,12 +255,7 @@ class ParseMemo:
             # The cards of its GPU groups are added by the operator's view, not the API.
             cards = (m.get("annotations") or {}).get(keys.GPU_GROUP_CARDS_ANNOTATION)
             key = (uid, rv, cards)
-        found = self._nodes.get(key) if key is not None else None
-        if found is None:
-            found = node_from_manifest(body)
-        if key is not None:
-            self._nodes.keep(key, found)
-        return found.clone()
+        return self._nodes.find(key, lambda: node_from_manifest(body)).clone()
 
     def done(self) -> None:
         """The end of a build: keep what it used."""
@@ -279,6 +265,13 @@ class ParseMemo:
         self._facts.done()
         self._jobs.done()
         self._nodes.done()
+
+
+def _parse_podgroup(body: Mapping[str, Any]) -> PodGroup | ManifestError:
+    try:
+        return PodGroup.from_manifest(body)
+    except ManifestError as exc:
+        return exc
 
 
 def _parse_task(

@@ -9,7 +9,7 @@ kept by the next pass, so nothing needs deleting.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -28,6 +28,18 @@ class PassMemo(Generic[K, V]):
     def keep(self, key: K, value: V) -> None:
         """Keep ``value`` for the next pass."""
         self._now[key] = value
+
+    def find(self, key: K | None, make: Callable[[], V]) -> V:
+        """What the last pass kept under ``key``, else ``make()``; kept for the next
+        pass either way. Without a key (an object with no version to know it by) it
+        is made afresh and not kept."""
+        if key is None:
+            return make()
+        found = self._last.get(key)
+        if found is None:
+            found = make()
+        self._now[key] = found
+        return found
 
     def done(self) -> None:
         """The end of a pass: from now on, what it kept."""

@@ -5,7 +5,8 @@
   again every ``RECONCILE_PERIOD`` seconds (a retry's time comes without an
   event), and a pass over a fresh LIST every ``LIST_PERIOD`` seconds offers them
   all, so a request is driven to an end (Succeeded, or Failed and decided again
-  by the scheduler) whatever events or writes were lost. Kopf writes nothing to them (``on.event`` only).
+  by the scheduler) whatever events or writes were lost. Kopf writes nothing to
+  them (``on.event`` only).
 - Pods, from the operator's pod watch (nothing is written to them): the
   scheduler's unbound pods are noted (``PodHints``: a Regular bind of one needs
   no GET of the pod), and a shared pod that ended or went releases its

@@ -320,8 +320,9 @@ class Task:
     def clone(self) -> Task:
         """A copy a session may change (its own ``request``; the rest is replaced, not
         changed in place). Written out because ``copy.copy`` of a slotted dataclass is
-        ten times slower, and the operator clones every pod of every cycle; a test
-        checks that no field is left out."""
+        ten times slower (the operator once copied every pod of every cycle; builds now
+        hand out parsed Tasks as they are, see ``builder.KeptTask``); a test checks that
+        no field is left out."""
         new = object.__new__(Task)
         new.request = self.request.copy()
         new.uid = self.uid
