@@ -9,7 +9,7 @@ name a missing PodGroup, unknown priority classes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +81,8 @@ class PodFacts:
 
     Read-only once made, except ``parsed``: the pod's Task as parsed for its job, kept
     with the facts so that a build finds it without making and hashing a version key.
+    The operator's cache makes them when it first reads a manifest and hands them to
+    the build with it (``build``'s ``pods``); other callers' are made by the build.
     """
 
     namespace: str
@@ -91,7 +93,8 @@ class PodFacts:
     group: str | None  # its PodGroup annotation
     version: tuple[object, ...] | None  # the memo's key of its parsed Task, without the job
     manifest: Mapping[str, Any]  # what these facts were read from (held: its id stays its own)
-    parsed: tuple[str, KeptTask] | None = None  # (job uid, its parsed Task)
+    # (the memo that parsed it, job uid, its parsed Task)
+    parsed: tuple[ParseMemo, str, KeptTask] | None = None
 
     @staticmethod
     def of(body: Mapping[str, Any]) -> PodFacts:
@@ -188,8 +191,8 @@ class ParseMemo:
     ) -> tuple[Task, tuple[str, ...]]:
         """The pod's Task, as parsed, and its pin notes; raises WorkloadError."""
         parsed = facts.parsed
-        if parsed is not None and parsed[0] == job_uid:
-            kept = parsed[1]  # the same manifest as the last build's
+        if parsed is not None and parsed[0] is self and parsed[1] == job_uid:
+            kept = parsed[2]  # the same manifest as the last build's
             return self._hand_out(kept), kept.notes
         status = facts.status
         assert status is not None, "a finished pod has no Task"
@@ -203,7 +206,7 @@ class ParseMemo:
                 return task, notes  # a releasing pod's deadline depends on the clock
             found = KeptTask.of(task, notes)
         self._tasks.keep(key, found)
-        facts.parsed = (job_uid, found)
+        facts.parsed = (self, job_uid, found)
         return self._hand_out(found), found.notes
 
     def _hand_out(self, kept: KeptTask) -> Task:
@@ -422,10 +425,13 @@ def build(
     config: Config | None = None,
     memo: ParseMemo | None = None,
     workloads: bool = True,
+    pods: Iterable[tuple[Document, PodFacts]] = (),
 ) -> Built:
     """The Snapshot of ``docs``. ``workloads``: make the pods of owners (Jobs, Deployments,
     ...) given without them, as ``kai-py simulate`` does; the operator's view holds
-    only pods that exist, so it saves the look at every document."""
+    only pods that exist, so it saves the look at every document. ``pods``: pods
+    already read, with their facts (the operator's cache reads each manifest once),
+    taken before the pods of ``docs``; the build then does not look at each again."""
     if workloads:
         docs = expand(docs)
     memo = memo if memo is not None else ParseMemo()
@@ -435,13 +441,13 @@ def build(
     queue_sources: dict[str, str] = {}
     priority_classes = dict(keys.STANDARD_PRIORITY_CLASSES)
     podgroups: list[Document] = []
-    pods: list[Document] = []
+    pod_docs: list[Document] = []
     owners: dict[tuple[str, str], Mapping[str, Any]] = {}  # (namespace, uid or kind/name)
     events: list[Event] = []
     for doc in docs:
         kind = doc.body.get("kind")
         if kind == "Pod" and meta(doc.body).get("name"):
-            pods.append(doc)  # most documents are pods: one check and on (without a
+            pod_docs.append(doc)  # most documents are pods: one check and on (without a
             continue  # name, _name below reports it)
         try:
             name = _name(doc)
@@ -526,8 +532,12 @@ def build(
     nodes_by_name: dict[str, Node] = {}
     for n in nodes:
         nodes_by_name.setdefault(n.name, n)  # a name given twice: the first counts
-    for doc in pods:
-        _add_pod(doc, jobs, owners, priority_classes, nodes_by_name, built, memo)
+    for doc, facts in pods:
+        _add_pod(doc, facts, jobs, owners, priority_classes, nodes_by_name, built, memo)
+    for doc in pod_docs:
+        _add_pod(
+            doc, memo.facts(doc.body), jobs, owners, priority_classes, nodes_by_name, built, memo
+        )
     memo.done()
     built.snapshot.jobs = list(jobs.values())
     for job in built.snapshot.jobs:
@@ -674,6 +684,7 @@ def _job_from_podgroup(
 
 def _add_pod(
     doc: Document,
+    facts: PodFacts,
     jobs: dict[tuple[str, str], Job],
     owners: dict[tuple[str, str], Mapping[str, Any]],
     classes: dict[str, int],
@@ -682,7 +693,6 @@ def _add_pod(
     memo: ParseMemo,
 ) -> None:
     body = doc.body
-    facts = memo.facts(body)
     ns, name, status = facts.namespace, facts.name, facts.status
     if status is None:
         group = facts.group

@@ -44,7 +44,7 @@ from kai_py.api.common import ManifestError
 from kai_py.api.queue import Queue as QueueModel
 from kai_py.cluster import hami, pins
 from kai_py.cluster import reservation as rsv
-from kai_py.cluster.builder import Built, ParseMemo, build
+from kai_py.cluster.builder import Built, ParseMemo, PodFacts, build
 from kai_py.cluster.convert import is_newer, meta, parse_time, resource_version
 from kai_py.cluster.foreign import ForeignPods
 from kai_py.cluster.inputs import Document
@@ -294,7 +294,7 @@ def _key(body: Mapping[str, Any]) -> Key:
 class View:
     """One cycle's worth of cached objects, ready to build a snapshot from."""
 
-    documents: list[Document]
+    documents: list[Document]  # all but our pods, which are in ``pod_documents``
     pods: dict[str, Json]  # our pods by uid (the cached projections)
     podgroups: dict[str, Json]  # by uid
     queues: dict[str, Json]  # by name
@@ -322,9 +322,18 @@ class View:
     podgroups_by_name: dict[Key, Json] = field(default_factory=dict)
     #: PodGroup status the plan found already right, kept across cycles (the cache's).
     status_memo: PassMemo[str, tuple[object, ...]] | None = None
+    #: Our pods as placed, each with what the build reads of it (read once per manifest).
+    pod_documents: list[tuple[Document, PodFacts]] = field(default_factory=list)
+
+    @property
+    def all_documents(self) -> list[Document]:
+        """Every document of the view, our pods among them, as ``kai-py simulate`` reads them."""
+        return [*self.documents, *(doc for doc, _ in self.pod_documents)]
 
     def build(self, now: float, config: Config | None = None) -> Built:
-        built = build(self.documents, now, config, self.memo, workloads=False)
+        built = build(
+            self.documents, now, config, self.memo, workloads=False, pods=self.pod_documents
+        )
         for node in built.snapshot.nodes:
             used = self.used_by_others.get(node.name)
             if used is not None:
@@ -569,6 +578,7 @@ class ClusterCache:
         wake = float("inf")  # when a held-back pod's grace period ends
         used_groups: set[tuple[str, str]] = set()  # (node, group) that live shared pods use
         entries = self._pod_entries
+        ours: list[tuple[Document, PodFacts]] = []
         for (ns, name), pod in self.objects[PODS].items():
             request = binds.get((ns, name))
             placed = pod if request is None else _placed_by_bindrequest(pod, request)
@@ -589,7 +599,7 @@ class ClusterCache:
                 held_back += 1
                 continue
             by_uid[entry.uid] = pod
-            docs.append(entry.document)
+            ours.append((entry.document, entry.facts))
         entries.done()
         for (ns, name), reservation in self.reservations.items():
             node = str((reservation.get("spec") or {}).get("nodeName"))
@@ -616,6 +626,7 @@ class ClusterCache:
             pods_by_name=dict(self.objects[PODS]),
             podgroups_by_name=dict(self.objects[PODGROUPS]),
             status_memo=self.status_memo,
+            pod_documents=ours,
         )
 
 
@@ -694,6 +705,7 @@ class _PodEntry:
     created: float
     gpu_groups: tuple[tuple[str, str], ...]  # (node, GPU group) it uses while live
     document: Document  # holds the manifest read (so its id stays its own)
+    facts: PodFacts  # what the build reads of it, read here once
 
     @staticmethod
     def of(ns: str, name: str, pod: Json, placed: Json) -> _PodEntry:
@@ -714,6 +726,7 @@ class _PodEntry:
             created=_created(m),
             gpu_groups=used,
             document=Document(f"Pod {ns}/{name}", placed),
+            facts=PodFacts.of(placed),
         )
 
 

@@ -292,7 +292,7 @@ def test_the_tasks_of_a_build_are_as_parsed_whatever_the_last_sessions_did() -> 
     for cycle in range(4):
         view = cache.view(NOW + cycle)
         built = view.build(NOW + cycle)
-        fresh = build(view.documents, NOW + cycle, memo=ParseMemo(), workloads=False)
+        fresh = build(view.all_documents, NOW + cycle, memo=ParseMemo(), workloads=False)
         mine = {t.uid: t for j in built.snapshot.jobs for t in j.tasks}
         theirs = {t.uid: t for j in fresh.snapshot.jobs for t in j.tasks}
         assert mine.keys() == theirs.keys()
@@ -316,3 +316,21 @@ def test_a_pod_given_twice_in_one_build_gets_two_tasks() -> None:
         built = build([group, pod, pod], NOW, memo=memo, workloads=False)
         first, second = built.snapshot.jobs[0].tasks
         assert first is not second and _fields(first) == _fields(second)
+
+
+def test_pod_facts_read_once_give_each_memo_its_own_tasks() -> None:
+    """The cache reads a pod's facts once and hands them to every build; a build from
+    another memo (a tool building the same view again) parses Tasks of its own."""
+    _, cache = _filled()
+    view = cache.view(NOW)
+    view.build(NOW)
+    mine = {t.uid: t for j in view.build(NOW).snapshot.jobs for t in j.tasks}
+    other = build(view.documents, NOW, memo=ParseMemo(), workloads=False, pods=view.pod_documents)
+    theirs = {t.uid: t for j in other.snapshot.jobs for t in j.tasks}
+    assert mine.keys() == theirs.keys() and len(mine) == 10
+    for uid, task in mine.items():
+        assert task is not theirs[uid] and _fields(task) == _fields(theirs[uid])
+    # The cache's next build hands out none of the other memo's.
+    again = {t.uid: t for j in cache.view(NOW).build(NOW).snapshot.jobs for t in j.tasks}
+    for uid, task in again.items():
+        assert task is not theirs[uid] and _fields(task) == _fields(theirs[uid])

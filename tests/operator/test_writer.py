@@ -559,7 +559,7 @@ def test_a_bad_queue_is_left_out_with_a_warning_and_the_rest_is_used() -> None:
     ]:
         cache.observe(QUEUES, None, body)
     view = cache.view(NOW)
-    used = sorted(d.body["metadata"]["name"] for d in view.documents if d.body["kind"] == "Queue")
+    used = sorted(d.body["metadata"]["name"] for d in view.all_documents if d.body["kind"] == "Queue")
     assert used == ["root", "team"]
     why = {e.name: e.message for e in view.events}
     assert set(why) == {"orphan", "under-orphan", "a", "b", "broken"}
