@@ -738,15 +738,24 @@ def plan(
             continue
         reasons = decisions.reasons.get(uid, [])
         resources, phase = job_resources(job, nodes), podgroup_phase(job)
-        key = status_key(pg, reasons, resources, phase)
-        if key is not None and memo.get(uid) == key:
+        # The key is made only to compare with one kept, or to keep it: a first cycle
+        # (nothing kept yet) patches most PodGroups and needs none.
+        found = memo.get(uid)
+        key = status_key(pg, reasons, resources, phase) if found is not None else None
+        if key is not None and found == key:
             patch = None
         else:
             patch = podgroup_status_patch(pg, reasons, resources, now, phase)
+            if patch is None and key is None:
+                key = status_key(pg, reasons, resources, phase)
         if patch is None and key is not None:
             memo.keep(uid, key)
-        stale = uid in decisions.stale_since
-        if patch is None and not stale:
+        stale_patch = (
+            stale_annotation_patch(pg, decisions.stale_since[uid])
+            if uid in decisions.stale_since
+            else None
+        )
+        if patch is None and stale_patch is None:
             continue  # the common case: nothing to write, no name needed
         ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
         if patch is not None:
@@ -762,21 +771,19 @@ def plan(
                     key=f"podgroup-status {ns}/{name}",
                 )
             )
-        if stale:
-            patch = stale_annotation_patch(pg, decisions.stale_since[uid])
-            if patch is not None:
-                writes.append(
-                    Write(
-                        f"PodGroup {ns}/{name} {keys.STALE_SINCE_ANNOTATION}",
-                        "PATCH",
-                        path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups", ns, name),
-                        patch,
-                        content_type=MERGE_PATCH,
-                        ok_codes=(404, 409),
-                        lane=STATUS,
-                        key=f"podgroup-stale {ns}/{name}",
-                    )
+        if stale_patch is not None:
+            writes.append(
+                Write(
+                    f"PodGroup {ns}/{name} {keys.STALE_SINCE_ANNOTATION}",
+                    "PATCH",
+                    path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups", ns, name),
+                    stale_patch,
+                    content_type=MERGE_PATCH,
+                    ok_codes=(404, 409),
+                    lane=STATUS,
+                    key=f"podgroup-stale {ns}/{name}",
                 )
+            )
     children: dict[str, list[str]] = {}
     for q in sorted(built.snapshot.queues, key=lambda q: q.name):
         if q.parent is not None:

@@ -148,6 +148,11 @@ class Session:
         self._ancestors: dict[str, list[Queue]] = {}
         self.max_gpu_memory = max((n.gpu_memory_mib for n in self.nodes.values()), default=0.0)
         self._indexing = False  # the index is built once set-up has placed the running pods
+        # The jobs with a pending task at set-up, in job order. A task is pending in a
+        # session only if it was at set-up (an undo is the only way back to pending), so
+        # the jobs pending at any point are among these: the actions ask for them without
+        # looking at every job's tasks (``pending_jobs``).
+        self.pending_at_start: list[Job] = []
         self._reset_state()
         self.index = NodeIndex(list(self.nodes.values()))
         self._indexing = True
@@ -181,15 +186,20 @@ class Session:
         # the same additions in the same order as those calls would make, so the
         # floats are the same; a test compares the two.
         nodes = self.nodes
+        pending_jobs = self.pending_at_start
         for job in self.jobs.values():
             chain = self.ancestors(job.queue)
             counts = not job.errors
             non_preemptible = not job.preemptible
+            pending = False
             for task in job.tasks:
                 task.claim_now = True
                 status = task.status
                 request = task.request
                 if status is PENDING:  # most tasks: no node to look up
+                    if not pending:
+                        pending = True
+                        pending_jobs.append(job)
                     if counts:
                         if task.gpu_fraction > 0 or task.gpu_memory_mib > 0:
                             gpu = self.task_gpu(task, None)

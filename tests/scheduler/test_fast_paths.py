@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from builders import job, node, queue, running, snapshot, task
 
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, next_tasks_of
 from kai_py.scheduler.actions.evicting import victim_cost
 from kai_py.scheduler.actions.victims import VictimPool
+from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.fairshare import allocatable_share, dominant_share
 from kai_py.scheduler.model import (
     ALLOCATED,
@@ -286,3 +288,47 @@ def test_written_out_set_up_makes_the_totals_of_the_per_task_calls() -> None:
         assert any(q.allocated.gpu for q in s.queues.values()) or not any(
             t.status is RUNNING and t.node_name != "gone" for j in jobs for t in j.tasks
         )
+
+
+def test_pending_jobs_from_those_pending_at_set_up_are_those_a_full_scan_finds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``pending_jobs`` looks only at the jobs pending at set-up (a task becomes pending
+    again only by an undo): in every action of full cycles that allocate, reclaim,
+    preempt, consolidate and undo, it must give what a scan of every job gives."""
+    from kai_py.scheduler.actions import allocate, evicting, preempt, reclaim
+
+    asked: list[int] = []
+    from_set_up = allocate.pending_jobs
+
+    def checked(session: Session) -> list[Job]:
+        found = from_set_up(session)
+        assert found == [j for j in session.jobs.values() if allocate.has_pending(j)]
+        asked.append(len(found))
+        return found
+
+    for module in (allocate, evicting, preempt, reclaim):
+        monkeypatch.setattr(module, "pending_jobs", checked)
+    rng = random.Random(5)
+    for _ in range(40):
+        nodes = [node(f"n{i}", gpus=4) for i in range(3)]
+        queues = [queue("root"), queue("a", "root", gpu=6), queue("b", "root", gpu=6)]
+        jobs: list[Job] = []
+        for j in range(rng.randint(2, 9)):
+            tasks = [
+                running(rng.choice([n.name for n in nodes]), gpu=1.0)
+                if rng.random() < 0.5
+                else task(gpu=rng.choice((1.0, 2.0)))
+                for _t in range(rng.randint(1, 4))
+            ]
+            jobs.append(
+                job(
+                    f"j{j}",
+                    rng.choice(("a", "b")),
+                    tasks,
+                    priority=rng.choice((50, 50, 150)),
+                    min_member=rng.randint(1, len(tasks)),
+                )
+            )
+        run_cycle(snapshot(nodes, queues, jobs))
+    assert sum(asked) > 100  # the actions did ask, with pending jobs to give

@@ -65,7 +65,8 @@ def has_pending(job: Job) -> bool:
 
 
 def pending_jobs(session: Session) -> list[Job]:
-    return [job for job in session.jobs.values() if has_pending(job)]
+    """The jobs with a pending task now, in the session's job order."""
+    return [job for job in session.pending_at_start if has_pending(job)]
 
 
 def gang_message(job: Job, found: int, required: int, detail: str) -> str:
