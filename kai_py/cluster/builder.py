@@ -152,9 +152,10 @@ class ParseMemo:
     (``KeptTask``): so the Tasks of one build are good until the next build from the
     same memo, which is how the operator uses them (build, decide, plan, then the
     next cycle). Copying every Task instead cost a third of a build at 41,000 pods.
-    A pod's ``PodFacts`` are kept by the identity of its manifest: the cache hands
-    out the same object until the pod changes, so an unchanged pod is not even read
-    again. A PodGroup's Job and a Node are kept by version, and a copy is handed out
+    A pod's ``PodFacts`` are kept by the identity of its manifest (the operator's
+    cache keeps them itself and hands them to ``build``; this memo keeps those of
+    pods given as plain documents): the cache hands out the same object until the
+    pod changes, so an unchanged pod is not even read again. A PodGroup's Job and a Node are kept by version, and a copy is handed out
     (few, and changed in more ways). Entries a build did not use are dropped at its
     end, so the memo holds no more than the cluster.
     """
