@@ -579,20 +579,23 @@ class ClusterCache:
         used_groups: set[tuple[str, str]] = set()  # (node, group) that live shared pods use
         entries = self._pod_entries
         ours: list[tuple[Document, PodFacts]] = []
+        # Looked up once: this loop runs for every pod of ours in every cycle.
+        known_groups, entry_of, keep = self.objects[PODGROUPS], entries.get, entries.keep
         for (ns, name), pod in self.objects[PODS].items():
             request = binds.get((ns, name))
             placed = pod if request is None else _placed_by_bindrequest(pod, request)
-            entry = entries.get(id(placed))
+            entry = entry_of(id(placed))
             if entry is None or entry.document.body is not placed:
                 entry = _PodEntry.of(ns, name, pod, placed)
-            entries.keep(id(placed), entry)
-            # Every live shared pod (also those held back below) keeps its card's group.
-            used_groups.update(entry.gpu_groups)
+            keep(id(placed), entry)
+            if entry.gpu_groups:
+                # Every live shared pod (also those held back below) keeps its card's group.
+                used_groups.update(entry.gpu_groups)
             if not entry.group or ((ns, name) in blocked and not entry.bound):
                 # Not grouped by the pod-grouper yet, or a BindRequest still to delete.
                 held_back += 1
                 continue
-            if (ns, entry.group) not in self.objects[PODGROUPS] and (
+            if (ns, entry.group) not in known_groups and (
                 now - entry.created < PODGROUP_GRACE_SECONDS
             ):
                 wake = min(wake, entry.created + PODGROUP_GRACE_SECONDS)
