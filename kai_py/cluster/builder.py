@@ -155,9 +155,10 @@ class ParseMemo:
     A pod's ``PodFacts`` are kept by the identity of its manifest (the operator's
     cache keeps them itself and hands them to ``build``; this memo keeps those of
     pods given as plain documents): the cache hands out the same object until the
-    pod changes, so an unchanged pod is not even read again. A PodGroup's Job and a Node are kept by version, and a copy is handed out
-    (few, and changed in more ways). Entries a build did not use are dropped at its
-    end, so the memo holds no more than the cluster.
+    pod changes, so an unchanged pod is not even read again. A PodGroup's Job and a
+    Node are kept by version, and a copy is handed out (few, and changed in more
+    ways). Entries a build did not use are dropped at its end, so the memo holds no
+    more than the cluster.
     """
 
     def __init__(self) -> None:
