@@ -186,7 +186,7 @@ class Session:
         # the same additions in the same order as those calls would make, so the
         # floats are the same; a test compares the two.
         nodes = self.nodes
-        pending_jobs = self.pending_at_start
+        pending_at_start = self.pending_at_start
         for job in self.jobs.values():
             chain = self.ancestors(job.queue)
             counts = not job.errors
@@ -199,7 +199,7 @@ class Session:
                 if status is PENDING:  # most tasks: no node to look up
                     if not pending:
                         pending = True
-                        pending_jobs.append(job)
+                        pending_at_start.append(job)
                     if counts:
                         if task.gpu_fraction > 0 or task.gpu_memory_mib > 0:
                             gpu = self.task_gpu(task, None)
