@@ -41,6 +41,7 @@ from typing import Any
 
 import aiohttp
 
+from kai_py.api import eventloop
 from kai_py.emulator.controllers.http_client import SIMULATED_AGENT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +53,7 @@ AGENT = "kai-py-e2e-bench"
 # request counts as one JSON line), "reset" (zero them), "quit".
 _EMULATOR = """
 import asyncio, json, logging, sys
+from kai_py.api import eventloop
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import DevCluster
 from kai_py.emulator.store import Store
@@ -78,7 +80,8 @@ async def main():
                 counts.clear()
             print(json.dumps(dict(counts)), flush=True)
 
-asyncio.run(main())
+# The loop `kai-py dev` runs on (KAI_PY_EVENT_LOOP chooses it for both processes).
+eventloop.run(main(), eventloop.loop_factory())
 """
 
 
@@ -457,6 +460,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--keep-logs", action="store_true", help="keep the operator's logs")
     args = parser.parse_args()
+    # The operator and the emulator run on it (KAI_PY_EVENT_LOOP); figures depend on it.
+    loop = "asyncio" if eventloop.loop_factory() is None else "uvloop"
     tmpdir = tempfile.mkdtemp(prefix="kai-py-e2e-") if args.keep_logs else None
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="kai-py-e2e-") as scratch:
@@ -502,6 +507,7 @@ def main() -> int:
                     "nodes": args.nodes,
                     "gpus_per_node": args.gpus,
                     "pods": args.pods,
+                    "event_loop": loop,
                     "runs": [asdict(r) for r in runs],
                     "summary": summary,
                 }
@@ -510,7 +516,7 @@ def main() -> int:
         return 0
     print(
         f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods, "
-        f"{len(runs)} run(s), min / median:"
+        f"{len(runs)} run(s), {loop} event loop, min / median:"
     )
     print(f"  first create -> all created  {_spread([r.to_created_s for r in runs], ' s')}")
     print(f"  first create -> all bound    {_spread([r.to_bound_s for r in runs], ' s')}")

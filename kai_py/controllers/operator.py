@@ -8,7 +8,6 @@ register themselves with Kopf on import.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import importlib
 import logging
@@ -18,6 +17,7 @@ from typing import Any
 
 import kopf
 
+from kai_py.api import eventloop
 from kai_py.cluster import metrics
 from kai_py.controllers import access, leadership, logs
 from kai_py.controllers.settings import OperatorSettings, configure
@@ -61,10 +61,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.schedule_period <= 0:
         parser.error("--schedule-period: must be above 0")  # exits 2, as argparse does
+    try:
+        loop = eventloop.loop_factory()
+    except ValueError as exc:
+        parser.error(str(exc))
     settings = OperatorSettings.from_args(args)
     configure(settings)
     leadership.configure(settings)
     logs.configure(verbose=settings.verbose)
+    log.info("event loop: %s", "asyncio" if loop is None else "uvloop")
     if args.kubeconfig:
         access.use_kubeconfig(args.kubeconfig)
     problem = access.check_access(args.kubeconfig)
@@ -83,12 +88,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     kopf.on.startup(id="kopf-settings")(_kopf_settings)
     metrics.serve(settings.metrics_port)  # every role serves /metrics, not only the scheduler
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(
+        eventloop.run(
             kopf.operator(
                 standalone=True,
                 clusterwide=True,
                 liveness_endpoint=settings.liveness_endpoint,
-            )
+            ),
+            loop,
         )
     return 0
 

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from kai_py.api import keys
+from kai_py.api import eventloop, keys
 from kai_py.emulator.cluster_spec import ClusterSpec, ClusterSpecError, load_cluster
 from kai_py.emulator.dev_cluster import DevCluster
 from kai_py.emulator.errors import ApiError
@@ -266,6 +266,11 @@ def run_dev(
         _say(f"kai-py dev: --port {port} is not a TCP port (0-65535)", sys.stderr)
         return 2
     try:
-        return asyncio.run(_serve(spec, kubeconfig, port, no_operator, apply))
+        loop = eventloop.loop_factory()
+    except ValueError as exc:
+        _say(f"kai-py dev: {exc}", sys.stderr)
+        return 2
+    try:
+        return eventloop.run(_serve(spec, kubeconfig, port, no_operator, apply), loop)
     except KeyboardInterrupt:  # a second Ctrl-C while stopping
         return 130
