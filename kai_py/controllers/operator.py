@@ -69,7 +69,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(settings)
     leadership.configure(settings)
     logs.configure(verbose=settings.verbose)
-    log.info("event loop: %s", "asyncio" if loop is None else "uvloop")
     if args.kubeconfig:
         access.use_kubeconfig(args.kubeconfig)
     problem = access.check_access(args.kubeconfig)
@@ -87,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.warning("%s is not part of this kai-py; running without it", module)
     kopf.on.startup(id="kopf-settings")(_kopf_settings)
     metrics.serve(settings.metrics_port)  # every role serves /metrics, not only the scheduler
+    log.info("event loop: %s", "asyncio" if loop is None else "uvloop")
     with contextlib.suppress(KeyboardInterrupt):
         eventloop.run(
             kopf.operator(
