@@ -22,7 +22,6 @@ thousands of pods; the pod watch is by far the busiest.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import ssl
 import time
@@ -132,7 +131,7 @@ class AsyncTransport:
         url = self.base + path
         if query:
             url += "?" + urlencode(query)
-        data = json.dumps(body).encode() if body is not None else None
+        data = jsoncodec.dumps(body) if body is not None else None
         try:
             async with self._session_now().request(
                 method,

@@ -176,7 +176,7 @@ class Kube:
         data: bytes | None = None
         if body is not None:
             headers["Content-Type"] = content_type
-            data = json.dumps(body, default=_plain_json).encode()
+            data = jsoncodec.dumps(body, default=_plain_json)
         token = self._token()
         if token:
             headers["Authorization"] = token
