@@ -25,15 +25,25 @@ share alone: the cache is filled with objects kept nowhere else, then one full
 cycle runs. ``--sizes`` runs one process per size, with the pods and pending
 pods scaled from the 4,000-node figures.
 
+``--warm-up`` times the operator's start (and each new leader's): the same objects
+as the pages of JSON a paginated LIST answers (500 a page), decoded and loaded
+into an empty cache, as ``warm_up`` does: with the garbage collector paused for
+the load and the survivors frozen after (``kai_py.cluster.gcpause``), and, for
+the ratio, with the collector left on. Each way min / median of 3, alternating,
+with the full collections the load made and how long one full collection takes
+after it (the pause the process then meets from time to time).
+
     python bench/scale.py --nodes 1000 --pods 35000 --pending 2000
     python bench/scale.py --nodes 4000 --pods 140000 --pending 8000 --queues 100 --json
     python bench/scale.py --sizes 1000,2000,4000
     python bench/scale.py --nodes 4000 --queues 100 --memory
+    python bench/scale.py --nodes 4000 --queues 100 --warm-up
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import random
@@ -46,7 +56,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kai_py.api import keys
+from kai_py.api import jsoncodec, keys
 from kai_py.cluster.cache import (
     BINDREQUESTS,
     NODES,
@@ -57,7 +67,7 @@ from kai_py.cluster.cache import (
     ClusterCache,
 )
 from kai_py.cluster.convert import meta
-from kai_py.cluster.gcpause import paused_gc
+from kai_py.cluster.gcpause import load_then_freeze, paused_gc
 from kai_py.cluster.idle import IdleGate
 from kai_py.cluster.writer import EventRecorder, Write, plan, rfc3339
 from kai_py.scheduler.cycle import configured_actions, run_cycle
@@ -625,6 +635,76 @@ def run_memory(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+class _Pages:
+    """Stands in for the cache while filling: keeps each object as JSON, per kind."""
+
+    def __init__(self) -> None:
+        self.by_kind: dict[str, list[bytes]] = {}
+
+    def observe(self, kind: str, event: str, body: Json) -> None:
+        self.by_kind.setdefault(kind, []).append(jsoncodec.dumps(body))
+
+    def pages(self, size: int = 500) -> list[tuple[str, bytes]]:
+        out = []
+        for kind, items in self.by_kind.items():
+            for i in range(0, len(items), size):
+                out.append((kind, b'{"items":[' + b",".join(items[i : i + size]) + b"]}"))
+        return out
+
+
+def run_warm_up(args: argparse.Namespace) -> dict[str, Any]:
+    """The cache loaded from LIST pages, as warm_up loads it, and with the collector on."""
+    recorder = _Pages()
+    fill_as_asked(Cluster(recorder, args.seed, keep=False), args)  # type: ignore[arg-type]
+    pages = recorder.pages()
+    del recorder
+
+    def load() -> ClusterCache:
+        cache = ClusterCache(SCHEDULER)
+        for kind, page in pages:
+            for item in jsoncodec.loads(page)["items"]:
+                cache.observe(kind, "ADDED", item)
+        return cache
+
+    async def frozen() -> ClusterCache:
+        async with load_then_freeze():
+            return load()
+
+    ways: dict[str, Callable[[], ClusterCache]] = {
+        "paused_then_frozen": lambda: asyncio.run(frozen()),
+        "collector_on": load,
+    }
+    figures: dict[str, dict[str, list[float]]] = {
+        w: {"seconds": [], "full_collections": [], "full_collection_after_s": []} for w in ways
+    }
+    for _ in range(3):
+        for way, run in ways.items():
+            gc.collect()
+            full_before = gc.get_stats()[2]["collections"]
+            mark = time.perf_counter()
+            cache = run()
+            seconds = time.perf_counter() - mark
+            full = gc.get_stats()[2]["collections"] - full_before
+            mark = time.perf_counter()
+            gc.collect()
+            after = time.perf_counter() - mark
+            f = figures[way]
+            f["seconds"].append(seconds)
+            f["full_collections"].append(full)
+            f["full_collection_after_s"].append(after)
+            del cache
+            gc.unfreeze()  # the next load starts as the process did
+    return {
+        "nodes": args.nodes,
+        "pods": args.pods,
+        "pages": len(pages),
+        **{
+            way: {k: [round(min(v), 3), round(statistics.median(v), 3)] for k, v in f.items()}
+            for way, f in figures.items()
+        },
+    }
+
+
 def run_size(args: argparse.Namespace) -> dict[str, Any]:
     cache = ClusterCache(SCHEDULER)
     c = Cluster(cache, args.seed)
@@ -733,6 +813,11 @@ def main() -> int:
         action="store_true",
         help="measure the cache's memory only: objects kept nowhere else, one full cycle",
     )
+    parser.add_argument(
+        "--warm-up",
+        action="store_true",
+        help="time loading the cache from LIST pages, as the operator starts (see above)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.sizes:
@@ -771,6 +856,26 @@ def main() -> int:
             f"{mem['rss_before_fill_mb']} MB before the cache is filled, "
             f"{mem['rss_after_fill_mb']} MB after, {mem['peak_rss_mb']} MB peak in a full cycle"
         )
+        return 0
+    if args.warm_up:
+        warm = run_warm_up(args)
+        if args.json:
+            print(json.dumps(warm))
+            return 0
+        print(
+            f"warm-up at {warm['nodes']} nodes, {warm['pods']} pods ({warm['pages']} LIST "
+            "pages), min / median of 3:"
+        )
+        for way in ("paused_then_frozen", "collector_on"):
+            w = warm[way]
+            print(
+                f"  {way:19} load {w['seconds'][0]} / {w['seconds'][1]} s, "
+                f"{w['full_collections'][1]:.0f} full collections during it, one full "
+                f"collection after it {w['full_collection_after_s'][0]} / "
+                f"{w['full_collection_after_s'][1]} s"
+            )
+        ratio = warm["collector_on"]["seconds"][0] / warm["paused_then_frozen"]["seconds"][0]
+        print(f"  collector on / paused then frozen (min): {ratio:.2f}x")
         return 0
     result = run_size(args)
     if args.json:

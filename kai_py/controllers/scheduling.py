@@ -40,7 +40,7 @@ from kai_py.cluster.cache import (
     ClusterCache,
 )
 from kai_py.cluster.convert import meta
-from kai_py.cluster.gcpause import paused_gc
+from kai_py.cluster.gcpause import load_then_freeze, paused_gc
 from kai_py.cluster.idle import IdleGate
 from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.inputs import InputError
@@ -228,6 +228,12 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
     kube = s.kube
     deadline = time.monotonic() + timeout
     pending = list(KINDS)
+    async with load_then_freeze():  # what the cache loads lives on: kai_py.cluster.gcpause
+        await _load(s, kube, pending, deadline)
+    log.info("cache loaded: %s", {k: len(v) for k, v in s.cache.objects.items()})
+
+
+async def _load(s: LoopState, kube: Kube, pending: list[str], deadline: float) -> None:
     while pending:
         for kind in list(pending):
 
@@ -253,7 +259,6 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cannot list {', '.join(pending)}")
             await asyncio.sleep(min(1.0, s.settings.schedule_period))
-    log.info("cache loaded: %s", {k: len(v) for k, v in s.cache.objects.items()})
 
 
 async def run_loop(s: LoopState) -> None:
