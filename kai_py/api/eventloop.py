@@ -3,7 +3,7 @@
 uvloop (libuv under asyncio's interface) is used where it is installed: the operator
 spends much of its CPU in the loop itself (callbacks, futures, socket reads for
 thousands of API requests and watch events), and on the emulated cluster a burst of
-4,000 pods cost the operator about 12 % less CPU with it (bench/e2e.py). Everything
+4,000 pods cost the operator 4 to 18 % less CPU with it (bench/e2e.py). Everything
 else is the same asyncio code; uvloop has no Windows build, where asyncio's own loop
 runs.
 
