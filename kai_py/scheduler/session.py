@@ -187,6 +187,7 @@ class Session:
         # floats are the same; a test compares the two.
         nodes = self.nodes
         pending_at_start = self.pending_at_start
+        pending_at_start.clear()  # filled below, as every other total is
         for job in self.jobs.values():
             chain = self.ancestors(job.queue)
             counts = not job.errors
