@@ -11,7 +11,7 @@ inputs.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -32,3 +32,36 @@ def loads(raw: bytes | str) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return json.loads(raw)
+
+
+#: Leaves the walk in ``copy`` keeps as they are, without a call per leaf.
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def copy(value: Any) -> Any:
+    """A deep copy of JSON-shaped data, in plain dicts and lists. Dicts and lists go
+    through orjson and back, about twice as fast as a walk in Python at a pod's size
+    (copies were 17 % of the emulated API server's CPU in bench/e2e.py). What orjson
+    refuses (integers beyond 64 bits, keys that are not strings, other mappings such
+    as Kopf's read-only bodies) is walked instead, so every input is copied. The one
+    difference: NaN and the infinities come back as null, and no API server stores
+    them."""
+    if type(value) is dict or type(value) is list:
+        try:
+            return orjson.loads(orjson.dumps(value))
+        except TypeError:  # orjson.JSONEncodeError
+            pass
+    return _walk(value)
+
+
+def _walk(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _SCALARS else _walk(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _SCALARS else _walk(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _walk(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_walk(v) for v in value]
+    return value

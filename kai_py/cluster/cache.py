@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from kai_py.api import keys
+from kai_py.api import jsoncodec, keys
 from kai_py.api.common import ManifestError
 from kai_py.api.queue import Queue as QueueModel
 from kai_py.cluster import hami, pins
@@ -272,16 +272,9 @@ def project_bindrequest(body: Mapping[str, Any]) -> Json:
 
 
 def _plain(body: Mapping[str, Any]) -> Json:
-    """A deep plain-dict copy (Kopf hands out read-only views)."""
-
-    def conv(value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {str(k): conv(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [conv(v) for v in value]
-        return value
-
-    result: Json = conv(body)
+    """A deep plain-dict copy: the body may be a read-only view (Kopf's), and other
+    listeners of the same watch event hold the same dict."""
+    result: Json = jsoncodec.copy(body)
     return result
 
 

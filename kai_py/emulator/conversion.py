@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kai_py.api.jsoncodec import copy as copy_json
+
 from .errors import FieldError
-from .patches import copy_json
 from .resources import ResourceType
 
 JSON = dict[str, Any]

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
+from kai_py.api.jsoncodec import copy as copy_json
+
 from .errors import FieldError
-from .patches import copy_json
 
 JSON = dict[str, Any]
 Schema = Mapping[str, Any]

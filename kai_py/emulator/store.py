@@ -85,6 +85,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
+from kai_py.api.jsoncodec import copy as copy_json
+
 from . import builtin_validation, conversion, schema
 from .errors import (
     ApiError,
@@ -97,7 +99,7 @@ from .errors import (
     invalid,
     not_found,
 )
-from .patches import copy_json, drop_unapplied, json_patch, merge_patch, strategic_merge
+from .patches import drop_unapplied, json_patch, merge_patch, strategic_merge
 from .resources import Registry, ResourceType, builtin_types, types_from_crd
 from .selectors import (
     fields_match,
@@ -105,6 +107,7 @@ from .selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from .timesource import rfc3339
 from .watch import StoredEvent, Watch
 
 __all__ = [
@@ -163,7 +166,7 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 
 
 def now_rfc3339(ts: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if ts is None else ts))
+    return rfc3339(time.time() if ts is None else ts)
 
 
 @dataclass

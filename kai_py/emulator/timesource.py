@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -22,9 +23,17 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
 
+#: The last second formatted and its text: most writes in a burst share the second.
+_last_second: tuple[int, str] = (-1, "")
+
+
 def rfc3339(seconds: float) -> str:
     """metav1.Time's wire form: second precision, UTC, 'Z'."""
-    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _last_second
+    whole = math.floor(seconds)
+    if _last_second[0] != whole:  # one tuple swapped whole: safe across threads
+        _last_second = (whole, datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _last_second[1]
 
 
 def parse_rfc3339(value: str) -> float | None:

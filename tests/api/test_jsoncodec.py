@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections import OrderedDict
+from types import MappingProxyType
+from typing import Any
 
 from kai_py.api import jsoncodec
 
@@ -55,3 +58,53 @@ def test_default_turns_other_types_into_json_on_both_paths() -> None:
 
 def test_nan_is_sent_as_null_not_as_the_invalid_token() -> None:
     assert jsoncodec.dumps({"x": float("nan"), "y": float("inf")}) == b'{"x":null,"y":null}'
+
+
+# ---- copy: the deep copy of the emulator's store and the operator's cache
+
+
+def _pod() -> dict[str, Any]:
+    return {
+        "metadata": {"name": "p", "labels": {"a": "b"}, "generation": 3},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": 0.5}}}]},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "x": None}]},
+    }
+
+
+def _shares_nothing(a: Any, b: Any) -> bool:
+    """No dict or list of ``a`` is also in ``b``."""
+    if isinstance(a, dict):
+        return a is not b and all(_shares_nothing(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return a is not b and all(_shares_nothing(x, y) for x, y in zip(a, b, strict=True))
+    return True
+
+
+def test_a_copy_is_equal_and_shares_no_container() -> None:
+    pod = _pod()
+    copy = jsoncodec.copy(pod)
+    assert copy == pod and _shares_nothing(pod, copy)
+    copy["spec"]["containers"][0]["name"] = "changed"
+    assert pod["spec"]["containers"][0]["name"] == "c"
+
+
+def test_what_orjson_refuses_is_still_copied() -> None:
+    # integers beyond 64 bits and keys that are not strings take the walk
+    for value in ({"n": 2**70, "l": [{"k": 1}]}, {1: {"a": [1]}}, [{"big": -(2**65)}]):
+        copy = jsoncodec.copy(value)
+        assert copy == value and _shares_nothing(value, copy)
+
+
+def test_other_mappings_and_tuples_come_back_as_plain_dicts_and_lists() -> None:
+    view = MappingProxyType({"a": OrderedDict(b=(1, {"c": 2}))})  # read-only, as Kopf's
+    copy = jsoncodec.copy(view)
+    assert copy == {"a": {"b": [1, {"c": 2}]}}
+    assert type(copy) is dict and type(copy["a"]) is dict and type(copy["a"]["b"]) is list
+
+
+def test_key_order_and_scalars_are_kept() -> None:
+    value = {"z": 1, "a": 2.5, "m": True, "n": None, "s": "é"}
+    copy = jsoncodec.copy(value)
+    assert list(copy) == ["z", "a", "m", "n", "s"] and copy == value
+    assert type(copy["a"]) is float and type(copy["m"]) is bool
+    assert jsoncodec.copy("text") == "text" and jsoncodec.copy(None) is None

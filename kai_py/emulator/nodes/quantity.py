@@ -8,6 +8,7 @@ the final rounding so that "0.1" + "0.2" CPU is 300m, not 300.0000001m.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -49,6 +50,13 @@ def parse_quantity(value: str | int | float) -> Fraction:
         return Fraction(value)
     if isinstance(value, float):
         return Fraction(str(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"not a quantity: {value!r}")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)  # a cluster uses few distinct strings, parsed per pod
+def _parse_text(value: str) -> Fraction:
     match = _QUANTITY.match(value.strip())
     if match is None:
         raise QuantityError(f"not a quantity: {value!r}")
