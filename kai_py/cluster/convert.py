@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
+
+import orjson
 
 from kai_py.api import keys
 from kai_py.api.quantities import parse_quantity
@@ -309,11 +312,59 @@ def pod_status(obj: Manifest) -> TaskStatus | None:
     return TaskStatus.RUNNING if spec.get("nodeName") else TaskStatus.PENDING
 
 
+@dataclass(frozen=True, slots=True)
+class _SpecParts:
+    """What a Task takes from its pod's spec alone: the same for every pod made from
+    one template (a Job's, a Deployment's), wherever it runs."""
+
+    request: Res
+    node_selector: dict[str, str]
+    affinity: tuple[tuple[SelectorRequirement, ...], ...]
+    tolerations: tuple[Toleration, ...]
+    pod_affinity: tuple[PodAffinityTerm, ...]
+    pod_anti_affinity: tuple[PodAffinityTerm, ...]
+
+
+#: The spec fields _SpecParts reads (nodeName is not one: a template's pods share
+#: their parts wherever they run).
+_PARTS_FIELDS: Final = ("containers", "initContainers", "nodeSelector", "affinity", "tolerations")
+#: Parts by those fields' JSON. Emptied when full: a cluster has few templates, and
+#: a rebuilt entry costs one parse.
+_PARTS_MEMO: dict[bytes, _SpecParts] = {}
+_PARTS_MEMO_SIZE: Final = 4096
+
+
+def _spec_parts(obj: Manifest) -> _SpecParts:
+    """The pod's _SpecParts, parsed once per distinct spec (parsing them was about half
+    of a pod's conversion, and a snapshot after a start converts every pod). Only a
+    spec that parsed is remembered: a bad one raises again, naming each pod."""
+    spec = obj.get("spec") or {}
+    try:
+        key: bytes | None = orjson.dumps([spec.get(f) for f in _PARTS_FIELDS])
+    except TypeError:  # what JSON cannot hold: parsed each time, as before
+        key = None
+    parts = _PARTS_MEMO.get(key) if key is not None else None
+    if parts is None:
+        parts = _SpecParts(
+            request=pod_requests(obj),
+            node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
+            affinity=_affinity(obj),
+            tolerations=_tolerations(obj),
+            pod_affinity=_pod_affinity_terms(obj, "podAffinity"),
+            pod_anti_affinity=_pod_affinity_terms(obj, "podAntiAffinity"),
+        )
+        if key is not None:
+            if len(_PARTS_MEMO) >= _PARTS_MEMO_SIZE:
+                _PARTS_MEMO.clear()
+            _PARTS_MEMO[key] = parts
+    return parts
+
+
 def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -> Task:
     m = meta(obj)
     ns, name = str(m.get("namespace") or "default"), str(m["name"])
     fraction, memory, devices = gpu_share(obj)
-    request = pod_requests(obj)
+    parts = _spec_parts(obj)
     spec = obj.get("spec") or {}
     labels = m.get("labels") or {}
     groups: tuple[str, ...] = ()
@@ -336,13 +387,13 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         namespace=ns,
         name=name,
         job_uid=job_uid,
-        request=request,
+        request=parts.request.copy(),  # Tasks own theirs: parts are shared
         gpu_fraction=fraction,
         gpu_memory_mib=memory,
         gpu_devices=devices,
-        node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
-        affinity=_affinity(obj),
-        tolerations=_tolerations(obj),
+        node_selector=dict(parts.node_selector),
+        affinity=parts.affinity,
+        tolerations=parts.tolerations,
         status=status,
         node_name=str(spec["nodeName"]) if status is not TaskStatus.PENDING else None,
         gpu_groups=groups,
@@ -351,8 +402,8 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         role=role,
         task_priority=_task_priority(labels),
         labels={str(k): str(v) for k, v in labels.items()},
-        pod_affinity=_pod_affinity_terms(obj, "podAffinity"),
-        pod_anti_affinity=_pod_affinity_terms(obj, "podAntiAffinity"),
+        pod_affinity=parts.pod_affinity,
+        pod_anti_affinity=parts.pod_anti_affinity,
         stuck=status is TaskStatus.RELEASING and deadline is not None and deadline < now,
         nominated_node=(
             str(status_obj["nominatedNodeName"])
