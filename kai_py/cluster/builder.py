@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+import orjson
 
 from kai_py.api import keys
 from kai_py.api.common import ManifestError
@@ -228,9 +230,24 @@ class ParseMemo:
         ) = kept.state
         return task
 
+    @staticmethod
+    def podgroup_key(body: Mapping[str, Any]) -> tuple[object, ...] | None:
+        """A PodGroup known by what its Job is made of: its metadata (without the
+        version) and spec. The scheduler writes the status of thousands of PodGroups in
+        one cycle; each write is a new version, and parsing them all again made the next
+        cycle about twice as long at 4,000 nodes."""
+        m = meta(body)
+        if not m.get("uid"):
+            return None
+        kept = {k: v for k, v in m.items() if k not in _VOLATILE_METADATA}
+        try:
+            return (m["uid"], orjson.dumps([kept, body.get("spec")]))
+        except TypeError:  # what JSON cannot hold: known by its version, as a pod
+            return ParseMemo.key(body)
+
     def podgroup(self, body: Mapping[str, Any]) -> PodGroup | ManifestError:
         """The PodGroup's parsed manifest, or why it does not parse (read-only, shared)."""
-        return self._podgroups.find(self.key(body), lambda: _parse_podgroup(body))
+        return self._podgroups.find(self.podgroup_key(body), lambda: _parse_podgroup(body))
 
     def job(
         self, doc: Document, classes: dict[str, int], classes_key: object, events: list[Event]
@@ -239,7 +256,7 @@ class ParseMemo:
 
         ``classes_key`` stands for the priority classes, which the Job's priority comes from.
         """
-        key = self.key(doc.body)
+        key = self.podgroup_key(doc.body)
         if key is not None:
             key = (*key, doc.source, classes_key)
 
@@ -272,9 +289,15 @@ class ParseMemo:
         self._nodes.done()
 
 
+#: What changes in a PodGroup's metadata with every write, and is not read by its Job.
+_VOLATILE_METADATA: Final = frozenset({"resourceVersion", "managedFields"})
+
+
 def _parse_podgroup(body: Mapping[str, Any]) -> PodGroup | ManifestError:
+    """The PodGroup without its status: the status is what the scheduler writes, not
+    what it reads, so a status it cannot read does not stop the workload."""
     try:
-        return PodGroup.from_manifest(body)
+        return PodGroup.from_manifest({k: v for k, v in body.items() if k != "status"})
     except ManifestError as exc:
         return exc
 

@@ -334,3 +334,42 @@ def test_pod_facts_read_once_give_each_memo_its_own_tasks() -> None:
     again = {t.uid: t for j in cache.view(NOW).build(NOW).snapshot.jobs for t in j.tasks}
     for uid, task in again.items():
         assert task is not theirs[uid] and _fields(task) == _fields(theirs[uid])
+
+
+def test_a_podgroup_is_parsed_again_for_its_spec_not_for_its_status(
+    monkeypatch: Any,
+) -> None:
+    """The scheduler writes thousands of PodGroup statuses in a cycle: each is a new
+    version, but the Job is made of the metadata and spec, so none is parsed again;
+    a spec change is. A status kai-py cannot read does not stop the workload."""
+    import kai_py.cluster.builder as builder
+
+    parsed: list[str] = []
+    real = builder.PodGroup.from_manifest
+
+    def counting(body: Any) -> Any:
+        parsed.append(body["metadata"]["name"])
+        return real(body)
+
+    monkeypatch.setattr(builder.PodGroup, "from_manifest", counting)
+    objs, _ = _filled()
+    group = copy.deepcopy(objs[(PODGROUPS, "ns", "big")])
+    memo = ParseMemo()
+
+    def job() -> Any:
+        built = build([Document("PodGroup ns/big", copy.deepcopy(group))], NOW, memo=memo)
+        (made,) = built.snapshot.jobs
+        return made
+
+    assert job().min_member == 8 and parsed == ["big"]
+    group["metadata"]["resourceVersion"] = "9"
+    group["status"] = {"phase": "Running", "running": -3, "conditions": "not a list"}
+    first = job()
+    assert parsed == ["big"] and first.errors == [] and first.min_member == 8
+    group["metadata"]["resourceVersion"] = "10"
+    group["spec"]["minMember"] = 4
+    assert job().min_member == 4 and parsed == ["big", "big"]
+    group["metadata"]["resourceVersion"] = "11"
+    group["metadata"].setdefault("annotations", {})["kai.scheduler/stale-since"] = "soon"
+    stale = job()
+    assert parsed == ["big", "big", "big"] and "not an RFC 3339 time" in stale.errors[0]
