@@ -1,9 +1,11 @@
 """Benchmark one scheduling cycle on a synthetic cluster.
 
 Prints the seconds of one full cycle (all actions) next to a naive first-fit
-placer over the same input (the floor), and their ratio. ``--reclaim`` adds
-the reclaim case: a full cluster of preemptible pods from one queue and
-pending pods in another; it prints the seconds of the cycle that reclaims.
+placer over the same input (the floor), and their ratio. Then the reclaim
+case: a full cluster of preemptible pods from one queue and pending pods in
+another; it prints the seconds of the cycle that reclaims.
+The preempt case is the same cluster with the pending pods in the full queue
+itself, at a higher priority (``--reclaim-pods`` sets how many, for both).
 Both the cycle and the floor run with the garbage collector paused, as the
 operator runs its cycles.
 
@@ -108,13 +110,18 @@ def allocate_snapshot(nodes: int, gpus: int, pods: int, queues: int, seed: int) 
     return Snapshot(_nodes(nodes, gpus), qs, _pending_jobs(pods, leaves, rng), now=1e6)
 
 
-def reclaim_snapshot(nodes: int, gpus: int, pending: int, seed: int) -> Snapshot:
-    """The cluster full of one queue's preemptible one-GPU pods; another queue asks for more."""
+def reclaim_snapshot(
+    nodes: int, gpus: int, pending: int, seed: int, preempt: bool = False
+) -> Snapshot:
+    """The cluster full of one queue's preemptible one-GPU pods; another queue asks for
+    more (reclaim). ``preempt``: the same queue asks, with a higher priority, and its
+    quota covers the cluster (preempt: nothing to reclaim from another queue)."""
     rng = random.Random(seed)
     unlimited = Res(INF, INF, INF)
+    owner_quota = Res(INF, INF, nodes * gpus if preempt else 0)
     qs = [
         Queue("root", None, quota=unlimited.copy(), limit=unlimited.copy(), weight=Res(1, 1, 1)),
-        Queue("owner", "root", quota=Res(INF, INF, 0), limit=unlimited.copy(), weight=Res(1, 1, 1)),
+        Queue("owner", "root", quota=owner_quota, limit=unlimited.copy(), weight=Res(1, 1, 1)),
         Queue(
             "claimer",
             "root",
@@ -151,9 +158,9 @@ def reclaim_snapshot(nodes: int, gpus: int, pending: int, seed: int) -> Snapshot
             uid,
             "bench",
             uid,
-            "claimer",
-            priority=50,
-            preemptible=True,
+            "owner" if preempt else "claimer",
+            priority=200 if preempt else 50,
+            preemptible=not preempt,
             min_member=1,
             created=1.0 + i,
         )
@@ -265,6 +272,11 @@ def main() -> int:
         lambda snap: run_cycle(snap),
     )
     evicted = len(rdec.evictions)  # type: ignore[attr-defined]
+    preempt_t, pdec = three(
+        lambda: reclaim_snapshot(args.nodes, args.gpus, args.reclaim_pods, args.seed, True),
+        lambda snap: run_cycle(snap),
+    )
+    preempted = len(pdec.evictions)  # type: ignore[attr-defined]
     cycle_s, floor_s = min(cycle_t), min(floor_t)
 
     def fmt(times: list[float]) -> str:
@@ -281,6 +293,8 @@ def main() -> int:
         "reclaim_pods": args.reclaim_pods,
         "reclaim_s": fmt(reclaim_t),
         "reclaim_evicted": evicted,
+        "preempt_s": fmt(preempt_t),
+        "preempt_evicted": preempted,
     }
     if args.json:
         print(json.dumps(result))
@@ -297,6 +311,10 @@ def main() -> int:
         )
         print(
             f"reclaim cycle:    {fmt(reclaim_t)} s  ({evicted} pods evicted for {args.reclaim_pods} pending; target <= 3 s)"
+        )
+        print(
+            f"preempt cycle:    {fmt(preempt_t)} s  ({preempted} pods evicted for {args.reclaim_pods} "
+            "pending of a higher priority in the same queue)"
         )
     return 0
 

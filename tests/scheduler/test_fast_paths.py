@@ -7,7 +7,9 @@ form that forgets the other shows here.
 
 from __future__ import annotations
 
+import heapq
 import random
+from typing import Any
 
 import pytest
 from builders import job, node, queue, running, snapshot, task
@@ -207,6 +209,65 @@ def test_victims_in_queue_order_start_past_only_units_gone_for_good() -> None:
             if t.status is RUNNING:
                 stmt.evict(t, "reclaim", None)
         stmt.commit()
+
+
+def _units_from_the_start(pool: VictimPool, names: list[str], keep: Any) -> list[object]:
+    """``VictimPool.units`` as a merge of every queue's whole lists (before the walks
+    started past the units gone for good)."""
+    found: list[object] = []
+    for table in (pool._surplus, pool._gangs):
+        lists = [table[q] for q in names if q in table]
+        for _, _, unit in heapq.merge(*lists, key=lambda e: (e[0], e[1])):
+            if any(t.status is RUNNING for t in unit.tasks) and (keep is None or keep(unit.job)):
+                found.append(unit)
+    return found
+
+
+def test_victims_cheapest_first_start_past_only_units_gone_for_good() -> None:
+    """Each ``units`` walk (preempt, consolidation) hands out what a merge of every
+    queue's whole lists does, while victims anywhere in the line are evicted and
+    committed, a search's tentative evictions are rolled back, and placed jobs are
+    taken in again."""
+    rng = random.Random(5)
+    qs = [queue("root"), *(queue(f"l{i}", "root", gpu=2, created=float(i)) for i in range(3))]
+    jobs = []
+    for i in range(36):
+        size = rng.choice((1, 1, 2, 3))
+        pods = [running("n", gpu=1, start_time=float(rng.randrange(50))) for _ in range(size)]
+        jobs.append(
+            job(f"v{i}", f"l{i % 3}", pods, min_member=rng.randint(1, size), priority=i % 4)
+        )
+    s = Session(snapshot([node("n", gpus=200)], qs, jobs))
+    pool = VictimPool(s, "preempt", s.jobs.values(), victim_cost, lambda t: True)
+    names = sorted(pool.queues)
+    rounds = 0
+    while True:
+        keep = (lambda j: j.priority < 3) if rounds % 2 else None
+        walk = pool.units(names, keep)
+        # A search opens its statement after the walk starts: what it evicts and rolls
+        # back is not gone.
+        tentative = s.statement()
+        expected = _units_from_the_start(pool, names, keep)
+        if expected:
+            for t in rng.choice(expected).tasks:  # type: ignore[attr-defined]
+                if t.status is RUNNING:
+                    tentative.evict(t, "preempt", None)
+        assert list(walk) == _units_from_the_start(pool, names, keep)
+        tentative.rollback()
+        fast = list(pool.units(names, keep))
+        assert fast == expected
+        if not fast:
+            break
+        stmt = s.statement()
+        unit = fast[0] if rng.random() < 0.6 else rng.choice(fast)
+        for t in unit.tasks:  # type: ignore[attr-defined]
+            if t.status is RUNNING:
+                stmt.evict(t, "preempt", None)
+        stmt.commit()
+        if rounds % 5 == 4:
+            pool.refresh(list(s.jobs.values()))  # lists rebuilt: nothing known gone
+        rounds += 1
+    assert rounds > 20
 
 
 def _replayed_set_up(session: Session) -> None:
