@@ -8,6 +8,7 @@ caller keeps that workload pending and goes on with the rest.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,8 +49,14 @@ def parse_time(value: object) -> float | None:
         return None
     if isinstance(value, datetime):
         return value.timestamp()
-    text = str(value).replace("Z", "+00:00")
-    return datetime.fromisoformat(text).timestamp()
+    return _parse_text_time(str(value))
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_text_time(text: str) -> float:
+    # Whole seconds: the pods of a burst share a few thousand distinct times, and a
+    # first snapshot reads three of them for each of 41,000 pods at 4,000 nodes.
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def meta(obj: Manifest) -> Mapping[str, Any]:

@@ -43,6 +43,7 @@ _HAMI: Final = (
     keys.HAMI_GPUMEM_PERCENTAGE_RESOURCE,
     GPUCORES_RESOURCE,
 )
+_HAMI_SET: Final = frozenset(_HAMI)
 
 
 class HamiError(ValueError):
@@ -73,8 +74,16 @@ def _whole(pod: Mapping[str, Any], path: str, raw: str, low: int, high: int | No
 
 def needs_translation(pod: Mapping[str, Any]) -> bool:
     for container in (pod.get("spec") or {}).get("containers") or []:
-        for res in _HAMI:
-            if _value(pod, container, res) is not None:
+        resources = container.get("resources") or {}
+        # Asked of every pod in a snapshot: most name none of HAMi's resources, which
+        # one set test per map tells (a value of null does not count, as in _value).
+        for part in ("limits", "requests"):
+            given = resources.get(part)
+            if (
+                given
+                and not _HAMI_SET.isdisjoint(given)
+                and any(given.get(res) is not None for res in _HAMI)
+            ):
                 return True
     return False
 

@@ -153,6 +153,22 @@ def test_hami_full_percentage_is_whole_cards_and_no_hami_is_untouched() -> None:
     assert hami.translate(_pod(**{"nvidia.com/gpu": "1"})) is None
 
 
+def test_which_pods_ask_for_hami_resources() -> None:
+    def pod(*containers: dict[str, object]) -> dict[str, object]:
+        return {
+            "spec": {
+                "containers": [{"name": f"c{i}", "resources": r} for i, r in enumerate(containers)]
+            }
+        }
+
+    assert not hami.needs_translation(pod({"limits": {"nvidia.com/gpu": "1", "cpu": "2"}}))
+    assert not hami.needs_translation(pod({}, {"limits": {}, "requests": {}}))
+    assert not hami.needs_translation(pod({"limits": {"nvidia.com/gpumem": None}}))  # null: unset
+    assert not hami.needs_translation({"spec": {}})
+    assert hami.needs_translation(pod({}, {"requests": {"nvidia.com/gpucores": "30"}}))
+    assert hami.needs_translation(pod({"limits": {"cpu": "1", "nvidia.com/gpumem-percentage": 50}}))
+
+
 @pytest.mark.parametrize(
     ("limits", "ann", "words"),
     [
