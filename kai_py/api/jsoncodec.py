@@ -27,6 +27,14 @@ def dumps(value: Any, default: Callable[[Any], Any] | None = None) -> bytes:
         return json.dumps(value, separators=(",", ":"), default=default).encode()
 
 
+def key(value: Any) -> bytes:
+    """The JSON of ``value`` as a key to keep in a memo. orjson's answer holds a 4 KiB
+    buffer whatever its length (measured: 4,098 bytes kept for 308 of JSON), which a
+    memo of 10,000 keys turns into 40 MB; the copy is its length. Raises TypeError for
+    what orjson refuses (the caller keys such values otherwise)."""
+    return bytes(memoryview(orjson.dumps(value)))
+
+
 def loads(raw: bytes | str) -> Any:
     try:
         return orjson.loads(raw)

@@ -13,9 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
-
-from kai_py.api import keys
+from kai_py.api import jsoncodec, keys
 from kai_py.api.common import ManifestError
 from kai_py.api.podgroup import PodGroup
 from kai_py.api.queue import Queue as QueueModel
@@ -241,7 +239,7 @@ class ParseMemo:
             return None
         kept = {k: v for k, v in m.items() if k not in _VOLATILE_METADATA}
         try:
-            return (m["uid"], orjson.dumps([kept, body.get("spec")]))
+            return (m["uid"], jsoncodec.key([kept, body.get("spec")]))
         except TypeError:  # what JSON cannot hold: known by its version, as a pod
             return ParseMemo.key(body)
 

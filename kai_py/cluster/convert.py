@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-import orjson
-
-from kai_py.api import keys
+from kai_py.api import jsoncodec, keys
 from kai_py.api.quantities import parse_quantity
 from kai_py.cluster import inventory
 from kai_py.scheduler.model import (
@@ -347,7 +345,7 @@ def _spec_parts(obj: Manifest) -> _SpecParts:
     spec that parsed is remembered: a bad one raises again, naming each pod."""
     spec = obj.get("spec") or {}
     try:
-        key: bytes | None = orjson.dumps([spec.get(f) for f in _PARTS_FIELDS])
+        key: bytes | None = jsoncodec.key([spec.get(f) for f in _PARTS_FIELDS])
     except TypeError:  # what JSON cannot hold: parsed each time, as before
         key = None
     parts = _PARTS_MEMO.get(key) if key is not None else None

@@ -108,3 +108,25 @@ def test_key_order_and_scalars_are_kept() -> None:
     assert list(copy) == ["z", "a", "m", "n", "s"] and copy == value
     assert type(copy["a"]) is float and type(copy["m"]) is bool
     assert jsoncodec.copy("text") == "text" and jsoncodec.copy(None) is None
+
+
+def test_a_key_is_the_json_and_keeps_no_more_than_its_length() -> None:
+    import tracemalloc
+
+    value = [{"name": "p", "labels": {"a": "b" * 300}}, {"minMember": 2}]
+    key = jsoncodec.key(value)
+    assert key == jsoncodec.dumps(value) and json.loads(key) == value
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [jsoncodec.key(value) for _ in range(200)]
+        per_key = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert per_key < len(key) + 128, per_key  # orjson's own answer keeps 4 KiB
+    try:
+        jsoncodec.key({1: "not a string key"})
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a key of what orjson refuses must raise TypeError")
