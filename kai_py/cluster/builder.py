@@ -232,8 +232,8 @@ class ParseMemo:
     def podgroup_key(body: Mapping[str, Any]) -> tuple[object, ...] | None:
         """A PodGroup known by what its Job is made of: its metadata (without the
         version) and spec. The scheduler writes the status of thousands of PodGroups in
-        one cycle; each write is a new version, and parsing them all again made the next
-        cycle about twice as long at 4,000 nodes."""
+        one cycle; each write is a new version, and parsing them all again made the cycle
+        after a big allocation half again as long at 4,000 nodes (2.2 s against 1.4 s)."""
         m = meta(body)
         if not m.get("uid"):
             return None
