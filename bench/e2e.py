@@ -461,7 +461,7 @@ def main() -> int:
     parser.add_argument("--keep-logs", action="store_true", help="keep the operator's logs")
     args = parser.parse_args()
     # The operator and the emulator run on it (KAI_PY_EVENT_LOOP); figures depend on it.
-    loop = "asyncio" if eventloop.loop_factory() is None else "uvloop"
+    loop = eventloop.name(eventloop.loop_factory())
     tmpdir = tempfile.mkdtemp(prefix="kai-py-e2e-") if args.keep_logs else None
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="kai-py-e2e-") as scratch:

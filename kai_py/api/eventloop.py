@@ -45,6 +45,11 @@ def loop_factory(choice: str | None = None) -> LoopFactory | None:
     return factory
 
 
+def name(factory: LoopFactory | None) -> str:
+    """What ``loop_factory()``'s answer runs, for logs and benchmark output."""
+    return "asyncio" if factory is None else "uvloop"
+
+
 def run(main: Coroutine[Any, Any, T], factory: LoopFactory | None) -> T:
     """``asyncio.run(main)`` on the loop ``factory`` makes (``loop_factory()``'s answer,
     asked before anything starts so that a bad setting stops nothing half-way)."""

@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.warning("%s is not part of this kai-py; running without it", module)
     kopf.on.startup(id="kopf-settings")(_kopf_settings)
     metrics.serve(settings.metrics_port)  # every role serves /metrics, not only the scheduler
-    log.info("event loop: %s", "asyncio" if loop is None else "uvloop")
+    log.info("event loop: %s", eventloop.name(loop))
     with contextlib.suppress(KeyboardInterrupt):
         eventloop.run(
             kopf.operator(

@@ -32,8 +32,10 @@ def test_auto_runs_on_uvloop_and_asyncio_on_the_standard_loop(
     ran_on = eventloop.run(_loop_type(), eventloop.loop_factory())
     assert not issubclass(ran_on, uvloop.Loop)
     assert issubclass(ran_on, asyncio.BaseEventLoop)
+    assert eventloop.name(eventloop.loop_factory()) == "asyncio"
     monkeypatch.setenv(eventloop.ENV, " UVLOOP ")  # as a person types it
     assert eventloop.loop_factory() is uvloop.new_event_loop
+    assert eventloop.name(eventloop.loop_factory()) == "uvloop"
 
 
 def test_a_bad_choice_names_the_variable_and_the_value(monkeypatch: pytest.MonkeyPatch) -> None:
