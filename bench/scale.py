@@ -68,12 +68,20 @@ from kai_py.cluster.cache import (
     QUEUES,
     ClusterCache,
 )
-from kai_py.cluster.convert import meta
+from kai_py.cluster.convert import meta, pod_requests
 from kai_py.cluster.gcpause import load_then_freeze, paused_gc
 from kai_py.cluster.idle import IdleGate
-from kai_py.cluster.writer import EventRecorder, Write, plan, rfc3339
+from kai_py.cluster.writer import (
+    EventRecorder,
+    JobResources,
+    Write,
+    plan,
+    podgroup_status_patch,
+    rfc3339,
+)
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 from kai_py.scheduler.model import Config
+from kai_py.scheduler.resources import Res
 
 Json = dict[str, Any]
 NOW = 1_800_000_000.0
@@ -205,6 +213,18 @@ def podgroup_body(c: Cluster, ns: str, name: str, queue: str, min_member: int) -
         },
         "spec": {"minMember": min_member, "queue": queue, "priorityClassName": "train"},
     }
+
+
+def running_status(podgroup: Json, pods: list[Json]) -> Json:
+    """The status kai-py writes on a PodGroup whose pods all run: the cluster has been
+    scheduled by it (or by KAI) before, so a cycle finds these statuses right."""
+    held = Res()
+    for pod in pods:
+        held.add(pod_requests(pod))
+    # priorityClassName "train" (50) is below 100: preemptible, nothing non-preemptible.
+    patch = podgroup_status_patch(podgroup, [], JobResources(held, Res(), held), NOW, "Running")
+    assert patch is not None
+    return dict(patch["status"])
 
 
 def pod_body(
@@ -386,26 +406,31 @@ def fill(
         name = f"run-{job:06d}"
         job += 1
         pg = podgroup_body(c, ns, name, queue, size)
-        c.podgroups[(ns, name)] = pg
-        c.send(PODGROUPS, "ADDED", pg)
+        bodies = []
         for t in range(size):
             n = rng.randrange(nodes)
             use_gpu = free_gpus[n] > 0
             if use_gpu:
                 free_gpus[n] -= 1
-            body = pod_body(
-                c,
-                ns,
-                f"{name}-{t}",
-                scheduler=SCHEDULER,
-                node=f"node-{n:05d}",
-                cpu="4",
-                memory="64Gi",
-                gpus=1 if use_gpu else 0,
-                group=name,
-                queue=queue,
+            bodies.append(
+                pod_body(
+                    c,
+                    ns,
+                    f"{name}-{t}",
+                    scheduler=SCHEDULER,
+                    node=f"node-{n:05d}",
+                    cpu="4",
+                    memory="64Gi",
+                    gpus=1 if use_gpu else 0,
+                    group=name,
+                    queue=queue,
+                )
             )
-            c.pods[(ns, f"{name}-{t}")] = body
+        pg["status"] = running_status(pg, bodies)
+        c.podgroups[(ns, name)] = pg
+        c.send(PODGROUPS, "ADDED", pg)
+        for body in bodies:
+            c.pods[(ns, meta(body)["name"])] = body
             c.send(PODS, "ADDED", body)
         made_ours += size
     for i in range(foreign):

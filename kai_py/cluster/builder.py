@@ -170,6 +170,11 @@ class ParseMemo:
         self._nodes: PassMemo[tuple[object, ...], Node] = PassMemo()
         # id(manifest) -> its facts (which hold the manifest, so its id stays its own).
         self._facts: PassMemo[int, PodFacts] = PassMemo()
+        # id(PodGroup manifest) -> (the manifest, its podgroup_key): the key is JSON of
+        # its metadata and spec, made again only for a manifest a watch event replaced.
+        self._podgroup_keys: PassMemo[
+            int, tuple[Mapping[str, Any], tuple[object, ...] | None]
+        ] = PassMemo()
 
     @staticmethod
     def key(body: Mapping[str, Any], *extra: object) -> tuple[object, ...] | None:
@@ -243,9 +248,17 @@ class ParseMemo:
         except TypeError:  # what JSON cannot hold: known by its version, as a pod
             return ParseMemo.key(body)
 
+    def _podgroup_key_of(self, body: Mapping[str, Any]) -> tuple[object, ...] | None:
+        """``podgroup_key``, kept by the identity of the manifest (as a pod's facts are)."""
+        found = self._podgroup_keys.seen(id(body))  # a build asks twice on a miss
+        if found is None or found[0] is not body:
+            found = (body, self.podgroup_key(body))
+        self._podgroup_keys.keep(id(body), found)
+        return found[1]
+
     def podgroup(self, body: Mapping[str, Any]) -> PodGroup | ManifestError:
         """The PodGroup's parsed manifest, or why it does not parse (read-only, shared)."""
-        return self._podgroups.find(self.podgroup_key(body), lambda: _parse_podgroup(body))
+        return self._podgroups.find(self._podgroup_key_of(body), lambda: _parse_podgroup(body))
 
     def job(
         self, doc: Document, classes: dict[str, int], classes_key: object, events: list[Event]
@@ -254,7 +267,7 @@ class ParseMemo:
 
         ``classes_key`` stands for the priority classes, which the Job's priority comes from.
         """
-        key = self.podgroup_key(doc.body)
+        key = self._podgroup_key_of(doc.body)
         if key is not None:
             key = (*key, doc.source, classes_key)
 
@@ -283,6 +296,7 @@ class ParseMemo:
         self._tasks.done()
         self._podgroups.done()
         self._facts.done()
+        self._podgroup_keys.done()
         self._jobs.done()
         self._nodes.done()
 

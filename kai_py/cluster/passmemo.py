@@ -25,6 +25,11 @@ class PassMemo(Generic[K, V]):
         """What the last pass kept under ``key``."""
         return self._last.get(key)
 
+    def seen(self, key: K) -> V | None:
+        """What this pass or the last kept under ``key``."""
+        found = self._now.get(key)
+        return found if found is not None else self._last.get(key)
+
     def keep(self, key: K, value: V) -> None:
         """Keep ``value`` for the next pass."""
         self._now[key] = value

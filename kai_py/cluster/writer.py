@@ -43,7 +43,7 @@ from kai_py.api.bindrequest import BindRequest, format_portion
 from kai_py.api.quantities import ResourceAmounts, from_resource_map, to_resource_map
 from kai_py.cluster import metrics
 from kai_py.cluster.builder import Built
-from kai_py.cluster.cache import BINDREQUESTS, ClusterCache, View
+from kai_py.cluster.cache import BINDREQUESTS, PODGROUPS, QUEUES, ClusterCache, View
 from kai_py.cluster.convert import meta, parse_time
 from kai_py.cluster.kube import (
     MERGE_PATCH,
@@ -624,6 +624,20 @@ def bindrequest_writes(view: View, cache: ClusterCache | None = None) -> list[Wr
     return out
 
 
+def _seen_by(cache: ClusterCache | None, kind: str) -> Callable[[Json | None], None] | None:
+    """A write's ``done``: its answer (the object as the API server now stores it) goes
+    into the cache, as its watch event will. Without an answer (a 409 or 404 taken as
+    done) the watch has, or will have, the real object."""
+    if cache is None:
+        return None
+
+    def seen(answer: Json | None) -> None:
+        if answer and meta(answer).get("name"):
+            cache.observe(kind, "MODIFIED", answer)
+
+    return seen
+
+
 def plan(
     view: View,
     built: Built,
@@ -636,18 +650,19 @@ def plan(
     """All writes for one cycle's decisions."""
     nodes = {n.name: n for n in built.snapshot.nodes}
     writes: list[Write] = []
+    # The answers of binds and status writes are seen at once, so the next cycle does
+    # not decide a pod again, nor plan (and send) a status again, before the watch
+    # delivers them; that event then changes nothing.
+    bound, podgroup_written, queue_written = (
+        _seen_by(cache, BINDREQUESTS),
+        _seen_by(cache, PODGROUPS),
+        _seen_by(cache, QUEUES),
+    )
     for task in decisions.binds:
         pod = view.pods.get(task.uid)
         if pod is None:
             continue
         body = bindrequest_manifest(task, task.uid, nodes.get(task.node_name or ""), backoff_limit)
-
-        def observed(answer: Json | None) -> None:
-            # Seen at once, so the next cycle does not decide the pod again before the
-            # watch delivers it (on 409 the watch has, or will have, the real one).
-            if cache is not None and answer and meta(answer).get("name"):
-                cache.observe(BINDREQUESTS, "ADDED", answer)
-
         writes.append(
             Write(
                 f"bind {task.key} -> {task.node_name}",
@@ -655,7 +670,7 @@ def plan(
                 path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests", task.namespace),
                 body,
                 ok_codes=(409,),
-                done=observed,
+                done=bound,
             )
         )
     for task in decisions.pipelined:
@@ -769,6 +784,7 @@ def plan(
                     ok_codes=(404, 409),
                     lane=STATUS,
                     key=f"podgroup-status {ns}/{name}",
+                    done=podgroup_written,
                 )
             )
         if stale_patch is not None:
@@ -804,6 +820,7 @@ def plan(
                     ok_codes=(404, 409),
                     lane=STATUS,
                     key=f"queue-status {name}",
+                    done=queue_written,
                 )
             )
     memo.done()

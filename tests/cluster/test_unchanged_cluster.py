@@ -373,3 +373,32 @@ def test_a_podgroup_is_parsed_again_for_its_spec_not_for_its_status(
     group["metadata"].setdefault("annotations", {})["kai.scheduler/stale-since"] = "soon"
     stale = job()
     assert parsed == ["big", "big", "big"] and "not an RFC 3339 time" in stale.errors[0]
+
+
+def test_a_podgroup_key_is_made_once_per_manifest(monkeypatch: Any) -> None:
+    """The cache hands out the same manifest until a watch event replaces it: its key
+    (JSON of its metadata and spec) is made once, not in every build; a new manifest
+    of the same PodGroup gets a key of its own, and a changed spec a new Job."""
+    made: list[str] = []
+    real = ParseMemo.podgroup_key
+
+    def counting(body: Any) -> Any:
+        made.append(body["metadata"]["resourceVersion"])
+        return real(body)
+
+    monkeypatch.setattr(ParseMemo, "podgroup_key", staticmethod(counting))
+    objs, _ = _filled()
+    group = copy.deepcopy(objs[(PODGROUPS, "ns", "big")])
+    memo = ParseMemo()
+
+    def min_member(body: Any) -> int:
+        (job,) = build([Document("PodGroup ns/big", body)], NOW, memo=memo).snapshot.jobs
+        return int(job.min_member)
+
+    assert [min_member(group) for _ in range(3)] == [8, 8, 8]
+    assert len(made) == 1
+    newer = copy.deepcopy(group)
+    newer["metadata"]["resourceVersion"] = "12"
+    newer["spec"]["minMember"] = 2
+    assert min_member(newer) == 2 and len(made) == 2
+    assert min_member(newer) == 2 and len(made) == 2

@@ -394,6 +394,50 @@ def test_plan_from_the_cache_binds_and_a_live_bindrequest_counts_as_placed() -> 
     assert task.node_name == "n1"
 
 
+def _made(uid: str, version: str) -> dict[str, str]:
+    return {"uid": uid, "resourceVersion": version}
+
+
+def _answer(write: Any, stored: dict[str, Any], version: str) -> dict[str, Any]:
+    """What the API server answers a merge patch of ``stored``'s status with."""
+    status = {**(stored.get("status") or {}), **write.body["status"]}
+    return {
+        **stored,
+        "metadata": {**stored["metadata"], "resourceVersion": version},
+        "status": status,
+    }
+
+
+def test_a_status_write_is_seen_by_the_cache_at_once_and_not_planned_again() -> None:
+    """The PodGroup and Queue status a cycle wrote are in the cache as soon as the API
+    server answers, before their watch events: the next cycle finds them right, plans
+    no write for them (it used to send them again while the events were on the way)."""
+    cache = _cache()
+    cache.observe(PODS, "ADDED", _pod_body("p1", "u1"))
+    view = cache.view(NOW)
+    built = view.build(NOW)
+    writes = plan(view, built, run_cycle(built.snapshot), NOW, EventRecorder(), cache)
+    answers = []
+    for w in writes:
+        if w.what == "PodGroup ns/g status":
+            answers.append((PODGROUPS, _answer(w, cache.get(PODGROUPS, "ns", "g") or {}, "7")))
+        elif w.what == "Queue q status":
+            answers.append((QUEUES, _answer(w, cache.get(QUEUES, "", "q") or {}, "8")))
+        elif w.what.startswith("bind "):
+            answers.append(
+                (BINDREQUESTS, {**w.body, "metadata": {**w.body["metadata"], **_made("b", "6")}})
+            )
+        else:
+            continue
+        assert w.done is not None
+        w.done(answers[-1][1])
+    assert sorted(kind for kind, _ in answers) == [BINDREQUESTS, PODGROUPS, QUEUES]
+    again = cache.view(NOW)
+    built = again.build(NOW)
+    left = plan(again, built, run_cycle(built.snapshot), NOW, EventRecorder(), cache)
+    assert [w.what for w in left if "status" in w.what] == []
+
+
 def test_each_view_reads_a_pod_as_it_is_now() -> None:
     """Views reuse what they read from an unchanged pod; any change is seen."""
     cache = _cache()
@@ -442,9 +486,13 @@ def test_an_evicted_jobs_podgroup_records_when_for_its_preemption_delay() -> Non
     assert mark.body is not None
     stamp = mark.body["metadata"]["annotations"]["kai.scheduler/last-eviction-timestamp"]
     assert mark.body["metadata"]["uid"] == "ug"
-    # Read back by the builder: the job's preemption delay counts from then.
+    # Read back by the builder (once the watch delivers the PodGroup as patched): the
+    # job's preemption delay counts from then.
     pg = cache.objects[PODGROUPS][("ns", "g")]
-    pg["metadata"]["annotations"] = {"kai.scheduler/last-eviction-timestamp": stamp}
+    annotations = {"kai.scheduler/last-eviction-timestamp": stamp}
+    cache.observe(
+        PODGROUPS, "MODIFIED", {**pg, "metadata": {**pg["metadata"], "annotations": annotations}}
+    )
     again = cache.view(NOW).build(NOW)
     assert again.snapshot.jobs[0].last_evicted == pytest.approx(NOW, abs=1.0)
 
@@ -559,7 +607,9 @@ def test_a_bad_queue_is_left_out_with_a_warning_and_the_rest_is_used() -> None:
     ]:
         cache.observe(QUEUES, None, body)
     view = cache.view(NOW)
-    used = sorted(d.body["metadata"]["name"] for d in view.all_documents if d.body["kind"] == "Queue")
+    used = sorted(
+        d.body["metadata"]["name"] for d in view.all_documents if d.body["kind"] == "Queue"
+    )
     assert used == ["root", "team"]
     why = {e.name: e.message for e in view.events}
     assert set(why) == {"orphan", "under-orphan", "a", "b", "broken"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kai_py.scheduler.model import RELEASING, RUNNING
+from kai_py.scheduler.model import ALLOCATED, PIPELINED, RELEASING, RUNNING, Task
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.session import Session
 
@@ -10,17 +10,24 @@ from kai_py.scheduler.session import Session
 def stale_gang_eviction(session: Session, placer: Placer) -> None:
     stale_since = session.decisions.stale_since
     for job in session.jobs.values():
-        # RUNNING as a module name (an Enum class lookup is slow; see model.PENDING): this
-        # runs for every job of the cycle, most of them pending, with nothing running.
-        running = [t for t in job.tasks if t.status is RUNNING]
-        if not running:
-            stale_since[job.uid] = None  # a gang with nothing running is not stale
-            continue
+        # One plain loop over the tasks, with the statuses as module names (an Enum class
+        # lookup is slow; see model.PENDING): this runs for every job of the cycle.
         # Pods placed in this very cycle count: the gang is about to be whole again.
         # As KAI counts a gang: its placed pods and those still releasing (a pod being
         # deleted still belongs to it); finished pods do not count, but a gang with a
         # Succeeded pod is winding down, not broken.
-        active = job.placed + job.count(RELEASING)
+        running: list[Task] = []
+        active = 0
+        for task in job.tasks:
+            status = task.status
+            if status is RUNNING:
+                running.append(task)
+                active += 1
+            elif status is ALLOCATED or status is PIPELINED or status is RELEASING:
+                active += 1
+        if not running:
+            stale_since[job.uid] = None  # a gang with nothing running is not stale
+            continue
         stale = active < job.min_member and not job.has_succeeded
         if not stale:
             session.decisions.stale_since[job.uid] = None
