@@ -638,6 +638,26 @@ def _seen_by(cache: ClusterCache | None, kind: str) -> Callable[[Json | None], N
     return seen
 
 
+def _still_needed(
+    cache: ClusterCache,
+    pg: Mapping[str, Any],
+    ns: str,
+    name: str,
+    patch: Json,
+    reasons: list[Reason],
+    resources: JobResources,
+    now: float,
+    phase: str | None,
+) -> Json | None:
+    """``patch``, made again against the PodGroup as the cache holds it now: the view is
+    as old as the cycle, and the answer of the last cycle's write for it (the very
+    status wanted now) may have come in since."""
+    current = cache.get(PODGROUPS, ns, name)
+    if current is None or current is pg or meta(current).get("uid") != meta(pg).get("uid"):
+        return patch
+    return podgroup_status_patch(current, reasons, resources, now, phase)
+
+
 def plan(
     view: View,
     built: Built,
@@ -773,6 +793,8 @@ def plan(
         if patch is None and stale_patch is None:
             continue  # the common case: nothing to write, no name needed
         ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
+        if patch is not None and cache is not None:
+            patch = _still_needed(cache, pg, ns, name, patch, reasons, resources, now, phase)
         if patch is not None:
             writes.append(
                 Write(
@@ -932,11 +954,22 @@ class Writer:
                 log.exception("%s: after-write hook failed", write.what)
 
 
+def _same_write(sending: Write | None, write: Write) -> bool:
+    return (
+        sending is not None
+        and sending.method == write.method
+        and sending.path == write.path
+        and sending.body == write.body
+    )
+
+
 class BackgroundWriter:
     """The STATUS and EVENTS lanes: queued, coalesced by key, sent by a few workers.
 
     A write queued under a key that is already queued replaces the older one
-    (the newest status is the one that matters). STATUS writes go before EVENTS.
+    (the newest status is the one that matters); one that says what the write being
+    sent under its key says is dropped with it (the next cycle plans a status again
+    before the answer is in: it would be sent twice). STATUS writes go before EVENTS.
     At most ``limit`` writes wait per lane; beyond that the oldest are dropped
     (each kind is recomputed by a later cycle from the cache, and events are best
     effort) and counted in ``dropped``.
@@ -956,6 +989,7 @@ class BackgroundWriter:
         self._wake: asyncio.Event | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._sending = 0
+        self._in_flight: dict[object, Write] = {}  # by key: the writes being sent
 
     @property
     def queued(self) -> int:
@@ -969,6 +1003,9 @@ class BackgroundWriter:
             if key in lane:
                 del lane[key]
                 self.coalesced += 1
+            if _same_write(self._in_flight.get(key), write):
+                self.coalesced += 1
+                continue
             lane[key] = write
             while len(lane) > self.limit:
                 lane.popitem(last=False)
@@ -985,25 +1022,29 @@ class BackgroundWriter:
         while len(self._workers) < self.concurrency:
             self._workers.append(asyncio.get_running_loop().create_task(self._work()))
 
-    def _next(self) -> Write | None:
+    def _next(self) -> tuple[object, Write] | None:
         for lane in (self._lanes[STATUS], self._lanes[EVENTS]):
             if lane:
-                return lane.popitem(last=False)[1]
+                return lane.popitem(last=False)
         return None
 
     async def _work(self) -> None:
         assert self._wake is not None
         while True:
-            write = self._next()
-            if write is None:
+            found = self._next()
+            if found is None:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
+            key, write = found
             self._sending += 1
+            self._in_flight[key] = write
             try:
                 await self.writer._send(write, self.outcome)
             finally:
                 self._sending -= 1
+                if self._in_flight.get(key) is write:
+                    del self._in_flight[key]
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Until nothing is queued (tests, a clean stop)."""

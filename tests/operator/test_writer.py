@@ -438,6 +438,39 @@ def test_a_status_write_is_seen_by_the_cache_at_once_and_not_planned_again() -> 
     assert [w.what for w in left if "status" in w.what] == []
 
 
+def test_a_status_that_came_in_during_the_cycle_is_not_written_again() -> None:
+    """A cycle's view is as old as the cycle: the answer of the last cycle's status
+    write (the status wanted now) may come in while it runs. The plan compares with
+    the PodGroup as the cache holds it then, and writes nothing."""
+    cache = _cache()
+    cache.observe(PODS, "ADDED", _pod_body("p1", "u1"))
+    view = cache.view(NOW)
+    built = view.build(NOW)
+    decisions = run_cycle(built.snapshot)
+    [status] = [
+        w
+        for w in plan(view, built, decisions, NOW, EventRecorder(), None)
+        if w.what == "PodGroup ns/g status"
+    ]
+    stored = cache.get(PODGROUPS, "ns", "g") or {}
+    cache.observe(PODGROUPS, "MODIFIED", _answer(status, stored, "7"))  # during the cycle
+    writes = plan(view, built, decisions, NOW, EventRecorder(), cache)
+    assert [w.what for w in writes if w.what.startswith("PodGroup")] == []
+    # A status changed by someone else since is put right.
+    cache.observe(
+        PODGROUPS,
+        "MODIFIED",
+        {
+            **stored,
+            "metadata": {**stored["metadata"], "resourceVersion": "8"},
+            "status": {"phase": "Unknown"},
+        },
+    )
+    writes = plan(view, built, decisions, NOW, EventRecorder(), cache)
+    [again] = [w for w in writes if w.what == "PodGroup ns/g status"]
+    assert again.body == status.body
+
+
 def test_each_view_reads_a_pod_as_it_is_now() -> None:
     """Views reuse what they read from an unchanged pod; any change is seen."""
     cache = _cache()
