@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from kai_py.cluster.gcpause import paused_gc
+from kai_py.scheduler import compiled
 from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Job, Node, Queue, Snapshot, Task, TaskStatus
 from kai_py.scheduler.resources import INF, Res
@@ -228,6 +229,11 @@ def first_fit(snapshot: Snapshot) -> int:
     return placed
 
 
+def scheduler_build() -> str:
+    """How the scheduler runs: compiled by mypyc (``KAI_PY_MYPYC=1``, setup.py) or not."""
+    return "compiled by mypyc" if compiled() else "interpreted"
+
+
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
     """Seconds of one run with the garbage collector paused: the operator runs its
     cycles so (``kai_py.cluster.gcpause``), and the floor is timed the same way."""
@@ -285,6 +291,7 @@ def main() -> int:
     result = {
         "nodes": args.nodes,
         "pods": args.pods,
+        "scheduler": scheduler_build(),
         "cycle_s": fmt(cycle_t),
         "floor_s": fmt(floor_t),
         "ratio": round(cycle_s / floor_s, 2) if floor_s > 0 else None,
@@ -302,6 +309,7 @@ def main() -> int:
         print(
             f"cluster: {args.nodes} nodes x {args.gpus} GPUs, {args.pods} pending pods in {args.queues} queues"
         )
+        print(f"scheduler: {result['scheduler']}; the floor: interpreted Python")
         print("seconds, min / median of 3")
         print(f"full cycle:       {fmt(cycle_t)} s  ({bound} pods bound)")
         print(f"first-fit floor:  {fmt(floor_t)} s  ({floor_placed} pods placed; GPU-bucketed)")

@@ -2,7 +2,9 @@
 
 The operator's ``ClusterCache`` is filled with full API objects (Nodes, Queues,
 PodGroups, Pods with their conditions and container statuses), one
-``observe`` per object, as Kopf's watches deliver them. Then one operator cycle
+``observe`` per object, as the watches deliver them. The cluster is one kai-py
+(or KAI) has scheduled before: the PodGroups of running workloads carry the
+status the scheduler writes; the pending ones have none yet. Then one operator cycle
 is timed stage by stage, exactly as ``kai_py.controllers.scheduling`` runs it:
 ``view`` (cache -> builder input), ``build`` (the Snapshot), ``run_cycle`` (the
 actions), ``plan`` (decisions -> API writes). Each figure is the min / median
@@ -79,6 +81,7 @@ from kai_py.cluster.writer import (
     podgroup_status_patch,
     rfc3339,
 )
+from kai_py.scheduler import compiled
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 from kai_py.scheduler.model import Config
 from kai_py.scheduler.resources import Res
@@ -743,6 +746,7 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
     config = replace(Config(), placement="binpack")
     runner = Runner(cache, config)
     result: dict[str, Any] = {
+        "scheduler": "compiled by mypyc" if compiled() else "interpreted",
         "nodes": args.nodes,
         "pods": args.pods,
         "pending": args.pending,
@@ -913,7 +917,7 @@ def show(r: dict[str, Any]) -> None:
     print(
         f"cluster: {r['nodes']} nodes, {r['pods']} pods ({r['pending']} pending, "
         f"{r['foreign']} of other schedulers), {r['queues']} queues; cache filled in "
-        f"{r['fill_s']} s, RSS {r['rss_after_fill_mb']} MB"
+        f"{r['fill_s']} s, RSS {r['rss_after_fill_mb']} MB; scheduler {r['scheduler']}"
     )
     print("seconds, min / median of 3:")
     full = r["full"]

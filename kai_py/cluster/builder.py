@@ -88,7 +88,7 @@ class PodFacts:
     namespace: str
     name: str
     status: TaskStatus | None  # None: finished
-    phase: object
+    phase: Any  # the manifest's status.phase, whatever it holds
     ours: bool  # its schedulerName is ours
     group: str | None  # its PodGroup annotation
     version: tuple[object, ...] | None  # the memo's key of its parsed Task, without the job

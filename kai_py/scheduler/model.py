@@ -9,7 +9,6 @@ undo log instead of copying the snapshot.
 from __future__ import annotations
 
 import enum
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -208,7 +207,7 @@ class Node:
         taints, cards and ``group_cards`` are shared, since nothing changes them after
         parsing. Written out like ``Task.clone``: the operator copies every node of every
         cycle from the one it parsed; a test checks that no field is left out."""
-        new = object.__new__(Node)
+        new = Node.__new__(Node)  # not object.__new__: refused by a compiled class
         new.name = self.name
         new.allocatable = self.allocatable.copy()
         new.labels = self.labels
@@ -242,7 +241,7 @@ class Shape:
     every lookup, through every selector and toleration in it, and the placer looks
     one up for each node it considers."""
 
-    __slots__ = ("__weakref__", "_hash", "value")
+    __slots__ = ("_hash", "value")
 
     def __init__(self, value: tuple[object, ...]) -> None:
         self.value = value
@@ -254,6 +253,11 @@ class Shape:
         identity, not field by field."""
         found = _SHAPES.get(value)
         if found is None:
+            if len(_SHAPES) >= _SHAPES_KEPT:
+                # Bounded instead of weak (compiled classes take no weak references):
+                # a Shape made before still equals one made since, by value.
+                _SHAPES.clear()
+                _SHAPES[_PLAIN_SHAPE.value] = _PLAIN_SHAPE
             found = _SHAPES[value] = cls(value)
         return found
 
@@ -271,7 +275,9 @@ class Shape:
         return f"Shape{self.value!r}"
 
 
-_SHAPES: weakref.WeakValueDictionary[tuple[object, ...], Shape] = weakref.WeakValueDictionary()
+#: The interned Shapes (tasks of one template share one): at most this many are kept.
+_SHAPES_KEPT: Final = 50_000
+_SHAPES: dict[tuple[object, ...], Shape] = {}
 # The shape of a task with no selector, affinity, toleration, memory share or pin: most
 # tasks. Held here, so it stays the one Shape of its value (Shape.of finds it too).
 _PLAIN_SHAPE: Final = Shape.of(((), (), (), False, (), (), None))
@@ -323,7 +329,7 @@ class Task:
         ten times slower (the operator once copied every pod of every cycle; builds now
         hand out parsed Tasks as they are, see ``builder.KeptTask``); a test checks that
         no field is left out."""
-        new = object.__new__(Task)
+        new = Task.__new__(Task)
         new.request = self.request.copy()
         new.uid = self.uid
         new.namespace = self.namespace
@@ -454,7 +460,7 @@ class Job:
         """A copy with its own ``tasks`` and ``errors`` lists (the tasks themselves are
         shared). Written out like ``Task.clone``: the operator copies every PodGroup's
         job of every cycle from the one it parsed; a test checks no field is left out."""
-        new = object.__new__(Job)
+        new = Job.__new__(Job)
         new.uid = self.uid
         new.namespace = self.namespace
         new.name = self.name

@@ -6,6 +6,8 @@ import copy
 import dataclasses
 from typing import Any
 
+import pytest
+
 from kai_py.cluster.builder import Document, ParseMemo, build
 from kai_py.cluster.cache import NODES, PODGROUPS, PODS, PRIORITY_CLASSES, QUEUES, ClusterCache
 from kai_py.cluster.idle import IdleGate
@@ -375,6 +377,7 @@ def test_a_podgroup_is_parsed_again_for_its_spec_not_for_its_status(
     assert parsed == ["big", "big", "big"] and "not an RFC 3339 time" in stale.errors[0]
 
 
+@pytest.mark.interpreted
 def test_a_podgroup_key_is_made_once_per_manifest(monkeypatch: Any) -> None:
     """The cache hands out the same manifest until a watch event replaces it: its key
     (JSON of its metadata and spec) is made once, not in every build; a new manifest

@@ -351,6 +351,7 @@ def test_written_out_set_up_makes_the_totals_of_the_per_task_calls() -> None:
         )
 
 
+@pytest.mark.interpreted
 def test_pending_jobs_from_those_pending_at_set_up_are_those_a_full_scan_finds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -116,6 +116,7 @@ def test_walks_in_any_order_when_the_order_shows_nowhere_decide_as_in_queue_orde
     assert fast == slow
 
 
+@pytest.mark.interpreted
 def test_the_unordered_walks_are_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     taken: list[str] = []
     for module, name in ((preempt, "unordered_preemptors"), (reclaim, "_unordered")):

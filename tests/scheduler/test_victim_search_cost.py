@@ -19,6 +19,9 @@ from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Job, Node, Snapshot
 from kai_py.scheduler.session import Statement
 
+# The searches are counted by patching the search's method (tests/test_compiled_scheduler.py).
+pytestmark = pytest.mark.interpreted
+
 
 @pytest.fixture
 def simulated(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
