@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from kai_py.cluster.gcpause import paused_gc
-from kai_py.scheduler import compiled
+from kai_py.scheduler import build_name
 from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Job, Node, Queue, Snapshot, Task, TaskStatus
 from kai_py.scheduler.resources import INF, Res
@@ -229,11 +229,6 @@ def first_fit(snapshot: Snapshot) -> int:
     return placed
 
 
-def scheduler_build() -> str:
-    """How the scheduler runs: compiled by mypyc (``KAI_PY_MYPYC=1``, setup.py) or not."""
-    return "compiled by mypyc" if compiled() else "interpreted"
-
-
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
     """Seconds of one run with the garbage collector paused: the operator runs its
     cycles so (``kai_py.cluster.gcpause``), and the floor is timed the same way."""
@@ -291,7 +286,7 @@ def main() -> int:
     result = {
         "nodes": args.nodes,
         "pods": args.pods,
-        "scheduler": scheduler_build(),
+        "scheduler": build_name(),
         "cycle_s": fmt(cycle_t),
         "floor_s": fmt(floor_t),
         "ratio": round(cycle_s / floor_s, 2) if floor_s > 0 else None,

@@ -81,7 +81,7 @@ from kai_py.cluster.writer import (
     podgroup_status_patch,
     rfc3339,
 )
-from kai_py.scheduler import compiled
+from kai_py.scheduler import build_name
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 from kai_py.scheduler.model import Config
 from kai_py.scheduler.resources import Res
@@ -746,7 +746,7 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
     config = replace(Config(), placement="binpack")
     runner = Runner(cache, config)
     result: dict[str, Any] = {
-        "scheduler": "compiled by mypyc" if compiled() else "interpreted",
+        "scheduler": build_name(),
         "nodes": args.nodes,
         "pods": args.pods,
         "pending": args.pending,
