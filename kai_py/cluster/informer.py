@@ -1,7 +1,7 @@
-"""An async HTTP stack (aiohttp) for the hot paths, and an informer on top of it.
+"""An async HTTP stack for the hot paths, and an informer on top of it.
 
-``AsyncTransport`` speaks to the API server with aiohttp (the HTTP client Kopf
-already brings) from the ``kubernetes`` client's ``Configuration``: the same
+``AsyncTransport`` speaks to the API server over ``httppool`` (HTTP/1.1 on the
+event loop) from the ``kubernetes`` client's ``Configuration``: the same
 kubeconfig or in-cluster settings, the same CA, client certificate and bearer
 token (asked afresh for each request, so a refreshed token is used). One
 connection pool per process part, sized to its concurrency.
@@ -29,11 +29,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 from urllib.parse import urlencode
 
-import aiohttp
 from kubernetes import client as k8s
 
 from kai_py.api import jsoncodec
 from kai_py.cluster import metrics
+from kai_py.cluster.httppool import HttpPool
 from kai_py.cluster.kube import CONNECTION_POOL_SIZE, LIST_PAGE_SIZE, Kube, KubeError, _error
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,8 @@ class _Gone(Exception):
 
 
 class AsyncTransport:
-    """Requests and watch streams over aiohttp, configured like the ``kubernetes`` client."""
+    """Requests and watch streams over ``HttpPool``, configured like the ``kubernetes``
+    client."""
 
     def __init__(
         self,
@@ -68,15 +69,15 @@ class AsyncTransport:
         self.base = str(configuration.host).rstrip("/")
         self.pool_size = pool_size
         self.timeout = timeout
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: HttpPool | None = None
         self.closed = False
         self._cached_token: str | None = None
         self._token_at: float | None = None
 
-    def _ssl(self) -> ssl.SSLContext | bool:
+    def _ssl(self) -> ssl.SSLContext | None:
         c = self.configuration
         if not self.base.startswith("https:"):
-            return False
+            return None
         context = ssl.create_default_context(cafile=c.ssl_ca_cert or None)
         if c.cert_file:
             context.load_cert_chain(c.cert_file, c.key_file or None)
@@ -87,15 +88,12 @@ class AsyncTransport:
             context.check_hostname = False
         return context
 
-    def _session_now(self) -> aiohttp.ClientSession:
+    def _pool_now(self) -> HttpPool:
         if self.closed:
-            raise aiohttp.ClientConnectionError("the transport is closed (the part stopped)")
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self.pool_size, ssl=self._ssl())
-            # A watch event is one line: room for big objects (a real node's status
-            # lists its images) beyond aiohttp's 64 KiB default.
-            self._session = aiohttp.ClientSession(connector=connector, read_bufsize=1 << 22)
-        return self._session
+            raise ConnectionError("the transport is closed (the part stopped)")
+        if self._pool is None:
+            self._pool = HttpPool(self.base, ssl_context=self._ssl(), size=self.pool_size)
+        return self._pool
 
     def _token(self) -> str | None:
         """The bearer token, asked of the configuration at most every TOKEN_SECONDS (its
@@ -128,23 +126,20 @@ class AsyncTransport:
         timeout: float | None = None,
     ) -> Json:
         """As ``Kube.request``: the JSON answer, or ``KubeError`` (code 0: no answer)."""
-        url = self.base + path
-        if query:
-            url += "?" + urlencode(query)
+        target = f"{path}?{urlencode(query)}" if query else path
         data = jsoncodec.dumps(body) if body is not None else None
         try:
-            async with self._session_now().request(
+            answer = await self._pool_now().request(
                 method,
-                url,
-                data=data,
-                headers=self._headers(content_type if data is not None else None),
-                timeout=aiohttp.ClientTimeout(total=timeout or self.timeout),
-            ) as response:
-                raw = await response.read()
-                status, reason = response.status, response.reason or ""
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                target,
+                self._headers(content_type if data is not None else None),
+                data,
+                timeout=timeout or self.timeout,
+            )
+        except (TimeoutError, OSError) as exc:
             metrics.record_api_error(method, 0)
             raise KubeError(0, type(exc).__name__, str(exc) or type(exc).__name__) from None
+        status, reason, raw = answer.status, answer.reason, answer.body
         if not 200 <= status < 300:
             metrics.record_api_error(method, status)
             raise _error(status, reason, raw)
@@ -161,35 +156,32 @@ class AsyncTransport:
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", str(WATCH_SECONDS)),
         ]
-        url = f"{self.base}{path}?{urlencode(query)}"
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=STALLED_SECONDS)
-        async with self._session_now().get(
-            url, headers=self._headers(None), timeout=timeout
-        ) as response:
-            if response.status == 410:
-                raise _Gone()
-            if response.status != 200:
-                raise _error(response.status, response.reason or "", await response.read())
-            async for line in response.content:
-                if not line.strip():
-                    continue
-                event = jsoncodec.loads(line)
-                if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    if status.get("code") == 410:
-                        raise _Gone()
-                    raise KubeError(
-                        int(status.get("code") or 0),
-                        str(status.get("reason") or "WatchError"),
-                        str(status.get("message") or ""),
-                    )
-                yield event
+        stream = self._pool_now().stream(
+            f"{path}?{urlencode(query)}", self._headers(None), idle_timeout=STALLED_SECONDS
+        )
+        async with stream as (status, reason, batches):
+            if status != 200:
+                body = b"\n".join([line async for batch in batches for line in batch])
+                raise _Gone() if status == 410 else _error(status, reason, body)
+            async for batch in batches:
+                for line in batch:
+                    event = jsoncodec.loads(line)
+                    if event.get("type") == "ERROR":
+                        status_object = event.get("object") or {}
+                        if status_object.get("code") == 410:
+                            raise _Gone()
+                        raise KubeError(
+                            int(status_object.get("code") or 0),
+                            str(status_object.get("reason") or "WatchError"),
+                            str(status_object.get("message") or ""),
+                        )
+                    yield event
 
     async def close(self) -> None:
         self.closed = True
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
 
 def attach_transport(kube: Kube) -> AsyncTransport:
@@ -272,7 +264,7 @@ class Informer:
                 kind = event.get("type")
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self._dispatch(str(kind), obj)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError) as exc:
             # The stream broke (server restart, dropped watch): go on from the last
             # version; a version that expired meanwhile answers 410 and we list again.
             log.debug("%s watch interrupted: %s", self.name, exc)

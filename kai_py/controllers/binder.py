@@ -35,6 +35,7 @@ from kai_py.api import keys
 from kai_py.cluster.binding import COMPONENT, Binder, BinderConfig, is_pending
 from kai_py.cluster.bindqueue import BindQueue
 from kai_py.cluster.eventpost import EventPoster
+from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.kube import KubeError, RetryingKube, load_api_client
 from kai_py.cluster.podhints import PodHints
 from kai_py.controllers import leadership, settings, watches
@@ -44,6 +45,7 @@ _QUEUE_KEY: Final = "kai_py_binder_queue"
 _SWEEPER_KEY: Final = "kai_py_binder_sweeper"
 _RECONCILER_KEY: Final = "kai_py_binder_reconciler"
 _WORK_KEY: Final = "kai_py_binder_pod_work"
+_TRANSPORT_KEY: Final = "kai_py_binder_transport"
 #: Seconds between offers of the pending BindRequests the queue knows (no API call).
 RECONCILE_PERIOD: Final = 2.0
 #: Seconds between passes over a fresh LIST of all BindRequests. In a burst of
@@ -84,6 +86,7 @@ async def start(memo: Any, **_: Any) -> None:
     # Transient API errors are asked again in place, so they rarely cost an attempt
     # (each of which counts towards the request's backoffLimit).
     kube = RetryingKube(await asyncio.to_thread(load_api_client))
+    memo[_TRANSPORT_KEY] = attach_transport(kube)
     hints = PodHints(lambda: settings.current().scheduler_name)
     binder = Binder(
         kube, _config, events=EventPoster(kube, COMPONENT, background=True), hints=hints
@@ -112,6 +115,9 @@ async def stop(memo: Any, **_: Any) -> None:
     binder = memo.get(_MEMO_KEY)
     if isinstance(binder, Binder):
         binder.events.close()
+    transport = memo.get(_TRANSPORT_KEY)
+    if isinstance(transport, AsyncTransport):
+        await transport.close()
 
 
 async def _reconcile_forever(queue: BindQueue) -> None:

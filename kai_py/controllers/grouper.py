@@ -23,6 +23,7 @@ from typing import Any, Final
 import kopf
 
 from kai_py.api import keys
+from kai_py.cluster.informer import AsyncTransport, attach_transport
 from kai_py.cluster.kube import Kube, KubeError, load_api_client
 from kai_py.cluster.podgrouping import OwnerResolver, PodGrouperService
 from kai_py.controllers import leadership, settings, watches
@@ -30,6 +31,7 @@ from kai_py.controllers import leadership, settings, watches
 _MEMO_KEY: Final = "kai_py_pod_grouper"
 _RETRY_KEY: Final = "kai_py_pod_grouper_retry"
 _WORK_KEY: Final = "kai_py_pod_grouper_work"
+_TRANSPORT_KEY: Final = "kai_py_pod_grouper_transport"
 #: Pods grouped at once (each waits on a PodGroup create and a pod patch).
 GROUPER_WORKERS: Final = 16
 log = logging.getLogger(__name__)
@@ -55,6 +57,7 @@ def configure(retry_period: float = 15.0, owner_ttl: float = 10.0) -> None:
 
 async def start(memo: Any, **_: Any) -> None:
     kube = Kube(load_api_client())
+    memo[_TRANSPORT_KEY] = attach_transport(kube)
     service = PodGrouperService(
         kube,
         scheduler_name=lambda: settings.current().scheduler_name,
@@ -74,6 +77,9 @@ async def stop(memo: Any, **_: Any) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    transport = memo.get(_TRANSPORT_KEY)
+    if isinstance(transport, AsyncTransport):
+        await transport.close()
 
 
 async def _retry_forever(service: PodGrouperService, period: float) -> None:

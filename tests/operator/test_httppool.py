@@ -1,0 +1,279 @@
+"""The operator's HTTP/1.1 client (kai_py.cluster.httppool) against local servers:
+keep-alive reuse, streamed answers, timeouts, and connections the server closes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+from aiohttp import web
+
+from kai_py.cluster.httppool import HttpPool, ProtocolError
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def _serve(handler: Handler) -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+def test_requests_reuse_one_connection_and_carry_method_body_and_headers() -> None:
+    seen: list[tuple[str, str, bytes, str | None]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(
+            (request.method, request.path_qs, await request.read(), request.headers.get("X-Who"))
+        )
+        return web.Response(status=201, reason="Made", body=b'{"ok":true}')
+
+    async def main() -> None:
+        runner, url = await _serve(handler)
+        pool = HttpPool(url, size=4)
+        try:
+            for i in range(5):
+                answer = await pool.request(
+                    "PATCH", f"/a/{i}?x=1", {"X-Who": "me"}, b'{"n":%d}' % i
+                )
+                assert (answer.status, answer.reason, answer.body) == (201, "Made", b'{"ok":true}')
+            assert pool.opened == 1  # one keep-alive connection for requests one after another
+            assert seen[0] == ("PATCH", "/a/0?x=1", b'{"n":0}', "me")
+            assert [s[1] for s in seen] == [f"/a/{i}?x=1" for i in range(5)]
+        finally:
+            await pool.close()
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_at_most_size_requests_at_once() -> None:
+    running = 0
+    most = 0
+
+    async def handler(request: web.Request) -> web.Response:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+        return web.Response(body=b"{}")
+
+    async def main() -> None:
+        runner, url = await _serve(handler)
+        pool = HttpPool(url, size=3)
+        try:
+            answers = await asyncio.gather(*(pool.request("GET", "/", {}) for _ in range(12)))
+            assert all(a.status == 200 for a in answers)
+            assert most == 3 and pool.opened == 3
+        finally:
+            await pool.close()
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_a_request_without_answer_times_out_and_its_connection_is_not_reused() -> None:
+    async def handler(request: web.Request) -> web.Response:
+        if request.path == "/slow":
+            await asyncio.sleep(5)
+        return web.Response(body=b"{}")
+
+    async def main() -> None:
+        runner, url = await _serve(handler)
+        pool = HttpPool(url, size=2)
+        try:
+            with pytest.raises(TimeoutError):
+                await pool.request("GET", "/slow", {}, timeout=0.2)
+            # The late answer must not be taken for the next request's.
+            assert (await pool.request("GET", "/fast", {})).status == 200
+            assert pool.opened == 2
+        finally:
+            await pool.close()
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+async def _raw_server(
+    on_connection: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
+) -> tuple[asyncio.Server, str]:
+    server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}"
+
+
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            await reader.readexactly(int(line.split(b":")[1]))
+    return head
+
+
+def _drops_second_request() -> tuple[
+    Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]], list[bytes]
+]:
+    """A server whose first connection answers one request, then closes when the next
+    comes (as one whose idle timeout ran out just as the client reused the connection);
+    later connections answer everything."""
+    heads: list[bytes] = []
+    connections = 0
+
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        first = connections == 1
+        try:
+            while True:
+                heads.append(await _read_request(reader))
+                if first and len(heads) == 2:
+                    break
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            pass
+        writer.close()
+
+    return on_connection, heads
+
+
+@pytest.mark.parametrize(("method", "repeated"), [("PATCH", True), ("GET", True), ("POST", False)])
+def test_a_reused_connection_the_server_closed_is_repeated_only_when_harmless(
+    method: str, repeated: bool
+) -> None:
+    on_connection, heads = _drops_second_request()
+
+    async def main() -> None:
+        server, url = await _raw_server(on_connection)
+        pool = HttpPool(url, size=1)
+        try:
+            assert (await pool.request(method, "/first", {}, b"{}")).status == 200
+            if repeated:
+                assert (await pool.request(method, "/second", {}, b"{}")).status == 200
+                assert len(heads) == 3 and pool.opened == 2
+            else:
+                with pytest.raises(ProtocolError):
+                    await pool.request(method, "/second", {}, b"{}")
+                assert len(heads) == 2  # a create is never sent twice by the pool
+        finally:
+            await pool.close()
+            server.close()
+
+    asyncio.run(main())
+
+
+def test_a_stream_yields_lines_split_anywhere_and_ends_with_the_answer() -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for piece in (b'{"a":1}\n{"b"', b":2}\n", b"\n", b'{"c":3}'):
+            await response.write(piece)
+            await asyncio.sleep(0.01)
+        await response.write_eof()
+        return response
+
+    async def main() -> None:
+        runner, url = await _serve(handler)
+        pool = HttpPool(url)
+        try:
+            async with pool.stream("/watch", {}) as (status, _reason, batches):
+                assert status == 200
+                lines = [line async for batch in batches for line in batch]
+            assert lines == [b'{"a":1}', b'{"b":2}', b'{"c":3}']
+        finally:
+            await pool.close()
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_a_silent_stream_times_out() -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(b'{"a":1}\n')
+        await asyncio.sleep(5)
+        return response
+
+    async def main() -> None:
+        runner, url = await _serve(handler)
+        pool = HttpPool(url)
+        try:
+            got: list[bytes] = []
+            with pytest.raises(TimeoutError):
+                async with pool.stream("/watch", {}, idle_timeout=0.3) as (_s, _r, batches):
+                    async for batch in batches:
+                        got.extend(batch)
+            assert got == [b'{"a":1}']
+        finally:
+            await pool.close()
+            await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_a_stream_cut_short_raises_after_the_lines_that_came() -> None:
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n{\"a\":1}\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.close()  # no last chunk: the stream broke
+
+    async def main() -> None:
+        server, url = await _raw_server(on_connection)
+        pool = HttpPool(url)
+        got: list[bytes] = []
+        try:
+            with pytest.raises(ProtocolError):
+                async with pool.stream("/watch", {}) as (_s, _r, batches):
+                    async for batch in batches:
+                        got.extend(batch)
+            assert got == [b'{"a":1}']
+        finally:
+            await pool.close()
+            server.close()
+
+    asyncio.run(main())
+
+
+def test_no_server_and_garbage_answers_are_connection_errors() -> None:
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _read_request(reader)
+        writer.write(b"SPDY/9 what\r\n\r\n")
+        await writer.drain()
+
+    async def main() -> None:
+        server, url = await _raw_server(garbage)
+        pool = HttpPool(url)
+        try:
+            with pytest.raises(ProtocolError):
+                await pool.request("GET", "/", {})
+        finally:
+            await pool.close()
+            server.close()
+        closed = HttpPool(url)  # the server is gone now
+        with pytest.raises(OSError):
+            await closed.request("GET", "/", {}, timeout=2.0)
+
+    asyncio.run(main())
+
+
+def test_bad_urls_and_header_values_are_refused_with_their_value() -> None:
+    with pytest.raises(ValueError, match="ftp://x"):
+        HttpPool("ftp://x")
+
+    async def main() -> None:
+        pool = HttpPool("http://127.0.0.1:9")
+        with pytest.raises(ValueError, match="Authorization"):
+            await pool.request("GET", "/", {"Authorization": "Bearer a\r\nX: y"})
+
+    asyncio.run(main())
