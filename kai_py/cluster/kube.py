@@ -43,9 +43,9 @@ class KubeError(Exception):
         self.message = message
 
 
-#: Connections kept open per ``ApiClient``: at least as many as threads that send
-#: requests at once (the binder's 32 bind workers, the write lanes' 8 + 8, Kopf's
-#: handler threads). urllib3's default (5 per core) is smaller: the requests over it
+#: Connections kept open per ``ApiClient`` and per ``AsyncTransport``: as many as
+#: requests sent at once (the binder's 64 bind workers, the grouper's 48, the write
+#: lanes' 32 + 8, Kopf's handler threads; more wait for a free connection). urllib3's default (5 per core) is smaller: the requests over it
 #: each opened a connection of their own and logged "connection pool is full".
 CONNECTION_POOL_SIZE = 64
 

@@ -78,8 +78,8 @@ def _binder(memo: Any) -> Binder:
 
 #: Bind attempts run in a pool of their own and a Fraction bind may wait there up to
 #: ``reservation_timeout`` for its card: enough workers that waiting binds do not hold
-#: up the others.
-BIND_WORKERS: Final = 32
+#: up the others (they only wait: the event loop sends their requests).
+BIND_WORKERS: Final = 64
 
 
 async def start(memo: Any, **_: Any) -> None:

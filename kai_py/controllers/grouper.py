@@ -32,8 +32,10 @@ _MEMO_KEY: Final = "kai_py_pod_grouper"
 _RETRY_KEY: Final = "kai_py_pod_grouper_retry"
 _WORK_KEY: Final = "kai_py_pod_grouper_work"
 _TRANSPORT_KEY: Final = "kai_py_pod_grouper_transport"
-#: Pods grouped at once (each waits on a PodGroup create and a pod patch).
-GROUPER_WORKERS: Final = 16
+#: Pods grouped at once (each waits on a PodGroup create and a pod patch). The threads
+#: only wait: the event loop sends their requests (``Kube.attach``), so more of them
+#: cost little CPU; 16 paced a 4,000-pod burst at about 125 pods/s, 48 at about 220.
+GROUPER_WORKERS: Final = 48
 log = logging.getLogger(__name__)
 
 

@@ -315,10 +315,15 @@ class Store:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        shared: bool = False,
     ) -> tuple[builtins.list[JSON], str]:
         """All matching objects (sorted by namespace, name) and the list's resourceVersion."""
         page = await self.list_page(
-            resource, namespace, label_selector=label_selector, field_selector=field_selector
+            resource,
+            namespace,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            shared=shared,
         )
         return page.items, page.resource_version
 

@@ -11,6 +11,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kai_py.api import jsoncodec
+
 T = TypeVar("T")
 KUBECTL = shutil.which("kubectl")
 
@@ -194,3 +196,27 @@ def self_signed_cert(folder: Path) -> tuple[Path, Path]:
         capture_output=True,
     )
     return cert, key
+
+
+class StoredVersionsUntouched:
+    """Records every version the store emits (its JSON then); ``check`` fails if one was
+    changed in place since. The in-process clients get stored objects shared, read-only:
+    a controller or kubelet that changed one would change the store behind its back."""
+
+    def __init__(self, store: Any) -> None:
+        self.seen: list[tuple[dict[str, Any], bytes]] = []
+        emit = store._emit
+
+        def recording(rt: Any, event_type: str, obj: dict[str, Any], old: Any) -> None:
+            self.seen.append((obj, jsoncodec.dumps(obj)))
+            emit(rt, event_type, obj, old)
+
+        store._emit = recording
+
+    def check(self) -> None:
+        changed = [
+            f"{obj.get('kind')} {(obj.get('metadata') or {}).get('name')}"
+            for obj, raw in self.seen
+            if jsoncodec.dumps(obj) != raw
+        ]
+        assert not changed, f"stored objects changed in place: {changed}"

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from apiserver_helpers import StoredVersionsUntouched
+
 from kai_py.api import keys
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.controllers.deployment import HASH_LABEL
@@ -32,7 +34,9 @@ def run(test: Callable[[DevCluster, ManualClock], Awaitable[None]], **options: A
         options.setdefault("events", False)
         options.setdefault("job_failure_backoff", 0.0)
         async with DevCluster(SPEC, clock=clock, **options) as cluster:
+            untouched = StoredVersionsUntouched(cluster.store)
             await test(cluster, clock)
+        untouched.check()
 
     asyncio.run(asyncio.wait_for(main(), 30))
 

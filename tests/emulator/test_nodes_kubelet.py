@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from apiserver_helpers import StoredVersionsUntouched
 
 from kai_py.api import keys
 from kai_py.emulator.cluster_spec import parse_cluster
@@ -39,7 +40,9 @@ def run(test: Callable[[DevCluster, ManualClock], Awaitable[None]], **options: A
         clock = ManualClock()
         options.setdefault("events", False)
         async with DevCluster(SMALL, clock=clock, **options) as cluster:
+            untouched = StoredVersionsUntouched(cluster.store)
             await test(cluster, clock)
+        untouched.check()
 
     asyncio.run(asyncio.wait_for(main(), 20))
 
