@@ -191,7 +191,7 @@ class HttpPool:
         self.ssl = ssl_context if parts.scheme == "https" else None
         if parts.scheme == "https" and self.ssl is None:
             self.ssl = ssl.create_default_context()
-        self.authority = parts.netloc.rsplit("@", 1)[-1].encode("ascii")
+        self.authority = parts.netloc.rsplit("@", 1)[-1]
         self.prefix = parts.path.rstrip("/")  # a server behind a path (rare, allowed)
         self.size = size
         self._slots = asyncio.Semaphore(size)
@@ -203,7 +203,7 @@ class HttpPool:
     def _head(
         self, method: str, target: str, headers: dict[str, str], body: bytes | None
     ) -> bytes:
-        lines = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.authority.decode()}"]
+        lines = [f"{method} {self.prefix}{target} HTTP/1.1", f"Host: {self.authority}"]
         for name, value in headers.items():
             if "\r" in value or "\n" in value:
                 raise ValueError(f"HTTP header {name}: a line break in its value")

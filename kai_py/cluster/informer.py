@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -34,7 +33,14 @@ from kubernetes import client as k8s
 from kai_py.api import jsoncodec
 from kai_py.cluster import metrics
 from kai_py.cluster.httppool import HttpPool
-from kai_py.cluster.kube import CONNECTION_POOL_SIZE, LIST_PAGE_SIZE, Kube, KubeError, _error
+from kai_py.cluster.kube import (
+    CONNECTION_POOL_SIZE,
+    LIST_PAGE_SIZE,
+    BearerToken,
+    Kube,
+    KubeError,
+    _error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +52,6 @@ WATCH_SECONDS: Final = 240
 #: A stream silent for this long (no event, no bookmark) is taken as stalled.
 STALLED_SECONDS: Final = 90.0
 MAX_PAUSE_SECONDS: Final = 10.0
-#: How long a bearer token is used before the configuration is asked again.
-TOKEN_SECONDS: Final = 30.0
 
 
 class _Gone(Exception):
@@ -71,8 +75,7 @@ class AsyncTransport:
         self.timeout = timeout
         self._pool: HttpPool | None = None
         self.closed = False
-        self._cached_token: str | None = None
-        self._token_at: float | None = None
+        self._token = BearerToken(configuration)
 
     def _ssl(self) -> ssl.SSLContext | None:
         c = self.configuration
@@ -94,17 +97,6 @@ class AsyncTransport:
         if self._pool is None:
             self._pool = HttpPool(self.base, ssl_context=self._ssl(), size=self.pool_size)
         return self._pool
-
-    def _token(self) -> str | None:
-        """The bearer token, asked of the configuration at most every TOKEN_SECONDS (its
-        refresh hook re-reads the kubeconfig: too dear for every request)."""
-        now = time.monotonic()
-        if self._token_at is None or now - self._token_at > TOKEN_SECONDS:
-            auth: dict[str, Any] = dict(self.configuration.auth_settings())
-            value = (auth.get("BearerToken") or {}).get("value")
-            self._cached_token = str(value) if value else None
-            self._token_at = now
-        return self._cached_token
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "kai-py"}

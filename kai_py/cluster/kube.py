@@ -45,8 +45,9 @@ class KubeError(Exception):
 
 #: Connections kept open per ``ApiClient`` and per ``AsyncTransport``: as many as
 #: requests sent at once (the binder's 64 bind workers, the grouper's 48, the write
-#: lanes' 32 + 8, Kopf's handler threads; more wait for a free connection). urllib3's default (5 per core) is smaller: the requests over it
-#: each opened a connection of their own and logged "connection pool is full".
+#: lanes' 32 + 8, Kopf's handler threads; more wait for a free connection). urllib3's
+#: default (5 per core) is smaller: the requests over it each opened a connection of
+#: their own and logged "connection pool is full".
 CONNECTION_POOL_SIZE = 64
 
 
@@ -131,8 +132,7 @@ class Kube:
         self._sender: AsyncSender | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._host = str(api_client.configuration.host).rstrip("/")
-        self._cached_token: str | None = None
-        self._token_at: float | None = None
+        self._token = BearerToken(api_client.configuration)
 
     def attach(self, sender: AsyncSender) -> None:
         """Send every request through ``sender`` on the running event loop."""
@@ -241,17 +241,6 @@ class Kube:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise KubeError(0, "TimeoutError", f"{method} {path}: no answer") from None
-
-    def _token(self) -> str | None:
-        """The bearer token, asked of the configuration at most every TOKEN_SECONDS (its
-        refresh hook re-reads the kubeconfig: too dear for every request)."""
-        now = time.monotonic()
-        if self._token_at is None or now - self._token_at > TOKEN_SECONDS:
-            auth: dict[str, Any] = dict(self.api_client.configuration.auth_settings())
-            value = (auth.get("BearerToken") or {}).get("value")
-            self._cached_token = str(value) if value else None
-            self._token_at = now
-        return self._cached_token
 
     def get(self, path: str) -> Json:
         return self.request("GET", path)
@@ -388,6 +377,26 @@ async def list_paged(
 
 #: How long a bearer token is used before the configuration is asked again.
 TOKEN_SECONDS = 30.0
+
+
+class BearerToken:
+    """The configuration's bearer token, asked for at most every TOKEN_SECONDS (its
+    refresh hook re-reads the kubeconfig: too dear for every request). Calling it
+    gives the token, or None without one."""
+
+    def __init__(self, configuration: k8s.Configuration) -> None:
+        self.configuration = configuration
+        self._value: str | None = None
+        self._at: float | None = None
+
+    def __call__(self) -> str | None:
+        now = time.monotonic()
+        if self._at is None or now - self._at > TOKEN_SECONDS:
+            auth: dict[str, Any] = dict(self.configuration.auth_settings())
+            value = (auth.get("BearerToken") or {}).get("value")
+            self._value = str(value) if value else None
+            self._at = now
+        return self._value
 
 
 def _plain_json(value: object) -> object:
