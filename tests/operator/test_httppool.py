@@ -4,7 +4,8 @@ keep-alive reuse, streamed answers, timeouts, and connections the server closes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 from aiohttp import web
@@ -14,7 +15,9 @@ from kai_py.cluster.httppool import HttpPool, ProtocolError
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-async def _serve(handler: Handler) -> tuple[web.AppRunner, str]:
+@asynccontextmanager
+async def _pool_on(handler: Handler, size: int = 64) -> AsyncIterator[HttpPool]:
+    """A pool of ``size`` to a local aiohttp server answering with ``handler``."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
     runner = web.AppRunner(app, access_log=None)
@@ -22,7 +25,12 @@ async def _serve(handler: Handler) -> tuple[web.AppRunner, str]:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
+    pool = HttpPool(f"http://127.0.0.1:{port}", size=size)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+        await runner.cleanup()
 
 
 def test_requests_reuse_one_connection_and_carry_method_body_and_headers() -> None:
@@ -35,9 +43,7 @@ def test_requests_reuse_one_connection_and_carry_method_body_and_headers() -> No
         return web.Response(status=201, reason="Made", body=b'{"ok":true}')
 
     async def main() -> None:
-        runner, url = await _serve(handler)
-        pool = HttpPool(url, size=4)
-        try:
+        async with _pool_on(handler, size=4) as pool:
             for i in range(5):
                 answer = await pool.request(
                     "PATCH", f"/a/{i}?x=1", {"X-Who": "me"}, b'{"n":%d}' % i
@@ -46,9 +52,6 @@ def test_requests_reuse_one_connection_and_carry_method_body_and_headers() -> No
             assert pool.opened == 1  # one keep-alive connection for requests one after another
             assert seen[0] == ("PATCH", "/a/0?x=1", b'{"n":0}', "me")
             assert [s[1] for s in seen] == [f"/a/{i}?x=1" for i in range(5)]
-        finally:
-            await pool.close()
-            await runner.cleanup()
 
     asyncio.run(main())
 
@@ -66,15 +69,10 @@ def test_at_most_size_requests_at_once() -> None:
         return web.Response(body=b"{}")
 
     async def main() -> None:
-        runner, url = await _serve(handler)
-        pool = HttpPool(url, size=3)
-        try:
+        async with _pool_on(handler, size=3) as pool:
             answers = await asyncio.gather(*(pool.request("GET", "/", {}) for _ in range(12)))
             assert all(a.status == 200 for a in answers)
             assert most == 3 and pool.opened == 3
-        finally:
-            await pool.close()
-            await runner.cleanup()
 
     asyncio.run(main())
 
@@ -86,27 +84,30 @@ def test_a_request_without_answer_times_out_and_its_connection_is_not_reused() -
         return web.Response(body=b"{}")
 
     async def main() -> None:
-        runner, url = await _serve(handler)
-        pool = HttpPool(url, size=2)
-        try:
+        async with _pool_on(handler, size=2) as pool:
             with pytest.raises(TimeoutError):
                 await pool.request("GET", "/slow", {}, timeout=0.2)
             # The late answer must not be taken for the next request's.
             assert (await pool.request("GET", "/fast", {})).status == 200
             assert pool.opened == 2
-        finally:
-            await pool.close()
-            await runner.cleanup()
 
     asyncio.run(main())
 
 
-async def _raw_server(
+@asynccontextmanager
+async def _pool_on_raw(
     on_connection: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]],
-) -> tuple[asyncio.Server, str]:
+    size: int = 64,
+) -> AsyncIterator[HttpPool]:
+    """A pool of ``size`` to a local server that speaks bytes as ``on_connection`` does."""
     server = await asyncio.start_server(on_connection, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    return server, f"http://127.0.0.1:{port}"
+    pool = HttpPool(f"http://127.0.0.1:{port}", size=size)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+        server.close()
 
 
 async def _read_request(reader: asyncio.StreamReader) -> bytes:
@@ -151,9 +152,7 @@ def test_a_reused_connection_the_server_closed_is_repeated_only_when_harmless(
     on_connection, heads = _drops_second_request()
 
     async def main() -> None:
-        server, url = await _raw_server(on_connection)
-        pool = HttpPool(url, size=1)
-        try:
+        async with _pool_on_raw(on_connection, size=1) as pool:
             assert (await pool.request(method, "/first", {}, b"{}")).status == 200
             if repeated:
                 assert (await pool.request(method, "/second", {}, b"{}")).status == 200
@@ -162,9 +161,6 @@ def test_a_reused_connection_the_server_closed_is_repeated_only_when_harmless(
                 with pytest.raises(ProtocolError):
                     await pool.request(method, "/second", {}, b"{}")
                 assert len(heads) == 2  # a create is never sent twice by the pool
-        finally:
-            await pool.close()
-            server.close()
 
     asyncio.run(main())
 
@@ -181,18 +177,23 @@ def test_a_stream_yields_lines_split_anywhere_and_ends_with_the_answer() -> None
         return response
 
     async def main() -> None:
-        runner, url = await _serve(handler)
-        pool = HttpPool(url)
-        try:
+        async with _pool_on(handler) as pool:
             async with pool.stream("/watch", {}) as (status, _reason, batches):
                 assert status == 200
                 lines = [line async for batch in batches for line in batch]
             assert lines == [b'{"a":1}', b'{"b":2}', b'{"c":3}']
-        finally:
-            await pool.close()
-            await runner.cleanup()
 
     asyncio.run(main())
+
+
+async def _lines_until(error: type[Exception], pool: HttpPool, **stream: float) -> list[bytes]:
+    """The lines a watch stream gave before it raised ``error`` (which it must)."""
+    got: list[bytes] = []
+    with pytest.raises(error):
+        async with pool.stream("/watch", {}, **stream) as (_s, _r, batches):
+            async for batch in batches:
+                got.extend(batch)
+    return got
 
 
 def test_a_silent_stream_times_out() -> None:
@@ -204,18 +205,8 @@ def test_a_silent_stream_times_out() -> None:
         return response
 
     async def main() -> None:
-        runner, url = await _serve(handler)
-        pool = HttpPool(url)
-        try:
-            got: list[bytes] = []
-            with pytest.raises(TimeoutError):
-                async with pool.stream("/watch", {}, idle_timeout=0.3) as (_s, _r, batches):
-                    async for batch in batches:
-                        got.extend(batch)
-            assert got == [b'{"a":1}']
-        finally:
-            await pool.close()
-            await runner.cleanup()
+        async with _pool_on(handler) as pool:
+            assert await _lines_until(TimeoutError, pool, idle_timeout=0.3) == [b'{"a":1}']
 
     asyncio.run(main())
 
@@ -229,18 +220,8 @@ def test_a_stream_cut_short_raises_after_the_lines_that_came() -> None:
         writer.close()  # no last chunk: the stream broke
 
     async def main() -> None:
-        server, url = await _raw_server(on_connection)
-        pool = HttpPool(url)
-        got: list[bytes] = []
-        try:
-            with pytest.raises(ProtocolError):
-                async with pool.stream("/watch", {}) as (_s, _r, batches):
-                    async for batch in batches:
-                        got.extend(batch)
-            assert got == [b'{"a":1}']
-        finally:
-            await pool.close()
-            server.close()
+        async with _pool_on_raw(on_connection) as pool:
+            assert await _lines_until(ProtocolError, pool) == [b'{"a":1}']
 
     asyncio.run(main())
 
@@ -252,14 +233,10 @@ def test_no_server_and_garbage_answers_are_connection_errors() -> None:
         await writer.drain()
 
     async def main() -> None:
-        server, url = await _raw_server(garbage)
-        pool = HttpPool(url)
-        try:
+        async with _pool_on_raw(garbage) as pool:
             with pytest.raises(ProtocolError):
                 await pool.request("GET", "/", {})
-        finally:
-            await pool.close()
-            server.close()
+            url = f"http://{pool.host}:{pool.port}"
         closed = HttpPool(url)  # the server is gone now
         with pytest.raises(OSError):
             await closed.request("GET", "/", {}, timeout=2.0)
