@@ -257,6 +257,8 @@ def test_a_missing_node_fails_after_the_retries_and_rolls_back(
     assert br is not None
     assert br["status"]["failedAttempts"] == 2
     assert br["status"]["reason"] == 'node "no-such-node" not found'
+    # Events go out from a background thread and may land after the Failed status.
+    wait_for(lambda: len(events(cluster, "lost", "BindingError")) >= 2, what="two BindingErrors")
     errors = events(cluster, "lost", "BindingError")
     assert len(errors) == 2
     assert all(e["type"] == "Warning" and "no-such-node" in e["message"] for e in errors)
@@ -275,5 +277,5 @@ def test_shared_pods_go_when_their_reservation_pod_is_deleted(
     wait_for(lambda: running(cluster, "orphan"), what="orphan Running")
     cluster.call(cluster.store.delete("pods", RNS, rsv.reservation_pod_name("gpu-1", "g7")))
     wait_for(lambda: get(cluster, "pods", NS, "orphan") is None, what="the shared pod deleted")
-    gone = events(cluster, "orphan", "BindingError")
-    assert gone and "gone" in gone[0]["message"]
+    gone = wait_for(lambda: events(cluster, "orphan", "BindingError"), what="its BindingError")
+    assert "gone" in gone[0]["message"]
