@@ -19,6 +19,8 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, TypeVar
 
+from kai_py.api import collector
+
 ENV: Final = "KAI_PY_EVENT_LOOP"
 CHOICES: Final = ("auto", "uvloop", "asyncio")
 
@@ -52,6 +54,8 @@ def name(factory: LoopFactory | None) -> str:
 
 def run(main: Coroutine[Any, Any, T], factory: LoopFactory | None) -> T:
     """``asyncio.run(main)`` on the loop ``factory`` makes (``loop_factory()``'s answer,
-    asked before anything starts so that a bad setting stops nothing half-way)."""
+    asked before anything starts so that a bad setting stops nothing half-way), with
+    the collector paced for a long-running process (``collector.tune``)."""
+    collector.tune()
     with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main)

@@ -1,4 +1,4 @@
-"""No garbage-collector pass while a scheduling cycle computes.
+"""No garbage-collector pass while a scheduling cycle runs, the wait for its writes included.
 
 A cycle makes tens of thousands of objects (parsed Tasks, the session's state)
 that live exactly as long as the cycle. With the collector on, they outlive a
@@ -7,7 +7,11 @@ trigger a full collection, which walks every object the cache holds: at 2,000
 nodes and 70,000 pods a pause of 0.5-1.9 s in nearly every cycle
 (`bench/scale.py`). Paused, those objects are freed by reference counting when
 the cycle drops them, before any collection sees them; what the cache keeps is
-walked only by the rare full collections its own growth causes.
+walked only by the rare full collections its own growth causes. The pause lasts
+until the cycle has returned, as its objects live on while it waits for its
+binds' writes (seconds in a burst), and a collector on again then walked them all.
+The rest of the process runs without the collector meanwhile: its acyclic garbage
+is freed by reference counting as ever, and the rest waits for the cycle's end.
 
 The cache's own load is the other case: a warm-up LIST of 140,000 pods makes
 millions of objects that all live on, and each full collection on the way walks

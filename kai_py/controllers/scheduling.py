@@ -334,6 +334,14 @@ async def resync(s: LoopState) -> None:
 
 
 async def run_one_cycle(s: LoopState) -> Outcome:
+    # The collector stays off until the cycle's objects are gone, the wait for its writes
+    # included: on again while they lived, it walked them all (young, then middle
+    # generation) after each cycle, 15 % of the operator's CPU in a 4,000-pod burst.
+    with paused_gc():
+        return await _one_cycle(s)
+
+
+async def _one_cycle(s: LoopState) -> Outcome:
     assert s.kube is not None
     writer = Writer(s.kube, concurrency=URGENT_WRITES, background=s.background)
     s.write_seconds = 0.0
@@ -341,29 +349,26 @@ async def run_one_cycle(s: LoopState) -> Outcome:
     now = time.time()
     if not s.idle.due(s.cache.generation, now):
         return Outcome()  # nothing changed since a cycle that decided nothing
-    with paused_gc():
-        view = s.cache.view(now)
-        cleanup = bindrequest_writes(view, s.cache)
+    view = s.cache.view(now)
+    cleanup = bindrequest_writes(view, s.cache)
     if cleanup:
         waited = time.monotonic()
         await writer.apply(cleanup)
         s.write_seconds += time.monotonic() - waited
-    with paused_gc():  # the cycle's objects die with it: no collector pass over the cache
-        if cleanup:
-            view = s.cache.view(now)
-        config = replace(s.settings.scheduler, placement=s.settings.placement)
-        opened = time.perf_counter()
-        try:
-            built = await asyncio.to_thread(view.build, now, config)
-        except InputError as exc:
-            # The cluster's objects as a whole cannot be scheduled (e.g. a queue cycle).
-            raise RuntimeError(f"cannot build a snapshot: {exc}") from None
-        metrics.record_open_session(time.perf_counter() - opened)
-        actions = metrics.timed_actions(configured_actions(config))
-        decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions)
-        closing = time.perf_counter()
-        writes = plan(view, built, decisions, now, s.recorder, s.cache)
-        metrics.record_close_session(time.perf_counter() - closing)
+        view = s.cache.view(now)
+    config = replace(s.settings.scheduler, placement=s.settings.placement)
+    opened = time.perf_counter()
+    try:
+        built = await asyncio.to_thread(view.build, now, config)
+    except InputError as exc:
+        # The cluster's objects as a whole cannot be scheduled (e.g. a queue cycle).
+        raise RuntimeError(f"cannot build a snapshot: {exc}") from None
+    metrics.record_open_session(time.perf_counter() - opened)
+    actions = metrics.timed_actions(configured_actions(config))
+    decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions)
+    closing = time.perf_counter()
+    writes = plan(view, built, decisions, now, s.recorder, s.cache)
+    metrics.record_close_session(time.perf_counter() - closing)
     metrics.record_decisions(decisions, built.snapshot, s.cache.objects[QUEUES].values())
     waited = time.monotonic()
     outcome = await writer.apply(writes)

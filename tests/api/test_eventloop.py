@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kai_py.api import eventloop
+from kai_py.api import collector, eventloop
 
 uvloop = pytest.importorskip("uvloop")  # a dependency wherever uvloop builds (not Windows)
 
@@ -71,3 +72,15 @@ def test_the_commands_refuse_a_bad_choice_before_starting(command: list[str], me
     )
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
+
+
+def test_a_long_running_loop_paces_the_collector_for_its_young_objects() -> None:
+    """The young generation's threshold is raised; the older ones' are left as they were."""
+    before = gc.get_threshold()
+    gc.set_threshold(700, 7, 9)
+    try:
+        eventloop.run(asyncio.sleep(0), eventloop.loop_factory())
+        assert gc.get_threshold() == (collector.YOUNG_THRESHOLD, 7, 9)
+        assert collector.YOUNG_THRESHOLD > 700
+    finally:
+        gc.set_threshold(*before)
