@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from kai_py.cluster.kube import Kube, KubeError, path_of
+from kai_py.cluster.kube import Kube, KubeError, path_of, send
 
 Json = dict[str, Any]
 
@@ -67,6 +67,17 @@ def post_event(
     body = event_manifest(ref, type_, reason, message, component, datetime.now(UTC))
     try:
         kube.create(path_of("", "v1", "events", body["metadata"]["namespace"]), body)
+    except KubeError as exc:
+        log.warning("could not post event %s on %s: %s", reason, ref.get("name"), exc)
+
+
+async def apost_event(
+    kube: Kube, ref: Mapping[str, Any], type_: str, reason: str, message: str, component: str
+) -> None:
+    """``post_event`` from the event loop."""
+    body = event_manifest(ref, type_, reason, message, component, datetime.now(UTC))
+    try:
+        await send(kube, "POST", path_of("", "v1", "events", body["metadata"]["namespace"]), body)
     except KubeError as exc:
         log.warning("could not post event %s on %s: %s", reason, ref.get("name"), exc)
 

@@ -6,7 +6,7 @@ and name when the input has no uids) and handed to the pure pod-grouper.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +38,16 @@ def controller_reference(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((r for r in refs if r.get("controller")), refs[0] if refs else None)
 
 
-def walk_owner_chain(pod: Mapping[str, Any], fetch: OwnerFetch) -> list[Mapping[str, Any]]:
-    """The pod's owners, nearest first, as far up as ``fetch(namespace, ref)`` finds them."""
+#: The walk up a pod's owners: yields (namespace, ownerReference) for each owner it
+#: needs, is sent what was found (None: not there), returns the chain nearest first.
+OwnerWalk = Generator[
+    tuple[str, Mapping[str, Any]], Mapping[str, Any] | None, list[Mapping[str, Any]]
+]
+
+
+def owner_walk(pod: Mapping[str, Any]) -> OwnerWalk:
+    """The pod's owners as a walk that asks for each one (the same walk for callers that
+    fetch synchronously, ``walk_owner_chain``, and for those that await)."""
     chain: list[Mapping[str, Any]] = []
     ns = str(meta(pod).get("namespace") or "default")
     current = pod
@@ -48,13 +56,25 @@ def walk_owner_chain(pod: Mapping[str, Any], fetch: OwnerFetch) -> list[Mapping[
         ref = controller_reference(current)
         if ref is None:
             return chain
-        found = fetch(ns, ref)
+        found = yield ns, ref
         if found is None or id(found) in seen:
             return chain
         seen.add(id(found))
         chain.append(found)
         current = found
     return chain
+
+
+def walk_owner_chain(pod: Mapping[str, Any], fetch: OwnerFetch) -> list[Mapping[str, Any]]:
+    """The pod's owners, nearest first, as far up as ``fetch(namespace, ref)`` finds them."""
+    walk = owner_walk(pod)
+    try:
+        wanted = next(walk)
+        while True:
+            wanted = walk.send(fetch(*wanted))
+    except StopIteration as done:
+        chain: list[Mapping[str, Any]] = done.value
+        return chain
 
 
 def owner_chain(pod: Mapping[str, Any], owners: Owners) -> list[Mapping[str, Any]]:

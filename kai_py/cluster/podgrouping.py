@@ -14,12 +14,16 @@ few seconds) and then
 Nothing else is written to pods: no finalizers, no bookkeeping annotations.
 A pod whose annotation is what the grouper wrote and whose group is known to
 exist is skipped without any API call.
+
+The service runs on the event loop: its requests go straight to the operator's
+async HTTP stack (``kube.send``), with no thread to hand them over from. Its memory
+(groups known, pods done, warnings posted, pods to try again) is the loop's alone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -28,9 +32,9 @@ from typing import Any, Final
 
 from kai_py.api import keys
 from kai_py.cluster.convert import meta
-from kai_py.cluster.eventpost import post_event
-from kai_py.cluster.grouping import walk_owner_chain
-from kai_py.cluster.kube import Kube, KubeError, list_all, path_of
+from kai_py.cluster.eventpost import apost_event
+from kai_py.cluster.grouping import owner_walk
+from kai_py.cluster.kube import MERGE_PATCH, Kube, KubeError, list_all, path_of, send
 from kai_py.scheduler.podgrouper import Grouped, GrouperWarning, GroupingFailed, group_pod
 
 Json = dict[str, Any]
@@ -80,17 +84,15 @@ class OwnerResolver:
         self.clock = clock
         self._plurals: dict[str, dict[str, tuple[str, bool]]] = {}
         self._objects = _Lru(4096)
-        self._lock = threading.Lock()
 
-    def resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
+    async def resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
         """(plural, namespaced) of ``kind`` in ``api_version``, from discovery."""
-        with self._lock:
-            known = self._plurals.get(api_version)
+        known = self._plurals.get(api_version)
         if known is None:
             group, version = split_api_version(api_version)
             path = f"/apis/{group}/{version}" if group else f"/api/{version}"
             try:
-                listing = self.kube.get(path)
+                listing = await send(self.kube, "GET", path)
             except KubeError as exc:
                 log.debug("discovery of %s failed: %s", api_version, exc)
                 return None
@@ -99,38 +101,37 @@ class OwnerResolver:
                 for r in listing.get("resources") or []
                 if "/" not in str(r.get("name"))
             }
-            with self._lock:
-                self._plurals[api_version] = known
+            self._plurals[api_version] = known
         return known.get(kind)
 
-    def fetch(self, namespace: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    async def fetch(self, namespace: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
         api_version, kind, name = (str(ref.get(k) or "") for k in ("apiVersion", "kind", "name"))
         uid = str(ref.get("uid") or "")
         key = (namespace, api_version, kind, name)
         now = self.clock()
-        with self._lock:
-            cached = self._objects.get(key)
+        cached = self._objects.get(key)
         if cached is not None and now - cached[0] < self.ttl:
             obj: Mapping[str, Any] | None = cached[1]
         else:
-            obj = self._get(namespace, api_version, kind, name)
-            with self._lock:
-                self._objects.put(key, (now, obj))
+            obj = await self._get(namespace, api_version, kind, name)
+            self._objects.put(key, (now, obj))
         if obj is None:
             return None
         if uid and meta(obj).get("uid") and meta(obj).get("uid") != uid:
             return None  # the owner was replaced by another object of the same name
         return obj
 
-    def _get(self, namespace: str, api_version: str, kind: str, name: str) -> Json | None:
-        found = self.resource(api_version, kind)
+    async def _get(self, namespace: str, api_version: str, kind: str, name: str) -> Json | None:
+        found = await self.resource(api_version, kind)
         if found is None or not name:
             return None
         plural, namespaced = found
         group, version = split_api_version(api_version)
         try:
-            obj = self.kube.get(
-                path_of(group, version, plural, namespace if namespaced else None, name)
+            obj = await send(
+                self.kube,
+                "GET",
+                path_of(group, version, plural, namespace if namespaced else None, name),
             )
         except KubeError as exc:
             if exc.code not in (403, 404):
@@ -140,8 +141,16 @@ class OwnerResolver:
         obj.setdefault("kind", kind)
         return obj
 
-    def chain(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-        return walk_owner_chain(pod, self.fetch)
+    async def chain(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """The pod's owners, nearest first (``grouping.owner_walk``)."""
+        walk = owner_walk(pod)
+        try:
+            wanted = next(walk)
+            while True:
+                wanted = walk.send(await self.fetch(*wanted))
+        except StopIteration as done:
+            chain: list[Mapping[str, Any]] = done.value
+            return chain
 
 
 @dataclass(slots=True)
@@ -184,7 +193,6 @@ class PodGrouperService:
         self._done = _Lru(65536)  # pod uid -> the group name written on it
         self._warned = _Lru(8192)  # (object, message) already posted
         self._pending = _Lru(4096)  # pod uid -> (namespace, name): to try again later
-        self._lock = threading.Lock()
 
     @property
     def scheduler_name(self) -> str:
@@ -203,66 +211,59 @@ class PodGrouperService:
             return False
         m = meta(pod)
         uid = str(m.get("uid") or f"{m.get('namespace') or 'default'}/{m.get('name')}")
-        with self._lock:
-            done = self._done.get(uid)
+        done = self._done.get(uid)
         annotation = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
         return done is None or annotation != done[1]
 
     def group_deleted(self, namespace: str, name: str) -> None:
         """A PodGroup went: the next event of its pods creates it again."""
-        with self._lock:
-            self._groups.drop((namespace, name))
-            for uid, (group, _written) in list(self._done.data.items()):
-                if group == (namespace, name):
-                    self._done.drop(uid)
+        self._groups.drop((namespace, name))
+        for uid, (group, _written) in list(self._done.data.items()):
+            if group == (namespace, name):
+                self._done.drop(uid)
 
-    def handle(self, pod: Mapping[str, Any]) -> GroupingOutcome:
+    async def handle(self, pod: Mapping[str, Any]) -> GroupingOutcome:
         if not self.wants(pod):
             return GroupingOutcome(skipped="not ours")
         m = meta(pod)
         ns = str(m.get("namespace") or "default")
         uid = str(m.get("uid") or f"{ns}/{m.get('name')}")
         annotation = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
-        with self._lock:
-            done = self._done.get(uid)
+        done = self._done.get(uid)
         if done is not None and annotation == done[1]:
             return GroupingOutcome(group=str(annotation), skipped="already grouped")
-        with self._lock:
-            self._pending.put(uid, (ns, str(m.get("name"))))
-        outcome = self._group(pod, ns, uid, annotation)
+        self._pending.put(uid, (ns, str(m.get("name"))))
+        outcome = await self._group(pod, ns, uid, annotation)
         if outcome.skipped != "grouping failed":
-            with self._lock:
-                self._pending.drop(uid)
+            self._pending.drop(uid)
         return outcome
 
-    def retry_pending(self) -> list[GroupingOutcome]:
+    async def retry_pending(self) -> list[GroupingOutcome]:
         """Group again the pods whose grouping failed (a bad Job annotation since fixed,
         an owner not readable then, an API error): pod events alone may not come."""
-        with self._lock:
-            pending = list(self._pending.data.items())
         outcomes = []
-        for uid, (ns, name) in pending:
+        for uid, (ns, name) in list(self._pending.data.items()):
             try:
-                pod = self.kube.get(path_of("", "v1", "pods", ns, name))
+                pod = await send(self.kube, "GET", path_of("", "v1", "pods", ns, name))
             except KubeError as exc:
                 if exc.code == 404:
-                    with self._lock:
-                        self._pending.drop(uid)
-                continue
-            if str(meta(pod).get("uid") or "") != uid or not self.wants(pod):
-                with self._lock:
                     self._pending.drop(uid)
                 continue
+            if str(meta(pod).get("uid") or "") != uid or not self.wants(pod):
+                self._pending.drop(uid)
+                continue
             try:
-                outcomes.append(self.handle(pod))
+                outcomes.append(await self.handle(pod))
             except KubeError as exc:
                 log.warning("pod-grouper: %s/%s: %s", ns, name, exc)
         return outcomes
 
-    def group_all(self) -> list[GroupingOutcome]:
+    async def group_all(self) -> list[GroupingOutcome]:
         """Group every pod of a fresh LIST that needs it (a new leader's first pass)."""
-        # Only the scheduler's pods (a field the API server filters pods on).
-        listing = list_all(
+        # Only the scheduler's pods (a field the API server filters pods on). Once per
+        # term of leadership: the paged LIST runs in a thread, as the other parts' do.
+        listing = await asyncio.to_thread(
+            list_all,
             self.kube,
             path_of("", "v1", "pods"),
             query=[("fieldSelector", f"spec.schedulerName={self.scheduler_name}")],
@@ -272,7 +273,7 @@ class PodGrouperService:
             if not self.needs_work(pod):
                 continue
             try:
-                outcome = self.handle(pod)
+                outcome = await self.handle(pod)
             except KubeError as exc:
                 log.warning(
                     "pod-grouper: %s/%s: %s", meta(pod).get("namespace"), meta(pod).get("name"), exc
@@ -282,13 +283,13 @@ class PodGrouperService:
                 outcomes.append(outcome)
         return outcomes
 
-    def _group(
+    async def _group(
         self, pod: Mapping[str, Any], ns: str, uid: str, annotation: str | None
     ) -> GroupingOutcome:
         m = meta(pod)
         result = group_pod(
             pod,
-            self.owners.chain(pod),
+            await self.owners.chain(pod),
             scheduler_name=self.scheduler_name,
             default_queue=self.default_queue,
             default_priority_class=self.default_priority_class,
@@ -296,33 +297,37 @@ class PodGrouperService:
         outcome = GroupingOutcome(group=result.group_name)
         for warning in result.warnings:
             outcome.warnings.append(warning.message)
-            self._warn(warning)
+            await self._warn(warning)
         if isinstance(result, GroupingFailed):
             outcome.skipped = "grouping failed"
             return outcome
         if not isinstance(result, Grouped):
             outcome.skipped = "left alone"
             return outcome
-        outcome.created = self._ensure_group(ns, result.pod_group.to_manifest())
+        outcome.created = await self._ensure_group(ns, result.pod_group.to_manifest())
         if annotation != result.group_name:
-            self.kube.patch(
+            await send(
+                self.kube,
+                "PATCH",
                 path_of("", "v1", "pods", ns, str(m.get("name"))),
                 {"metadata": {"annotations": {keys.POD_GROUP_ANNOTATION: result.group_name}}},
+                content_type=MERGE_PATCH,
             )
             outcome.annotated = True
-        with self._lock:
-            self._done.put(uid, ((ns, result.group_name), result.group_name))
+        self._done.put(uid, ((ns, result.group_name), result.group_name))
         return outcome
 
-    def _ensure_group(self, namespace: str, manifest: Json) -> bool:
+    async def _ensure_group(self, namespace: str, manifest: Json) -> bool:
         name = str(manifest["metadata"]["name"])
-        with self._lock:
-            if self._groups.get((namespace, name)):
-                return False
+        if self._groups.get((namespace, name)):
+            return False
         created = True
         try:
-            self.kube.create(
-                path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace), manifest
+            await send(
+                self.kube,
+                "POST",
+                path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace),
+                manifest,
             )
             # The grouper's own line for the pod says "(created)": one INFO line per pod.
             log.debug("created PodGroup %s/%s", namespace, name)
@@ -331,20 +336,22 @@ class PodGrouperService:
                 raise
             # A 409 is not proof that the group exists (a Conflict rather than
             # AlreadyExists, or one deleted since): remember it only once it is read.
-            self.kube.get(path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace, name))
+            await send(
+                self.kube,
+                "GET",
+                path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace, name),
+            )
             created = False
-        with self._lock:
-            self._groups.put((namespace, name), True)
+        self._groups.put((namespace, name), True)
         return created
 
-    def _warn(self, warning: GrouperWarning) -> None:
+    async def _warn(self, warning: GrouperWarning) -> None:
         # Once per object and message: a Job with a bad annotation and 100 pods gets one.
         key = (warning.involved.uid or warning.involved.ref, warning.message)
-        with self._lock:
-            if self._warned.get(key):
-                return
-            self._warned.put(key, True)
-        post_event(
+        if self._warned.get(key):
+            return
+        self._warned.put(key, True)
+        await apost_event(
             self.kube,
             warning_ref(warning),
             GrouperWarning.EVENT_TYPE,

@@ -5,14 +5,16 @@ loggers) costs more CPU than the event is worth to kai-py, whose handlers only
 observe: pods above all (several events per pod: created, grouped, bound,
 started...), then PodGroups and BindRequests (a few per pod). So the parts do not
 watch through Kopf: one ``Informer`` (``kai_py.cluster.informer``: LIST in pages,
-then WATCH, over aiohttp) per resource and process calls each part's listener with
+then WATCH, over httppool) per resource and process calls each part's listener with
 ``(type, object, memo)`` on the event loop. Nothing is written to the watched
 objects (as with the ``on.event`` handlers before).
 
 A part subscribes with ``on_events(registry, group, version, plural, listener)``
 (``on_pods`` for pods) when it registers its handlers; the first subscription on a
-registry adds the watches' own startup and cleanup handlers to it. Listeners must be quick; ``SerialPerKey`` hands slow work
-to threads, one at a time per object (as Kopf did) and a bounded number at once.
+registry adds the watches' own startup and cleanup handlers to it. Listeners must be
+quick; ``SerialPerKey`` runs slow work one at a time per object (as Kopf did) and a
+bounded number at once: coroutines on the loop (the pod-grouper), or calls in threads
+(the binder's synchronous code).
 """
 
 from __future__ import annotations
@@ -104,16 +106,18 @@ def pod_key(pod: Json) -> str:
 
 
 class SerialPerKey:
-    """Runs ``fn(arg)`` in a pool of threads: one call at a time per key (a newer call
-    for a busy key waits, replacing any older one waiting), ``workers`` at once."""
+    """Runs ``fn(arg)`` one call at a time per key (a newer call for a busy key waits,
+    replacing any older one waiting), ``workers`` at once: in a pool of threads, or
+    with ``threads=False`` on the event loop (``fn`` then returns an awaitable)."""
 
-    def __init__(self, workers: int, name: str) -> None:
-        self._executor = ThreadPoolExecutor(workers, thread_name_prefix=name)
+    def __init__(self, workers: int, name: str, *, threads: bool = True) -> None:
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix=name) if threads else None
+        self._slots = asyncio.Semaphore(workers)
         self._running: set[str] = set()
-        self._waiting: dict[str, tuple[Callable[[Any], None], Any]] = {}
+        self._waiting: dict[str, tuple[Callable[[Any], Any], Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def submit(self, key: str, fn: Callable[[Any], None], arg: Any) -> None:
+    def submit(self, key: str, fn: Callable[[Any], Any], arg: Any) -> None:
         if key in self._running:
             self._waiting[key] = (fn, arg)
             return
@@ -122,12 +126,18 @@ class SerialPerKey:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, key: str, fn: Callable[[Any], None], arg: Any) -> None:
-        loop = asyncio.get_running_loop()
+    async def _call(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        if self._executor is not None:
+            await asyncio.get_running_loop().run_in_executor(self._executor, fn, arg)
+            return
+        async with self._slots:
+            await fn(arg)
+
+    async def _run(self, key: str, fn: Callable[[Any], Any], arg: Any) -> None:
         try:
             while True:
                 try:
-                    await loop.run_in_executor(self._executor, fn, arg)
+                    await self._call(fn, arg)
                 except Exception:
                     log.exception("handling %s failed", key)
                 waiting = self._waiting.pop(key, None)
@@ -140,7 +150,8 @@ class SerialPerKey:
     def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 class ObjectLog(logging.LoggerAdapter):  # type: ignore[type-arg]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
@@ -100,6 +102,12 @@ def job_pod(name: str = "train-0", annotations: dict[str, str] | None = None) ->
 
 
 JOB_PATH = "/apis/batch/v1/namespaces/ns/jobs/train"
+T = TypeVar("T")
+
+
+def run(step: Coroutine[Any, Any, T]) -> T:
+    """One step of the service (it runs on the event loop; the fake API from a thread)."""
+    return asyncio.run(step)
 
 
 def service(kube: FakeKube, now: list[float] | None = None) -> PodGrouperService:
@@ -120,22 +128,22 @@ def test_owners_are_fetched_by_discovery_and_cached_briefly() -> None:
     kube = FakeKube({JOB_PATH: job()})
     now = [0.0]
     resolver = OwnerResolver(kube, ttl=10, clock=lambda: now[0])  # type: ignore[arg-type]
-    assert resolver.chain(job_pod())[0]["metadata"]["uid"] == "job-uid"
-    assert resolver.resource("apps/v1", "ReplicaSet") == ("replicasets", True)
-    resolver.chain(job_pod())
+    assert run(resolver.chain(job_pod()))[0]["metadata"]["uid"] == "job-uid"
+    assert run(resolver.resource("apps/v1", "ReplicaSet")) == ("replicasets", True)
+    run(resolver.chain(job_pod()))
     assert len(kube.writes("GET", "/jobs/")) == 1  # cached
     now[0] = 11
-    resolver.chain(job_pod())
+    run(resolver.chain(job_pod()))
     assert len(kube.writes("GET", "/jobs/")) == 2  # expired
     kube.objects[JOB_PATH]["metadata"]["uid"] = "another-job"
     now[0] = 30
-    assert resolver.chain(job_pod()) == []  # same name, another object
+    assert run(resolver.chain(job_pod())) == []  # same name, another object
 
 
 def test_a_job_pod_gets_its_group_and_annotation_once() -> None:
     kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
     grouper = service(kube)
-    outcome = grouper.handle(job_pod())
+    outcome = run(grouper.handle(job_pod()))
     assert outcome.group == "pg-train-job-uid" and outcome.created and outcome.annotated
     (create,) = kube.writes("POST", "/podgroups")
     assert create[2]["spec"]["minMember"] == 3
@@ -148,7 +156,7 @@ def test_a_job_pod_gets_its_group_and_annotation_once() -> None:
     annotated = job_pod(annotations={keys.POD_GROUP_ANNOTATION: "pg-train-job-uid"})
     assert not grouper.needs_work(annotated)
     calls = len(kube.calls)
-    assert grouper.handle(annotated).skipped == "already grouped"
+    assert run(grouper.handle(annotated)).skipped == "already grouped"
     assert len(kube.calls) == calls
 
 
@@ -159,8 +167,8 @@ def test_an_existing_group_and_a_right_annotation_mean_no_writes() -> None:
             "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-train-job-uid": {},
         }
     )
-    outcome = service(kube).handle(
-        job_pod(annotations={keys.POD_GROUP_ANNOTATION: "pg-train-job-uid"})
+    outcome = run(
+        service(kube).handle(job_pod(annotations={keys.POD_GROUP_ANNOTATION: "pg-train-job-uid"}))
     )
     assert not outcome.created and not outcome.annotated
     assert not kube.writes("PATCH")
@@ -170,7 +178,7 @@ def test_a_bad_annotation_warns_once_on_the_job_and_groups_nothing() -> None:
     kube = FakeKube({JOB_PATH: job("abc")})
     grouper = service(kube)
     for name in ("train-0", "train-1", "train-0"):
-        outcome = grouper.handle(job_pod(name))
+        outcome = run(grouper.handle(job_pod(name)))
         assert outcome.skipped == "grouping failed"
     (event,) = kube.writes("POST", "/events")
     body = event[2]
@@ -187,42 +195,42 @@ def test_other_schedulers_and_deleted_pods_are_not_touched() -> None:
     other["spec"]["schedulerName"] = "default-scheduler"
     going = job_pod()
     going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    assert grouper.handle(other).skipped == "not ours"
-    assert grouper.handle(going).skipped == "not ours"
+    assert run(grouper.handle(other)).skipped == "not ours"
+    assert run(grouper.handle(going)).skipped == "not ours"
     assert kube.calls == []
 
 
 def test_a_deleted_group_is_made_again_on_the_next_event() -> None:
     kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
     grouper = service(kube)
-    grouper.handle(job_pod())
+    run(grouper.handle(job_pod()))
     annotated = job_pod(annotations={keys.POD_GROUP_ANNOTATION: "pg-train-job-uid"})
     grouper.group_deleted("ns", "pg-train-job-uid")
     del kube.objects["/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-train-job-uid"]
     assert grouper.needs_work(annotated)
-    assert grouper.handle(annotated).created
+    assert run(grouper.handle(annotated)).created
 
 
 def test_pods_whose_grouping_failed_are_tried_again() -> None:
     kube = FakeKube({JOB_PATH: job("abc"), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
     now = [0.0]
     grouper = service(kube, now)
-    assert grouper.handle(job_pod()).skipped == "grouping failed"
-    assert grouper.retry_pending()[0].skipped == "grouping failed"  # still broken
+    assert run(grouper.handle(job_pod())).skipped == "grouping failed"
+    assert run(grouper.retry_pending())[0].skipped == "grouping failed"  # still broken
     kube.objects[JOB_PATH]["metadata"]["annotations"][keys.BATCH_MIN_MEMBER_ANNOTATION] = "1"
     now[0] = 20  # the cached Job expired
-    (outcome,) = grouper.retry_pending()
+    (outcome,) = run(grouper.retry_pending())
     assert outcome.annotated and outcome.group == "pg-train-job-uid"
-    assert grouper.retry_pending() == []  # done: no longer pending
+    assert run(grouper.retry_pending()) == []  # done: no longer pending
 
 
 def test_a_pending_pod_that_went_is_forgotten() -> None:
     kube = FakeKube({JOB_PATH: job("abc")})
     grouper = service(kube)
-    grouper.handle(job_pod())
-    assert grouper.retry_pending() == []  # the pod is not there (404)
+    run(grouper.handle(job_pod()))
+    assert run(grouper.retry_pending()) == []  # the pod is not there (404)
     kube.objects["/api/v1/namespaces/ns/pods/train-0"] = job_pod()
-    assert grouper.retry_pending() == []  # and it was forgotten
+    assert run(grouper.retry_pending()) == []  # and it was forgotten
 
 
 # --- kai.scheduler/skip-podgrouper: the user's PodGroup is left alone
@@ -233,7 +241,7 @@ def test_skip_podgrouper_on_the_job_keeps_the_pod_in_the_users_group() -> None:
     skipping["metadata"]["annotations"][keys.SKIP_PODGROUPER_ANNOTATION] = "true"
     kube = FakeKube({JOB_PATH: skipping})
     pod = job_pod(annotations={keys.POD_GROUP_ANNOTATION: "mine"})
-    outcome = service(kube).handle(pod)
+    outcome = run(service(kube).handle(pod))
     assert outcome.group == "mine"
     assert not kube.writes("POST", "/podgroups")
     assert not kube.writes("PATCH")
@@ -242,9 +250,11 @@ def test_skip_podgrouper_on_the_job_keeps_the_pod_in_the_users_group() -> None:
 def test_without_it_the_pod_is_moved_to_its_owners_group() -> None:
     pod = job_pod(annotations={keys.POD_GROUP_ANNOTATION: "mine"})
     kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": pod})
-    outcome = service(kube).handle(pod)
+    outcome = run(service(kube).handle(pod))
     assert outcome.group == "pg-train-job-uid"
     assert kube.writes("PATCH")
+
+
 def test_a_conflict_on_create_is_not_taken_for_an_existing_group() -> None:
     # An injected (or racing) 409 on create: the group may not exist. The grouper must not
     # remember it as made, so the pod is grouped again and the group made on the retry.
@@ -260,9 +270,9 @@ def test_a_conflict_on_create_is_not_taken_for_an_existing_group() -> None:
     kube.request = conflicting  # type: ignore[method-assign]
     grouper = service(kube)
     with pytest.raises(KubeError):
-        grouper.handle(job_pod())
+        run(grouper.handle(job_pod()))
     assert not kube.writes("POST", "/podgroups")
-    (outcome,) = grouper.retry_pending()
+    (outcome,) = run(grouper.retry_pending())
     assert outcome.created
     assert (
         "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-train-job-uid" in kube.objects
@@ -274,6 +284,6 @@ def test_a_new_leader_groups_every_pod_of_a_listing() -> None:
     kube.objects["/api/v1/pods"] = {"items": [job_pod("train-0"), job_pod("train-1")]}
     for name in ("train-0", "train-1"):
         kube.objects[f"/api/v1/namespaces/ns/pods/{name}"] = job_pod(name)
-    outcomes = service(kube).group_all()
+    outcomes = run(service(kube).group_all())
     assert len(outcomes) == 2
     assert len(kube.writes("PATCH")) == 2 and len(kube.writes("POST", "/podgroups")) == 1
