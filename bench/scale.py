@@ -60,7 +60,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kai_py.api import jsoncodec, keys
+from kai_py.api import collector, jsoncodec, keys
 from kai_py.cluster.cache import (
     BINDREQUESTS,
     NODES,
@@ -875,6 +875,7 @@ def main() -> int:
         return 0
     args.pods = args.pods if args.pods is not None else 35 * args.nodes
     args.pending = args.pending if args.pending is not None else 2 * args.nodes
+    collector.tune()  # the collector's pace of the operator's process (eventloop.run)
     if args.memory:
         mem = run_memory(args)
         print(
