@@ -6,8 +6,8 @@ them (no finalizers, no progress annotations); the only write to a pod is the
 ``pod-group-name`` annotation, and only when it is missing or different.
 PodGroup deletions are watched so that a deleted group is created again on
 its pods' next event. Pods whose grouping failed (a bad annotation, an owner
-not readable yet, an API error) are tried again every 15 s, since a fixed
-Job does not make its pods change.
+not readable yet) are tried again every 15 s, since a fixed Job does not make
+its pods change; those whose last try met an API error, every 2 s.
 
 Importing the module registers the handlers with Kopf's default registry;
 ``register(registry)`` puts them on another one (tests).
@@ -47,6 +47,9 @@ def _service(memo: Any) -> PodGrouperService:
 
 _retry_period = 15.0
 _owner_ttl = 10.0
+#: Seconds before a pod whose grouping met an API error (no answer, 5xx, a conflict) is
+#: tried again, unless an event of it comes first: its own events may not come soon.
+API_RETRY_SECONDS: Final = 2.0
 
 
 def configure(retry_period: float = 15.0, owner_ttl: float = 10.0) -> None:
@@ -86,6 +89,7 @@ async def stop(memo: Any, **_: Any) -> None:
 async def _retry_forever(service: PodGrouperService, period: float) -> None:
     lead = leadership.current()
     term = 0
+    waited = 0.0
     while True:
         if lead.term != term or not lead.is_leader:
             # A new term (or the first): pods that came while another replica led, or
@@ -100,11 +104,20 @@ async def _retry_forever(service: PodGrouperService, period: float) -> None:
                 continue
             if outcomes:
                 log.info("pod-grouper: grouped %d pods from a listing", len(outcomes))
-        await asyncio.sleep(period)
+        # Pods whose last try met an API error are tried again every few seconds; the
+        # pass over all pending pods (a bad annotation waits for its fix) every period.
+        tick = min(period, API_RETRY_SECONDS)
+        await asyncio.sleep(tick)
+        waited += tick
         if not lead.is_leader:
             continue
+        full = waited >= period
+        if not full and not service.api_failed:
+            continue
+        if full:
+            waited = 0.0
         try:
-            outcomes = await service.retry_pending()
+            outcomes = await service.retry_pending(api_failed_only=not full)
         except Exception as exc:  # the next pass tries again
             log.warning("pod-grouper retry pass failed: %s", exc)
             continue

@@ -287,3 +287,43 @@ def test_a_new_leader_groups_every_pod_of_a_listing() -> None:
     outcomes = run(service(kube).group_all())
     assert len(outcomes) == 2
     assert len(kube.writes("PATCH")) == 2 and len(kube.writes("POST", "/podgroups")) == 1
+
+
+def test_a_pod_that_met_an_api_error_is_tried_again_by_the_quick_pass_alone() -> None:
+    kube = FakeKube(
+        {
+            JOB_PATH: job(),
+            "/api/v1/namespaces/ns/pods/train-0": job_pod(),
+        }
+    )
+    original = kube.request
+    down = [True]
+
+    def flaky(method: str, path: str, body: Any = None, **kw: Any) -> Json:
+        if down[0] and method == "POST" and path.endswith("/podgroups"):
+            raise KubeError(500, "InternalError", "injected")
+        return original(method, path, body, **kw)
+
+    kube.request = flaky  # type: ignore[method-assign]
+    grouper = service(kube)
+    with pytest.raises(KubeError):
+        run(grouper.handle(job_pod()))
+    assert grouper.api_failed == 1
+    assert run(grouper.retry_pending(api_failed_only=True)) == []  # still down: no outcome
+    assert grouper.api_failed == 1
+    down[0] = False
+    (outcome,) = run(grouper.retry_pending(api_failed_only=True))
+    assert outcome.created and outcome.annotated
+    assert grouper.api_failed == 0
+    assert run(grouper.retry_pending(api_failed_only=True)) == []
+
+
+def test_the_quick_pass_leaves_a_bad_annotation_to_the_full_one() -> None:
+    kube = FakeKube({JOB_PATH: job("abc"), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
+    grouper = service(kube)
+    assert run(grouper.handle(job_pod())).skipped == "grouping failed"
+    assert grouper.api_failed == 0
+    gets = len(kube.writes("GET", "/pods/"))
+    assert run(grouper.retry_pending(api_failed_only=True)) == []
+    assert len(kube.writes("GET", "/pods/")) == gets  # not even read
+    assert run(grouper.retry_pending())[0].skipped == "grouping failed"
