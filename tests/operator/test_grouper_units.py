@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
@@ -63,6 +63,17 @@ class FakeKube:
 
     def writes(self, method: str, part: str = "") -> list[tuple[str, str, Any]]:
         return [c for c in self.calls if c[0] == method and part in c[1]]
+
+    def refuse_podgroup_creates(self, code: int, reason: str, refusing: Callable[[], bool]) -> None:
+        """PodGroup creates are answered ``code`` while ``refusing()`` says so."""
+        original = self.request
+
+        def request(method: str, path: str, body: Any = None, **kw: Any) -> Json:
+            if method == "POST" and path.endswith("/podgroups") and refusing():
+                raise KubeError(code, reason, "injected")
+            return original(method, path, body, **kw)
+
+        self.request = request  # type: ignore[method-assign]
 
 
 def job(min_member: str = "3") -> Json:
@@ -259,15 +270,8 @@ def test_a_conflict_on_create_is_not_taken_for_an_existing_group() -> None:
     # An injected (or racing) 409 on create: the group may not exist. The grouper must not
     # remember it as made, so the pod is grouped again and the group made on the retry.
     kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
-    original = kube.request
     conflicts = iter([True])
-
-    def conflicting(method: str, path: str, body: Any = None, **kw: Any) -> Json:
-        if method == "POST" and path.endswith("/podgroups") and next(conflicts, False):
-            raise KubeError(409, "Conflict", "injected")
-        return original(method, path, body, **kw)
-
-    kube.request = conflicting  # type: ignore[method-assign]
+    kube.refuse_podgroup_creates(409, "Conflict", lambda: next(conflicts, False))
     grouper = service(kube)
     with pytest.raises(KubeError):
         run(grouper.handle(job_pod()))
@@ -296,15 +300,8 @@ def test_a_pod_that_met_an_api_error_is_tried_again_by_the_quick_pass_alone() ->
             "/api/v1/namespaces/ns/pods/train-0": job_pod(),
         }
     )
-    original = kube.request
     down = [True]
-
-    def flaky(method: str, path: str, body: Any = None, **kw: Any) -> Json:
-        if down[0] and method == "POST" and path.endswith("/podgroups"):
-            raise KubeError(500, "InternalError", "injected")
-        return original(method, path, body, **kw)
-
-    kube.request = flaky  # type: ignore[method-assign]
+    kube.refuse_podgroup_creates(500, "InternalError", lambda: down[0])
     grouper = service(kube)
     with pytest.raises(KubeError):
         run(grouper.handle(job_pod()))
