@@ -60,26 +60,36 @@ def event_manifest(
     }
 
 
+def _event_create(
+    ref: Mapping[str, Any], type_: str, reason: str, message: str, component: str
+) -> tuple[str, Json]:
+    """The path and body that create one Event, stamped now."""
+    body = event_manifest(ref, type_, reason, message, component, datetime.now(UTC))
+    return path_of("", "v1", "events", body["metadata"]["namespace"]), body
+
+
+def _not_posted(ref: Mapping[str, Any], reason: str, exc: KubeError) -> None:
+    log.warning("could not post event %s on %s: %s", reason, ref.get("name"), exc)
+
+
 def post_event(
     kube: Kube, ref: Mapping[str, Any], type_: str, reason: str, message: str, component: str
 ) -> None:
     """Post one Event; a failure is logged, never raised (events are best effort)."""
-    body = event_manifest(ref, type_, reason, message, component, datetime.now(UTC))
     try:
-        kube.create(path_of("", "v1", "events", body["metadata"]["namespace"]), body)
+        kube.create(*_event_create(ref, type_, reason, message, component))
     except KubeError as exc:
-        log.warning("could not post event %s on %s: %s", reason, ref.get("name"), exc)
+        _not_posted(ref, reason, exc)
 
 
 async def apost_event(
     kube: Kube, ref: Mapping[str, Any], type_: str, reason: str, message: str, component: str
 ) -> None:
     """``post_event`` from the event loop."""
-    body = event_manifest(ref, type_, reason, message, component, datetime.now(UTC))
     try:
-        await send(kube, "POST", path_of("", "v1", "events", body["metadata"]["namespace"]), body)
+        await send(kube, "POST", *_event_create(ref, type_, reason, message, component))
     except KubeError as exc:
-        log.warning("could not post event %s on %s: %s", reason, ref.get("name"), exc)
+        _not_posted(ref, reason, exc)
 
 
 class EventPoster:

@@ -192,8 +192,8 @@ class PodGrouperService:
         self._groups = _Lru(8192)  # (namespace, name) of PodGroups known to exist
         self._done = _Lru(65536)  # pod uid -> the group name written on it
         self._warned = _Lru(8192)  # (object, message) already posted
-        self._pending = _Lru(4096)  # pod uid -> (namespace, name): to try again later
-        self._api_failed: set[str] = set()  # pending pods whose last try met an API error
+        # pod uid -> (namespace, name, last try met an API error): to try again later
+        self._pending = _Lru(4096)
 
     @property
     def scheduler_name(self) -> str:
@@ -233,43 +233,38 @@ class PodGrouperService:
         done = self._done.get(uid)
         if done is not None and annotation == done[1]:
             return GroupingOutcome(group=str(annotation), skipped="already grouped")
-        self._pending.put(uid, (ns, str(m.get("name"))))
+        name = str(m.get("name"))
+        self._pending.put(uid, (ns, name, False))
         try:
             outcome = await self._group(pod, ns, uid, annotation)
         except KubeError:
-            self._api_failed.add(uid)
+            self._pending.put(uid, (ns, name, True))
             raise
-        self._api_failed.discard(uid)
         if outcome.skipped != "grouping failed":
             self._pending.drop(uid)
         return outcome
 
-    def _forget(self, uid: str) -> None:
-        self._pending.drop(uid)
-        self._api_failed.discard(uid)
-
     @property
     def api_failed(self) -> int:
         """Pods waiting to be tried again after an API error (not a bad annotation)."""
-        return len(self._api_failed)
+        return sum(1 for _ns, _name, failed in self._pending.data.values() if failed)
 
     async def retry_pending(self, api_failed_only: bool = False) -> list[GroupingOutcome]:
         """Group again the pods whose grouping failed (a bad Job annotation since fixed,
         an owner not readable then, an API error): pod events alone may not come.
         ``api_failed_only``: only those whose last try met an API error."""
-        self._api_failed &= self._pending.data.keys()  # pods the LRU let go
         outcomes = []
-        for uid, (ns, name) in list(self._pending.data.items()):
-            if api_failed_only and uid not in self._api_failed:
+        for uid, (ns, name, api_failed) in list(self._pending.data.items()):
+            if api_failed_only and not api_failed:
                 continue
             try:
                 pod = await send(self.kube, "GET", path_of("", "v1", "pods", ns, name))
             except KubeError as exc:
                 if exc.code == 404:
-                    self._forget(uid)
+                    self._pending.drop(uid)
                 continue
             if str(meta(pod).get("uid") or "") != uid or not self.wants(pod):
-                self._forget(uid)
+                self._pending.drop(uid)
                 continue
             try:
                 outcomes.append(await self.handle(pod))

@@ -112,7 +112,7 @@ class SerialPerKey:
 
     def __init__(self, workers: int, name: str, *, threads: bool = True) -> None:
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix=name) if threads else None
-        self._slots = asyncio.Semaphore(workers)
+        self._slots = None if threads else asyncio.Semaphore(workers)
         self._running: set[str] = set()
         self._waiting: dict[str, tuple[Callable[[Any], Any], Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -130,6 +130,7 @@ class SerialPerKey:
         if self._executor is not None:
             await asyncio.get_running_loop().run_in_executor(self._executor, fn, arg)
             return
+        assert self._slots is not None  # on the loop
         async with self._slots:
             await fn(arg)
 

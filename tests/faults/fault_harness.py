@@ -447,9 +447,15 @@ class Run:
     def wait_complete(self, since: float, timeout: float = 90.0) -> None:
         deadline = time.monotonic() + timeout
         left = self.waiting()
+        last: tuple[float, list[str]] | None = None  # when the last ones finished, and which
         while left and time.monotonic() < deadline:
             time.sleep(0.5)
-            left = self.waiting()
+            now_left = self.waiting()
+            if len(now_left) < len(left):
+                last = (time.monotonic() - since, [w for w in left if w not in now_left])
+            left = now_left
+        if last is not None:
+            self.figures.notes.append(f"last done at {last[0]:.1f} s: {', '.join(last[1])}")
         self.figures.lost_pods = len(left)
         if left:
             self.figures.notes.append(f"not done: {', '.join(left[:10])}")
