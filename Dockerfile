@@ -21,7 +21,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY kai_py/__init__.py kai_py/__init__.py
 RUN /opt/kai-py/bin/pip install --upgrade pip && /opt/kai-py/bin/pip install . \
-    && /opt/build/bin/pip install . "mypy>=1.10" "setuptools>=68" wheel
+    && /opt/build/bin/pip install ".[compile]"
 COPY setup.py ./
 COPY kai_py kai_py
 # The wheel is built (and the scheduler compiled) by the build venv's mypyc, then

@@ -5,7 +5,7 @@ a cycle runs through are compiled to C extensions by mypyc: the operator's cycle
 4,000 nodes takes about 0.7 s instead of 1.2 s. The Python sources stay in the package;
 without the variable (the default, and every editable install) nothing is compiled.
 
-    pip install mypy setuptools wheel && KAI_PY_MYPYC=1 pip install --no-build-isolation .
+    pip install '.[compile]' && KAI_PY_MYPYC=1 pip install --no-build-isolation --no-deps --force-reinstall .
 """
 
 import os
