@@ -72,9 +72,20 @@ def split_api_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
+#: Answers that mean "no such owner for us" (gone, or not ours to read): a miss, kept
+#: like a found owner. Any other error (5xx, no answer, throttling) is raised instead,
+#: so the pod is tried again in seconds (the quick pass), not after a remembered miss.
+_MISSING: Final = (403, 404)
+
+
+def _reading(exc: KubeError, what: str) -> KubeError:
+    return KubeError(exc.code, exc.reason, f"reading {what}: {exc.message}")
+
+
 class OwnerResolver:
     """Fetches owners by ownerReference: discovery finds the plural, GETs are cached
-    for ``ttl`` seconds (misses too, so a missing owner is not asked for per event)."""
+    for ``ttl`` seconds (misses too, so a missing owner is not asked for per event).
+    An API error other than a miss raises ``KubeError`` and is not cached."""
 
     def __init__(
         self, kube: Kube, ttl: float = 10.0, clock: Callable[[], float] = time.monotonic
@@ -94,6 +105,8 @@ class OwnerResolver:
             try:
                 listing = await send(self.kube, "GET", path)
             except KubeError as exc:
+                if exc.code not in _MISSING:
+                    raise _reading(exc, f"the API {api_version}") from exc
                 log.debug("discovery of %s failed: %s", api_version, exc)
                 return None
             known = {
@@ -134,8 +147,8 @@ class OwnerResolver:
                 path_of(group, version, plural, namespace if namespaced else None, name),
             )
         except KubeError as exc:
-            if exc.code not in (403, 404):
-                log.warning("could not read owner %s %s/%s: %s", kind, namespace, name, exc)
+            if exc.code not in _MISSING:
+                raise _reading(exc, f"owner {kind} {namespace}/{name}") from exc
             return None
         obj.setdefault("apiVersion", api_version)
         obj.setdefault("kind", kind)

@@ -64,16 +64,27 @@ class FakeKube:
     def writes(self, method: str, part: str = "") -> list[tuple[str, str, Any]]:
         return [c for c in self.calls if c[0] == method and part in c[1]]
 
-    def refuse_podgroup_creates(self, code: int, reason: str, refusing: Callable[[], bool]) -> None:
-        """PodGroup creates are answered ``code`` while ``refusing()`` says so."""
+    def refuse(
+        self, method: str, path: str, code: int, reason: str, refusing: Callable[[], bool]
+    ) -> None:
+        """``method`` on ``path`` is answered ``code`` while ``refusing()`` says so."""
         original = self.request
 
-        def request(method: str, path: str, body: Any = None, **kw: Any) -> Json:
-            if method == "POST" and path.endswith("/podgroups") and refusing():
+        def request(verb: str, where: str, body: Any = None, **kw: Any) -> Json:
+            if verb == method and where == path and refusing():
                 raise KubeError(code, reason, "injected")
-            return original(method, path, body, **kw)
+            return original(verb, where, body, **kw)
 
         self.request = request  # type: ignore[method-assign]
+
+    def refuse_podgroup_creates(self, code: int, reason: str, refusing: Callable[[], bool]) -> None:
+        self.refuse(
+            "POST",
+            "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups",
+            code,
+            reason,
+            refusing,
+        )
 
 
 def job(min_member: str = "3") -> Json:
@@ -324,3 +335,35 @@ def test_the_quick_pass_leaves_a_bad_annotation_to_the_full_one() -> None:
     assert run(grouper.retry_pending(api_failed_only=True)) == []
     assert len(kube.writes("GET", "/pods/")) == gets  # not even read
     assert run(grouper.retry_pending())[0].skipped == "grouping failed"
+
+
+@pytest.mark.parametrize("path", [JOB_PATH, "/apis/batch/v1"])
+def test_an_owner_not_read_for_an_api_error_is_tried_again_by_the_quick_pass(path: str) -> None:
+    # A 500 on the owner's GET (or on discovery) is not a missing owner: nothing is
+    # remembered as missing, and the pod is tried again in seconds, not at the full pass.
+    kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
+    down = [True]
+    kube.refuse("GET", path, 500, "InternalError", lambda: down[0])
+    grouper = service(kube)
+    with pytest.raises(KubeError):
+        run(grouper.handle(job_pod()))
+    assert grouper.api_failed == 1
+    assert not kube.writes("POST", "/podgroups")
+    down[0] = False  # at once: no cached miss to wait out
+    (outcome,) = run(grouper.retry_pending(api_failed_only=True))
+    assert outcome.created and outcome.annotated and outcome.group == "pg-train-job-uid"
+
+
+@pytest.mark.parametrize("code", [403, 404])
+def test_an_owner_forbidden_or_gone_is_a_miss_remembered_briefly(code: int) -> None:
+    kube = FakeKube({JOB_PATH: job()})
+    asked: list[float] = []
+    now = [0.0]
+    kube.refuse("GET", JOB_PATH, code, "Refused", lambda: not asked.append(now[0]))
+    resolver = OwnerResolver(kube, ttl=10, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert run(resolver.chain(job_pod())) == []
+    assert run(resolver.chain(job_pod())) == []
+    assert asked == [0.0]  # the miss was remembered
+    now[0] = 11
+    assert run(resolver.chain(job_pod())) == []
+    assert asked == [0.0, 11]
