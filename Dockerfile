@@ -4,8 +4,8 @@
 #   docker build -t ghcr.io/kai-py/kai-py:0.1.0 .
 #
 # Stage 1 builds a virtualenv (pip, wheel building, a C compiler) with the
-# scheduler compiled by mypyc (KAI_PY_MYPYC=1, see setup.py: a cycle about 2.5
-# times as fast); stage 2 copies only that virtualenv onto a slim base, so the
+# scheduler compiled by mypyc (KAI_PY_MYPYC=1, see setup.py: a cycle about twice
+# as fast); stage 2 copies only that virtualenv onto a slim base, so the
 # final image has no build tools and no pip cache.
 
 ARG PYTHON_VERSION=3.12
