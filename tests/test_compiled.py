@@ -55,3 +55,24 @@ def test_the_compiled_build_passes_the_scheduling_and_operator_suites(tmp_path: 
     suites = _run([sys.executable, *args], copy, env)
     # 0: every test collected passed (none collected would be 5).
     assert suites.returncode == 0, suites.stdout[-6000:] + suites.stderr[-2000:]
+
+
+def test_the_compile_extra_has_what_mypyc_type_checks_against() -> None:
+    # mypyc type-checks the compiled modules as `mypy --strict kai_py` does in the
+    # tests: every stub package the test extra brings for that is needed by a build
+    # too (without types-PyYAML the image's compile step failed in its fresh venv).
+    import tomllib
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+
+    def names(specs: list[str]) -> set[str]:
+        return {spec.split(">")[0].split("=")[0].split("<")[0].strip() for spec in specs}
+
+    stubs = {name for name in names(extras["test"]) if name.startswith("types-")}
+    assert stubs and stubs <= names(extras["compile"])
+    assert {"mypy", "setuptools", "wheel"} <= names(extras["compile"])
+    # The image and the README build with it.
+    assert '/opt/build/bin/pip install ".[compile]"' in (REPO / "Dockerfile").read_text()
+    assert "pip install '.[compile]' && KAI_PY_MYPYC=1" in (REPO / "README.md").read_text()
