@@ -273,7 +273,13 @@ def project_bindrequest(body: Mapping[str, Any]) -> Json:
 
 def _plain(body: Mapping[str, Any]) -> Json:
     """A deep plain-dict copy: the body may be a read-only view (Kopf's), and other
-    listeners of the same watch event hold the same dict."""
+    listeners of the same watch event hold the same dict. Without
+    ``metadata.managedFields``: a real API server lists every writer's fields there
+    (for a PodGroup the grouper's create and the scheduler's status writes), nothing
+    here reads them, and at 10,000 PodGroups they took memory and copying."""
+    m = body.get("metadata")
+    if isinstance(m, Mapping) and "managedFields" in m:
+        body = {**body, "metadata": {k: v for k, v in m.items() if k != "managedFields"}}
     result: Json = jsoncodec.copy(body)
     return result
 

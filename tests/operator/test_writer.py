@@ -592,6 +592,44 @@ def test_the_cache_keeps_projections_and_ignores_older_versions() -> None:
     assert len(cache.foreign_pods) == 0 and cache.foreign_pods.used() == {}
 
 
+def test_podgroups_and_queues_are_kept_without_their_managed_fields() -> None:
+    # A real API server puts managedFields on every object (each writer's fields, twice
+    # or more for a PodGroup the grouper made and the scheduler writes the status of);
+    # nothing in kai-py reads them, and 10,000 PodGroups carried them in memory.
+    managed = [
+        {
+            "manager": "kai-py",
+            "operation": "Update",
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:status": {"f:phase": {}}},
+            "subresource": "status",
+        },
+    ]
+    group = {
+        "metadata": {
+            "name": "pg",
+            "namespace": "ns",
+            "uid": "g1",
+            "resourceVersion": "3",
+            "annotations": {"a": "b"},
+            "managedFields": managed,
+        },
+        "spec": {"minMember": 2, "queue": "team"},
+        "status": {"phase": "Running"},
+    }
+    queue = {"metadata": {"name": "team", "uid": "q1", "managedFields": managed}, "spec": {}}
+    cache = ClusterCache()
+    cache.observe(PODGROUPS, "ADDED", group)
+    cache.observe(QUEUES, "ADDED", queue)
+    stored = cache.get(PODGROUPS, "ns", "pg")
+    assert stored is not None and "managedFields" not in stored["metadata"]
+    assert stored["metadata"]["annotations"] == {"a": "b"} and stored["spec"]["minMember"] == 2
+    assert stored["status"] == {"phase": "Running"}
+    kept_queue = cache.get(QUEUES, "", "team")
+    assert kept_queue is not None and kept_queue["metadata"] == {"name": "team", "uid": "q1"}
+    assert group["metadata"]["managedFields"] == managed  # the event's body is left alone
+
+
 def test_a_pod_waits_for_its_group_and_the_pod_grouper() -> None:
     cache = ClusterCache()
     ungrouped = _pod_body("p1", "u1")
