@@ -1,8 +1,9 @@
 """Benchmark the operator's cycle at scale, from a cache fed the way watch events feed it.
 
 The operator's ``ClusterCache`` is filled with full API objects (Nodes, Queues,
-PodGroups, Pods with their conditions and container statuses), one
-``observe`` per object, as the watches deliver them. The cluster is one kai-py
+PodGroups, Pods with their conditions and container statuses, each with the
+``metadata.managedFields`` a real API server adds), one ``observe`` per object,
+as the watches deliver them. The cluster is one kai-py
 (or KAI) has scheduled before: the PodGroups of running workloads carry the
 status the scheduler writes; the pending ones have none yet. Then one operator cycle
 is timed stage by stage, exactly as ``kai_py.controllers.scheduling`` runs it:
@@ -120,7 +121,50 @@ class Cluster:
         return f"00000000-0000-0000-0000-{self.uid:012d}"
 
     def send(self, kind: str, event: str, body: Json) -> None:
-        self.cache.observe(kind, event, body)
+        # Delivered with managedFields, as a real API server sends every object; the
+        # copy kept here as the API server's goes without (it is not the operator's).
+        m = body.get("metadata") or {}
+        sent = {**body, "metadata": {**m, "managedFields": managed_fields(body)}}
+        self.cache.observe(kind, event, sent)
+
+
+def _fields_v1(value: Any) -> Json:
+    """FieldsV1 of a value: each map key as ``f:<key>``, nested (lists as leaves: a real
+    server names their items too, so this is the smaller of the two)."""
+    if isinstance(value, dict):
+        return {f"f:{k}": _fields_v1(v) for k, v in value.items()}
+    return {}
+
+
+def managed_fields(body: Json) -> list[Json]:
+    """What a real API server adds to every object it sends: the fields each writer set.
+    Here the creator's metadata and spec, and the status writer's status."""
+    m = body.get("metadata") or {}
+    stamp = m.get("creationTimestamp") or rfc3339(NOW)
+    owned = {k: m[k] for k in ("labels", "annotations", "ownerReferences") if k in m}
+    entry = {
+        "apiVersion": body.get("apiVersion") or "v1",
+        "fieldsType": "FieldsV1",
+        "operation": "Update",
+        "time": stamp,
+    }
+    made = [
+        {
+            **entry,
+            "manager": "kube-controller-manager",
+            "fieldsV1": _fields_v1({"metadata": owned, "spec": body.get("spec") or {}}),
+        }
+    ]
+    if body.get("status"):
+        made.append(
+            {
+                **entry,
+                "manager": "kubelet",
+                "subresource": "status",
+                "fieldsV1": _fields_v1({"status": body["status"]}),
+            }
+        )
+    return made
 
 
 def node_body(c: Cluster, i: int, gpus: int) -> Json:
