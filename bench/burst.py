@@ -22,10 +22,10 @@ import statistics
 import time
 from typing import Any
 
-from kai_py.cluster.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
-from kai_py.cluster.writer import BackgroundWriter
 from kai_py.controllers.scheduling import LoopState, run_one_cycle
 from kai_py.controllers.settings import OperatorSettings
+from kai_py.state.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
+from kai_py.writes.writer import BackgroundWriter
 
 Json = dict[str, Any]
 

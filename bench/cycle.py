@@ -23,11 +23,11 @@ import statistics
 import time
 from collections.abc import Callable
 
-from kai_py.cluster.gcpause import paused_gc
 from kai_py.scheduler import build_name
 from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Job, Node, Queue, Snapshot, Task, TaskStatus
 from kai_py.scheduler.resources import INF, Res
+from kai_py.state.gcpause import paused_gc
 
 GIB = 2.0**30
 
@@ -231,7 +231,7 @@ def first_fit(snapshot: Snapshot) -> int:
 
 def timed(fn: Callable[[], object]) -> tuple[float, object]:
     """Seconds of one run with the garbage collector paused: the operator runs its
-    cycles so (``kai_py.cluster.gcpause``), and the floor is timed the same way."""
+    cycles so (``kai_py.state.gcpause``), and the floor is timed the same way."""
     with paused_gc():
         start = time.perf_counter()
         result = fn()

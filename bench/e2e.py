@@ -42,7 +42,7 @@ from typing import Any
 import aiohttp
 
 from kai_py.api import eventloop
-from kai_py.emulator.controllers.http_client import SIMULATED_AGENT
+from kai_py.emulator.clientgo.http_client import SIMULATED_AGENT
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench"
@@ -56,7 +56,7 @@ import asyncio, json, logging, sys
 from kai_py.api import eventloop
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import DevCluster
-from kai_py.emulator.store import Store
+from kai_py.emulator.storage.store import Store
 
 # A request cut short when the operator stops is not news.
 logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)

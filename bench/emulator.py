@@ -18,7 +18,7 @@ from typing import Any
 
 import aiohttp
 
-from kai_py.emulator.store import Store
+from kai_py.emulator.storage.store import Store
 
 
 def pod(i: int) -> dict[str, Any]:
@@ -82,7 +82,7 @@ async def in_process(n: int) -> dict[str, float]:
 
 _SERVE = """
 import asyncio, sys
-from kai_py.emulator.server import EmulatedAPIServer
+from kai_py.emulator.apiserver.server import EmulatedAPIServer
 async def main():
     async with EmulatedAPIServer(history_size=int(sys.argv[1])) as srv:
         print(srv.url, srv.store.resource_version, flush=True)

@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kai_py.emulator.cluster_spec import parse_cluster
+from kai_py.emulator.cluster_spec import gpu_uuid, parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
-from kai_py.emulator.nodes.devices import gpu_uuid
 
 NODE = "big-0"
 CLUSTER = {"nodes": [{"name": "big", "count": 1, "gpus": 8}], "namespaces": ["bench"]}

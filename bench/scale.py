@@ -33,7 +33,7 @@ pods scaled from the 4,000-node figures.
 ``--warm-up`` times the operator's start (and each new leader's): the same objects
 as the pages of JSON a paginated LIST answers (500 a page), decoded and loaded
 into an empty cache, as ``warm_up`` does: with the garbage collector paused for
-the load and the survivors frozen after (``kai_py.cluster.gcpause``), and, for
+the load and the survivors frozen after (``kai_py.state.gcpause``), and, for
 the ratio, with the collector left on. Each way min / median of 3, alternating,
 with the full collections the load made and how long one full collection takes
 after it (the pause the process then meets from time to time).
@@ -62,7 +62,12 @@ from dataclasses import replace
 from typing import Any
 
 from kai_py.api import collector, jsoncodec, keys
-from kai_py.cluster.cache import (
+from kai_py.api.objects import meta
+from kai_py.scheduler import build_name
+from kai_py.scheduler.cycle import configured_actions, run_cycle
+from kai_py.scheduler.model import Config
+from kai_py.scheduler.resources import Res
+from kai_py.state.cache import (
     BINDREQUESTS,
     NODES,
     PODGROUPS,
@@ -71,10 +76,10 @@ from kai_py.cluster.cache import (
     QUEUES,
     ClusterCache,
 )
-from kai_py.cluster.convert import meta, pod_requests
-from kai_py.cluster.gcpause import load_then_freeze, paused_gc
-from kai_py.cluster.idle import IdleGate
-from kai_py.cluster.writer import (
+from kai_py.state.convert import pod_requests
+from kai_py.state.gcpause import load_then_freeze, paused_gc
+from kai_py.state.idle import IdleGate
+from kai_py.writes.writer import (
     EventRecorder,
     JobResources,
     Write,
@@ -82,10 +87,6 @@ from kai_py.cluster.writer import (
     podgroup_status_patch,
     rfc3339,
 )
-from kai_py.scheduler import build_name
-from kai_py.scheduler.cycle import configured_actions, run_cycle
-from kai_py.scheduler.model import Config
-from kai_py.scheduler.resources import Res
 
 Json = dict[str, Any]
 NOW = 1_800_000_000.0

@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_operator(args_list[1:])
     args = _build_parser().parse_args(args_list)
     if args.command == "simulate":
-        from kai_py.cluster.simulation import run_cli
+        from kai_py.simulate.simulation import run_cli
 
         return run_cli(
             paths=args.paths,
@@ -143,11 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             config_file=args.config,
         )
     if args.command == "node-agent":
-        from kai_py.cluster.nodeagent import run_node_agent
+        from kai_py.gpu.nodeagent import run_node_agent
 
         return run_node_agent(args.node, args.kubeconfig, args.interval, args.once)
     if args.command == "reserve":
-        from kai_py.cluster.reserve import run_reserve
+        from kai_py.binder.reserve import run_reserve
 
         return run_reserve(args.kubeconfig, wait=not args.no_wait)
     if args.command == "crds":

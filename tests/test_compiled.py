@@ -1,7 +1,7 @@
 """kai-py compiled by mypyc (``KAI_PY_MYPYC=1``, setup.py: the scheduler and the
-cluster modules of the operator's cycle) decides and writes as the interpreted one: a
+state and writes modules of the operator's cycle) decides and writes as the interpreted one: a
 copy of the repository is built with it, and the scheduler, conformance, scenario,
-cluster and operator suites run against that copy.
+state, simulate and operator suites run against that copy.
 
 Tests marked ``interpreted`` are left out there: they watch the scheduler's internals
 by patching them, which calls between compiled modules do not see."""
@@ -21,7 +21,8 @@ SUITES = (
     "tests/scheduler",
     "tests/conformance",
     "tests/scenarios",
-    "tests/cluster",
+    "tests/state",
+    "tests/simulate",
     "tests/operator",
 )
 NOT_COPIED = shutil.ignore_patterns(
@@ -43,7 +44,7 @@ def test_the_compiled_build_passes_the_scheduling_and_operator_suites(tmp_path: 
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-4000:]
 
     probe = (
-        "import kai_py.scheduler as s, kai_py.scheduler.session as m, kai_py.cluster.builder"
+        "import kai_py.scheduler as s, kai_py.scheduler.session as m, kai_py.state.builder"
         " as b; print(s.compiled(), m.__file__, b.__file__)"
     )
     found = _run([sys.executable, "-c", probe], copy, env)

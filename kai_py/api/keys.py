@@ -100,6 +100,9 @@ KAI_STALE_TIMESTAMP_ANNOTATION: Final = "kai.scheduler/stale-podgroup-timestamp"
 # kai-py: every GPU group of a shared pod on several cards, comma-separated (the
 # runai-gpu-group label holds the first; a label value cannot hold commas).
 GPU_GROUPS_ANNOTATION: Final = "kai.scheduler/gpu-groups"
+# kai-py: on the pods that hold cards while a pinned pod binds (the binder makes them,
+# the scheduler's cache counts what they hold).
+GPU_BLOCKER_LABEL: Final = "kai.scheduler/gpu-blocker"
 
 # When one of the group's pods was last evicted (KAI's annotation): the preemption
 # delay counts from it.

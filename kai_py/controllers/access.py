@@ -12,7 +12,7 @@ import os
 import re
 from typing import Final
 
-from kai_py.cluster.kube import Kube, KubeError, load_api_client
+from kai_py.apiclient.kube import Kube, KubeError, load_api_client
 
 HINT: Final = "set KUBECONFIG, pass --kubeconfig PATH, or run kai-py in a pod"
 

@@ -1,4 +1,4 @@
-"""The binder: Kopf wiring of the BindRequest reconcile (logic in kai_py.cluster).
+"""The binder: Kopf wiring of the BindRequest reconcile (logic in kai_py.binder).
 
 - BindRequests (``scheduling.run.ai/v1alpha2``): every watch event offers a
   pending request to a ``BindQueue``, the pending requests it knows are offered
@@ -32,12 +32,12 @@ from typing import Any, Final
 import kopf
 
 from kai_py.api import keys
-from kai_py.cluster.binding import COMPONENT, Binder, BinderConfig, is_pending
-from kai_py.cluster.bindqueue import BindQueue
-from kai_py.cluster.eventpost import EventPoster
-from kai_py.cluster.informer import AsyncTransport, attach_transport
-from kai_py.cluster.kube import KubeError, RetryingKube, load_api_client
-from kai_py.cluster.podhints import PodHints
+from kai_py.apiclient.eventpost import EventPoster
+from kai_py.apiclient.informer import AsyncTransport, attach_transport
+from kai_py.apiclient.kube import KubeError, RetryingKube, load_api_client
+from kai_py.binder.binding import COMPONENT, Binder, BinderConfig, is_pending
+from kai_py.binder.bindqueue import BindQueue
+from kai_py.binder.podhints import PodHints
 from kai_py.controllers import leadership, settings, watches
 
 _MEMO_KEY: Final = "kai_py_binder"

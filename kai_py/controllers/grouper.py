@@ -1,5 +1,5 @@
 """The pod-grouper: every pod of the scheduler gets a PodGroup (logic in
-kai_py.cluster.podgrouping, rules in kai_py.scheduler.podgrouper).
+kai_py.podgrouper.service, rules in kai_py.podgrouper.rules).
 
 Pods are watched with ``@kopf.on.event`` only, so Kopf writes nothing to
 them (no finalizers, no progress annotations); the only write to a pod is the
@@ -23,10 +23,10 @@ from typing import Any, Final
 import kopf
 
 from kai_py.api import keys
-from kai_py.cluster.informer import AsyncTransport, attach_transport
-from kai_py.cluster.kube import Kube, KubeError, load_api_client
-from kai_py.cluster.podgrouping import OwnerResolver, PodGrouperService
+from kai_py.apiclient.informer import AsyncTransport, attach_transport
+from kai_py.apiclient.kube import Kube, KubeError, load_api_client
 from kai_py.controllers import leadership, settings, watches
+from kai_py.podgrouper.service import OwnerResolver, PodGrouperService
 
 _MEMO_KEY: Final = "kai_py_pod_grouper"
 _RETRY_KEY: Final = "kai_py_pod_grouper_retry"

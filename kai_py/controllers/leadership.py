@@ -1,6 +1,6 @@
 """Leader election wiring: which replica schedules, binds and groups.
 
-With ``--leader-elect`` a Lease (``kai_py.cluster.leader``) decides; without
+With ``--leader-elect`` a Lease (``kai_py.apiclient.leader``) decides; without
 it this process always leads. The scheduling loop, the binder and the
 pod-grouper ask ``current()`` before they act and wait on it while they
 do not lead; each keeps watching (so a standby's watches are open) but
@@ -16,8 +16,8 @@ from typing import Any, Final
 
 import kopf
 
-from kai_py.cluster.kube import Kube, load_api_client
-from kai_py.cluster.leader import ElectionConfig, LeaderElector, Leadership
+from kai_py.apiclient.kube import Kube, load_api_client
+from kai_py.apiclient.leader import ElectionConfig, LeaderElector, Leadership
 from kai_py.controllers.settings import OperatorSettings
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from typing import Any
 
 import kopf
 
+from kai_py import metrics
 from kai_py.api import eventloop
-from kai_py.cluster import metrics
 from kai_py.controllers import access, leadership, logs
 from kai_py.controllers.settings import OperatorSettings, configure
 

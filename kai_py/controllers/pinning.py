@@ -1,7 +1,7 @@
 """Blockers of pinned binds: none survives the process that made them.
 
 A pinned bind holds a node's other free cards with short-lived blocker pods
-(``kai_py.cluster.pinned_binding``). If the operator dies mid-bind, they
+(``kai_py.binder.pinned_binding``). If the operator dies mid-bind, they
 would hold those cards for nothing: at start-up every blocker of another
 process is deleted (before any bind of this process can start, since Kopf
 runs start-up handlers first), and a periodic pass deletes expired ones.
@@ -17,9 +17,9 @@ from typing import Any, Final
 
 import kopf
 
-from kai_py.cluster.binding import BinderConfig
-from kai_py.cluster.kube import Kube, load_api_client
-from kai_py.cluster.pinned_binding import sweep_blockers
+from kai_py.apiclient.kube import Kube, load_api_client
+from kai_py.binder.binding import BinderConfig
+from kai_py.binder.pinned_binding import sweep_blockers
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ list held), then every ``schedule_period`` seconds:
 
 1. deletes Failed BindRequests (the pod is decided again),
 2. builds a snapshot from the cache, runs ``run_cycle``,
-3. writes the decisions (``kai_py.cluster.writer``).
+3. writes the decisions (``kai_py.writes.writer``).
 
 A failing cycle is logged and the next one runs; a failing write is logged
 and the others go on.
@@ -27,9 +27,16 @@ from typing import Any, Final
 import kopf
 from prometheus_client import Counter, Histogram
 
+from kai_py import metrics
 from kai_py.api import keys
-from kai_py.cluster import metrics
-from kai_py.cluster.cache import (
+from kai_py.api.objects import meta
+from kai_py.apiclient.informer import AsyncTransport, attach_transport
+from kai_py.apiclient.kube import Kube, KubeError, list_paged, load_api_client, path_of
+from kai_py.apiclient.leader import Leadership
+from kai_py.controllers import leadership, watches
+from kai_py.controllers.settings import OperatorSettings, current
+from kai_py.scheduler.cycle import configured_actions, run_cycle
+from kai_py.state.cache import (
     BINDREQUESTS,
     KINDS,
     NODES,
@@ -39,14 +46,10 @@ from kai_py.cluster.cache import (
     QUEUES,
     ClusterCache,
 )
-from kai_py.cluster.convert import meta
-from kai_py.cluster.gcpause import load_then_freeze, paused_gc
-from kai_py.cluster.idle import IdleGate
-from kai_py.cluster.informer import AsyncTransport, attach_transport
-from kai_py.cluster.inputs import InputError
-from kai_py.cluster.kube import Kube, KubeError, list_paged, load_api_client, path_of
-from kai_py.cluster.leader import Leadership
-from kai_py.cluster.writer import (
+from kai_py.state.documents import InputError
+from kai_py.state.gcpause import load_then_freeze, paused_gc
+from kai_py.state.idle import IdleGate
+from kai_py.writes.writer import (
     BackgroundWriter,
     EventRecorder,
     Outcome,
@@ -54,9 +57,6 @@ from kai_py.cluster.writer import (
     bindrequest_writes,
     plan,
 )
-from kai_py.controllers import leadership, watches
-from kai_py.controllers.settings import OperatorSettings, current
-from kai_py.scheduler.cycle import configured_actions, run_cycle
 
 log = logging.getLogger("kai_py.scheduling")
 
@@ -101,7 +101,7 @@ class LoopState:
     background: BackgroundWriter | None = None
     #: The async HTTP stack the loop's requests go through (closed at the stop).
     transport: AsyncTransport | None = None
-    #: Skips cycles over an unchanged cache (kai_py/cluster/idle.py).
+    #: Skips cycles over an unchanged cache (kai_py/state/idle.py).
     idle: IdleGate = field(default_factory=IdleGate)
     #: Seconds the last cycle waited for its URGENT writes (the API server's time; logged).
     write_seconds: float = 0.0
@@ -228,7 +228,7 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
     kube = s.kube
     deadline = time.monotonic() + timeout
     pending = list(KINDS)
-    async with load_then_freeze():  # what the cache loads lives on: kai_py.cluster.gcpause
+    async with load_then_freeze():  # what the cache loads lives on: kai_py.state.gcpause
         await _load(s, kube, pending, deadline)
     log.info("cache loaded: %s", {k: len(v) for k, v in s.cache.objects.items()})
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Final
 
 from kai_py.api import keys
-from kai_py.cluster.inputs import InputError
-from kai_py.cluster.schedconfig import load_config
+from kai_py.conf.schedconfig import load_config
 from kai_py.scheduler.model import Config
+from kai_py.state.documents import InputError
 
 #: The parts of the operator, by the names ``--controllers`` takes.
 CONTROLLER_NAMES: Final = ("scheduler", "binder", "podgrouper")

@@ -4,7 +4,7 @@ Kopf's handling of each watch event (diff base, causes, per-handler arguments an
 loggers) costs more CPU than the event is worth to kai-py, whose handlers only
 observe: pods above all (several events per pod: created, grouped, bound,
 started...), then PodGroups and BindRequests (a few per pod). So the parts do not
-watch through Kopf: one ``Informer`` (``kai_py.cluster.informer``: LIST in pages,
+watch through Kopf: one ``Informer`` (``kai_py.apiclient.informer``: LIST in pages,
 then WATCH, over httppool) per resource and process calls each part's listener with
 ``(type, object, memo)`` on the event loop. Nothing is written to the watched
 objects (as with the ``on.event`` handlers before).
@@ -28,8 +28,8 @@ from typing import Any, Final
 
 import kopf
 
-from kai_py.cluster.informer import AsyncTransport, Informer
-from kai_py.cluster.kube import load_api_client, path_of
+from kai_py.apiclient.informer import AsyncTransport, Informer
+from kai_py.apiclient.kube import load_api_client, path_of
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,17 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kai_py.api import keys
-from kai_py.emulator.nodes.annotations import EMULATED_NODE
-from kai_py.emulator.nodes.devices import gpu_uuid
-from kai_py.emulator.nodes.quantity import QuantityError, parse_quantity
+from kai_py.emulator.annotations import EMULATED_NODE
+from kai_py.emulator.quantity import QuantityError, parse_quantity
 
 API_VERSION: Final = "kai-py.dev/v1"
 KIND: Final = "DevCluster"
+
+
+def gpu_uuid(node_name: str, index: int) -> str:
+    """A stable, NVIDIA-shaped UUID for card ``index`` of ``node_name``."""
+    digest = hashlib.sha256(f"kai-py-gpu/{node_name}/{index}".encode()).hexdigest()
+    return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
 
 class ClusterSpecError(ValueError):

@@ -31,7 +31,7 @@ import yaml
 from kai_py.api import eventloop, keys
 from kai_py.emulator.cluster_spec import ClusterSpec, ClusterSpecError, load_cluster
 from kai_py.emulator.dev_cluster import DevCluster
-from kai_py.emulator.errors import ApiError
+from kai_py.emulator.storage.errors import ApiError
 
 #: The module that will run the kai-py operator (``python -m <module>``).
 #: Until it exists, ``kai-py dev`` runs the emulator alone and says so.

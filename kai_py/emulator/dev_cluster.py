@@ -29,17 +29,17 @@ from typing import Any, TypeVar
 from kai_py.api import keys
 from kai_py.api.install import install_objects
 from kai_py.emulator import kubeflow
+from kai_py.emulator.apiserver.faults import FaultSet
+from kai_py.emulator.apiserver.server import EmulatedAPIServer
+from kai_py.emulator.apiserver.threaded import LoopThread
+from kai_py.emulator.clientgo.client import Json
+from kai_py.emulator.clientgo.store_client import StoreClient
 from kai_py.emulator.cluster_spec import ClusterSpec, default_cluster
-from kai_py.emulator.controllers.client import Json
 from kai_py.emulator.controllers.manager import ControllerManager
-from kai_py.emulator.controllers.store_client import StoreClient
-from kai_py.emulator.errors import ApiError
-from kai_py.emulator.faults import FaultSet
 from kai_py.emulator.nodes.fleet import NodeFleet
 from kai_py.emulator.nodes.kubelet import Kubelet
-from kai_py.emulator.server import EmulatedAPIServer
-from kai_py.emulator.store import Store
-from kai_py.emulator.threaded import LoopThread
+from kai_py.emulator.storage.errors import ApiError
+from kai_py.emulator.storage.store import Store
 from kai_py.emulator.timesource import Clock, SystemClock
 
 log = logging.getLogger(__name__)

@@ -11,6 +11,7 @@ from kai_py.scheduler.actions.preempt import preempt
 from kai_py.scheduler.actions.reclaim import reclaim
 from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.actions.victims import MOVED_SUFFIX
+from kai_py.scheduler.framework import Framework
 from kai_py.scheduler.model import (
     ALLOCATED,
     DEFAULT_ACTIONS,
@@ -22,6 +23,7 @@ from kai_py.scheduler.model import (
     Task,
 )
 from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.plugins import default_framework
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import format_quantity
 from kai_py.scheduler.session import (
@@ -56,9 +58,15 @@ def configured_actions(config: Config) -> list[tuple[str, Action]]:
     return [(name, ACTIONS[name]) for name in config.actions]
 
 
+def open_session(snapshot: Snapshot, framework: Framework | None = None) -> Session:
+    """A session over ``snapshot`` with ``framework``, else the built-in plugins as the
+    snapshot's config sets them up (KAI's ``OpenSession``)."""
+    return Session(snapshot, framework if framework is not None else default_framework(snapshot.config))
+
+
 def run_cycle(snapshot: Snapshot, actions: list[tuple[str, Action]] | None = None) -> Decisions:
     """One cycle; the actions are the given ones, else those of the snapshot's config."""
-    session = Session(snapshot)
+    session = open_session(snapshot)
     placer = Placer(session)
     if actions is None:
         actions = configured_actions(snapshot.config)

@@ -2,8 +2,8 @@
 
 Plugins (``kai_py.scheduler.plugins``) contribute functions to named
 extension points; actions call the extension points and never a plugin by
-name. ``default_framework`` registers the built-in plugins in order, and a
-caller may add its own (for example a predicate for a custom device).
+name. ``kai_py.scheduler.plugins.default_framework`` registers the built-in
+plugins in order, and a caller may add its own (for example a predicate for a custom device).
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kai_py.scheduler.model import Config, Job, Node, Queue, Task
+from kai_py.scheduler.model import Job, Node, Queue, Task, Unit
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
 
 if TYPE_CHECKING:
-    from kai_py.scheduler.actions.victims import Unit
     from kai_py.scheduler.session import Session
 
 # (task, node) -> None when the task may run there, else a kube-scheduler style phrase.
@@ -30,7 +29,7 @@ CapacityCheck = Callable[["Session", Job, Res, bool], "Reason | None"]
 # (session, victim job, action) -> may this job be a victim of this action at all?
 VictimFilter = Callable[["Session", Job, str], bool]
 # (session, preemptor, the victims of a scenario, action) -> is the scenario acceptable?
-ScenarioValidator = Callable[["Session", Job, Sequence["Unit"], str], bool]
+ScenarioValidator = Callable[["Session", Job, Sequence[Unit], str], bool]
 
 
 def _no_order(_: object, *__: object) -> tuple[object, ...]:
@@ -72,11 +71,3 @@ class Framework:
     ) -> bool:
         return all(v(session, preemptor, units, action) for _, v in self.validators)
 
-
-def default_framework(config: Config) -> Framework:
-    from kai_py.scheduler.plugins import nodeorder, pinning, predicates, priority, proportion
-
-    framework = Framework()
-    for plugin in (predicates, pinning, priority, proportion, nodeorder):
-        plugin.register(framework, config)
-    return framework

@@ -1,6 +1,6 @@
 """The snapshot model: nodes, queues, jobs (pod groups) and tasks (pods).
 
-These objects are built by ``kai_py.cluster`` (from manifests or the watch
+These objects are built by ``kai_py.state`` (from manifests or the watch
 cache) and handed to a Session. The fields under "session state" are reset
 when a session opens and changed only through a Statement, which keeps an
 undo log instead of copying the snapshot.
@@ -508,6 +508,17 @@ class Job:
     @property
     def pending_tasks(self) -> list[Task]:
         return [t for t in self.tasks if t.status is PENDING]
+
+
+@dataclass(slots=True, eq=False)
+class Unit:
+    """What a victim search takes back at once: a job's tasks chosen together (a
+    whole gang, or an elastic job's surplus). Here, below the framework and the
+    actions, because both name it: the framework's scenario validators are given
+    the victims as units."""
+
+    job: Job
+    tasks: list[Task]
 
 
 @dataclass(slots=True, eq=False)

@@ -8,19 +8,9 @@ within a session. The predicates themselves are plugins
 
 from __future__ import annotations
 
-from kai_py.scheduler.framework import Framework, default_framework
-from kai_py.scheduler.model import Config, Node, Shape, Task
+from kai_py.scheduler.framework import Framework
+from kai_py.scheduler.model import Node, Shape, Task
 from kai_py.scheduler.podaffinity import PodAffinity
-
-_DEFAULT: Framework | None = None
-
-
-def check(task: Task, node: Node) -> str | None:
-    """The built-in predicates alone (for tools and tests)."""
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = default_framework(Config())
-    return _DEFAULT.check_node(task, node)
 
 
 class PredicateCache:

@@ -129,13 +129,11 @@ class QueueFigures:
 
 
 class Session:
-    def __init__(self, snapshot: Snapshot, framework: Framework | None = None) -> None:
-        from kai_py.scheduler.framework import default_framework
-
+    def __init__(self, snapshot: Snapshot, framework: Framework) -> None:
         self.snapshot = snapshot
         self.now = snapshot.now
         self.config = snapshot.config
-        self.framework = framework if framework is not None else default_framework(snapshot.config)
+        self.framework = framework
         self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
         self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
         self.jobs: dict[str, Job] = {j.uid: j for j in snapshot.jobs}

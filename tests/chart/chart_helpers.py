@@ -8,7 +8,7 @@ from typing import Any
 import helm_python as helm
 import yaml
 
-from kai_py.cluster.kube import Kube, KubeError, path_of
+from kai_py.apiclient.kube import Kube, KubeError, path_of
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "kai-py"

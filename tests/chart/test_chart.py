@@ -23,7 +23,7 @@ KOPF_CRDS = ("apiextensions.k8s.io", "customresourcedefinitions", "list,watch")
 #: API calls of the code each role runs. Changing what a role calls means changing
 #: this table and the chart together.
 EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
-    # kai_py/controllers/scheduling.py (watches, warm-up/resync LISTs) and kai_py/cluster/writer.py
+    # kai_py/controllers/scheduling.py (watches, warm-up/resync LISTs) and kai_py/writes/writer.py
     "scheduler": {
         KOPF_CRDS,
         ("", "nodes,pods", "list,watch"),
@@ -36,7 +36,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("scheduling.run.ai", "queues/status,podgroups/status", "patch"),
         ("scheduling.run.ai", "bindrequests", "list,watch,create,delete"),
     },
-    # kai_py/controllers/binder.py and kai_py/cluster/binding.py
+    # kai_py/controllers/binder.py and kai_py/binder/binding.py
     "binder": {
         KOPF_CRDS,
         ("", "pods", "get,list,watch,create,patch,delete"),  # reservation pods, group label
@@ -48,7 +48,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("scheduling.run.ai", "bindrequests", "get,list,watch"),  # the bind queue
         ("scheduling.run.ai", "bindrequests/status", "patch"),
     },
-    # kai_py/controllers/grouper.py and kai_py/cluster/podgrouping.py
+    # kai_py/controllers/grouper.py and kai_py/podgrouper/service.py
     "podgrouper": {
         KOPF_CRDS,
         ("", "pods", "get,list,watch,patch"),  # the pod-group-name annotation
@@ -58,7 +58,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
     },
     # kai_py/controllers/webhooks/validation.py: a Queue's parent and the tree above it
     "webhooks": {("scheduling.run.ai", "queues", "get,list")},
-    # kai_py/cluster/nodeagent.py: reads its Node, patches the inventory annotation
+    # kai_py/gpu/nodeagent.py: reads its Node, patches the inventory annotation
     "node-agent": {("", "nodes", "get,patch")},
 }
 

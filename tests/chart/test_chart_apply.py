@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from chart_helpers import NAMESPACE, OTHER_VALUES, Applier, render
 
-from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
+from kai_py.apiclient.kube import Kube, KubeError, load_api_client, path_of
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 

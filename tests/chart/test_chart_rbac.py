@@ -24,10 +24,10 @@ import pytest
 import yaml
 from chart_helpers import NAMESPACE, Applier, render
 
-from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
+from kai_py.apiclient.kube import Kube, KubeError, load_api_client, path_of
+from kai_py.emulator.apiserver.rbac import Authorizer
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
-from kai_py.emulator.rbac import Authorizer
 
 pytestmark = pytest.mark.slow
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kai_py.cluster.inputs import load_documents
-from kai_py.cluster.schedconfig import parse_config
-from kai_py.cluster.simulation import Simulation, parse_now, pod_entries
+from kai_py.conf.schedconfig import parse_config
 from kai_py.scheduler.model import Config
+from kai_py.simulate.inputs import load_documents
+from kai_py.simulate.simulation import Simulation, parse_now, pod_entries
 
 CASES_DIR = Path(__file__).parent / "kai"
 KNOWN_DIFFERENCES = Path(__file__).parent / "KNOWN-DIFFERENCES.md"

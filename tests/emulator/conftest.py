@@ -10,7 +10,7 @@ from apiserver_helpers import KUBECTL, Kubectl
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from kai_py.emulator.threaded import ThreadedServer, run_in_thread
+from kai_py.emulator.apiserver.threaded import ThreadedServer, run_in_thread
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from apiserver_helpers import free_port, pod_body, self_signed_cert
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
-from kai_py.emulator.threaded import ThreadedServer
+from kai_py.emulator.apiserver.threaded import ThreadedServer
 
 REVIEWS: list[dict[str, Any]] = []
 

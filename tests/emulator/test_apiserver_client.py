@@ -17,7 +17,7 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 
-from kai_py.emulator.threaded import ThreadedServer, run_in_thread
+from kai_py.emulator.apiserver.threaded import ThreadedServer, run_in_thread
 
 
 def raw(

@@ -11,7 +11,7 @@ import pytest
 from apiserver_helpers import QUEUE_CRD, widget
 from kopf.testing import KopfRunner
 
-from kai_py.emulator.threaded import ThreadedServer
+from kai_py.emulator.apiserver.threaded import ThreadedServer
 
 OPERATOR = textwrap.dedent("""\
     import kopf

@@ -11,8 +11,8 @@ import pytest
 from apiserver_helpers import QUEUE_CRD, free_port, self_signed_cert, widget
 from kopf.testing import KopfRunner
 
-from kai_py.emulator.errors import ApiError
-from kai_py.emulator.threaded import ThreadedServer
+from kai_py.emulator.apiserver.threaded import ThreadedServer
+from kai_py.emulator.storage.errors import ApiError
 
 OPERATOR = textwrap.dedent("""\
     import kopf

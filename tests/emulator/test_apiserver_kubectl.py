@@ -9,7 +9,7 @@ import time
 import pytest
 from apiserver_helpers import Kubectl
 
-from kai_py.emulator.threaded import ThreadedServer
+from kai_py.emulator.apiserver.threaded import ThreadedServer
 
 pytestmark = pytest.mark.e2e
 

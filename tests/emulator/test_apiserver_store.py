@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from apiserver_helpers import QUEUE_CRD, pod_body, run, widget
 
-from kai_py.emulator.errors import ApiError
-from kai_py.emulator.store import Store, collect
+from kai_py.emulator.storage.errors import ApiError
+from kai_py.emulator.storage.store import Store, collect
 
 
 def test_create_assigns_metadata_and_one_counter_orders_everything() -> None:

@@ -9,11 +9,11 @@ from typing import Any
 from apiserver_helpers import StoredVersionsUntouched
 
 from kai_py.api import keys
+from kai_py.emulator import annotations as ann
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.controllers.deployment import HASH_LABEL
 from kai_py.emulator.controllers.job import TRACKING_FINALIZER, format_indexes, parse_indexes
 from kai_py.emulator.dev_cluster import DevCluster
-from kai_py.emulator.nodes import annotations as ann
 from kai_py.emulator.timesource import ManualClock
 
 Json = dict[str, Any]

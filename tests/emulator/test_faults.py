@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from kai_py.api import keys
+from kai_py.emulator import annotations as ann
+from kai_py.emulator.apiserver.faults import FaultSet
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import DevCluster, ThreadedDevCluster
-from kai_py.emulator.faults import FaultSet
-from kai_py.emulator.nodes import annotations as ann
-from kai_py.emulator.store import Store
+from kai_py.emulator.storage.store import Store
 from kai_py.emulator.timesource import ManualClock
 
 Json = dict[str, Any]

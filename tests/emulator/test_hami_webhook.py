@@ -14,8 +14,8 @@ from apiserver_helpers import free_port, self_signed_cert
 from kopf.testing import KopfRunner
 
 from kai_py.controllers.webhooks.hami import memory_cap_enabled, mutation
-from kai_py.emulator.errors import ApiError
-from kai_py.emulator.threaded import ThreadedServer
+from kai_py.emulator.apiserver.threaded import ThreadedServer
+from kai_py.emulator.storage.errors import ApiError
 
 OPERATOR = textwrap.dedent("""\
     import kopf

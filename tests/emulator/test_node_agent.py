@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from kubernetes import config as k8s_config
 
+from kai_py.apiclient.kube import Kube
 from kai_py.cli import main
-from kai_py.cluster import inventory
-from kai_py.cluster.kube import Kube
-from kai_py.cluster.nodeagent import NvmlUnavailable, load_nvml, publish, read_cards, run_node_agent
-from kai_py.emulator.threaded import ThreadedServer
+from kai_py.emulator.apiserver.threaded import ThreadedServer
+from kai_py.gpu import inventory
+from kai_py.gpu.nodeagent import NvmlUnavailable, load_nvml, publish, read_cards, run_node_agent
 
 
 class FakeNvml:

@@ -15,11 +15,10 @@ import pytest
 from apiserver_helpers import StoredVersionsUntouched
 
 from kai_py.api import keys
-from kai_py.emulator.cluster_spec import parse_cluster
+from kai_py.emulator import annotations as ann
+from kai_py.emulator.cluster_spec import gpu_uuid, parse_cluster
 from kai_py.emulator.dev_cluster import DevCluster
-from kai_py.emulator.errors import ApiError
-from kai_py.emulator.nodes import annotations as ann
-from kai_py.emulator.nodes.devices import gpu_uuid
+from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.timesource import ManualClock
 
 Json = dict[str, Any]

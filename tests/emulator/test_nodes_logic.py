@@ -13,15 +13,16 @@ from kai_py.api import keys
 from kai_py.emulator.cluster_spec import (
     ClusterSpecError,
     default_cluster,
+    gpu_uuid,
     load_cluster,
     node_manifest,
     node_subnet,
     parse_cluster,
 )
-from kai_py.emulator.nodes.devices import DeviceAllocationError, DevicePlugin, gpu_uuid
+from kai_py.emulator.nodes.devices import DeviceAllocationError, DevicePlugin
 from kai_py.emulator.nodes.pod_status import qos_class
-from kai_py.emulator.nodes.quantity import QuantityError, parse_quantity, to_int_units
 from kai_py.emulator.nodes.resources import check_fit, container_gpu_requests, pod_requests
+from kai_py.emulator.quantity import QuantityError, parse_quantity, to_int_units
 
 UUID_RE = re.compile(r"^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 

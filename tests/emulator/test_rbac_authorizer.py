@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kai_py.emulator.rbac import _matches
+from kai_py.emulator.apiserver.rbac import _matches
 
 RULE = {"apiGroups": [""], "resources": ["pods", "pods/status"], "verbs": ["get", "patch"]}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kai_py.emulator.tables import jsonpath
+from kai_py.emulator.apiserver.tables import jsonpath
 
 
 def test_escaped_dots_and_slashes_in_a_field() -> None:

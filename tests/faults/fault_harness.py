@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from kai_py.api import keys
-from kai_py.cluster.convert import parse_time
+from kai_py.api.objects import parse_time
+from kai_py.emulator import annotations as ann
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
-from kai_py.emulator.errors import ApiError
-from kai_py.emulator.nodes import annotations as ann
+from kai_py.emulator.storage.errors import ApiError
 
 Json = dict[str, Any]
 REPO = Path(__file__).resolve().parents[2]

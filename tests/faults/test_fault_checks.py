@@ -7,7 +7,7 @@ from typing import Any
 from fault_harness import overcommitted
 
 from kai_py.api import keys
-from kai_py.emulator.nodes import annotations as ann
+from kai_py.emulator import annotations as ann
 
 
 def _pod(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kai_py.cluster.writer import STATUS, BackgroundWriter, Write
+from kai_py.writes.writer import STATUS, BackgroundWriter, Write
 
 Json = dict[str, Any]
 

@@ -18,13 +18,12 @@ from kopf.testing import KopfRunner
 from operator_helpers import wait_for
 
 from kai_py.api import keys
-from kai_py.cluster import reservation as rsv
-from kai_py.cluster.binding import BinderConfig
+from kai_py.binder import reservation as rsv
+from kai_py.binder.binding import BinderConfig
 from kai_py.controllers import binder
-from kai_py.emulator.cluster_spec import parse_cluster
+from kai_py.emulator.cluster_spec import gpu_uuid, parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
-from kai_py.emulator.errors import ApiError
-from kai_py.emulator.nodes.devices import gpu_uuid
+from kai_py.emulator.storage.errors import ApiError
 
 NS = "team-b"
 RNS = keys.RESERVATION_NAMESPACE

@@ -9,7 +9,7 @@ from typing import Any
 
 from kai_py.api import keys
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
-from kai_py.emulator.errors import ApiError
+from kai_py.emulator.storage.errors import ApiError
 
 NS = "team-a"
 

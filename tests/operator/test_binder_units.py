@@ -1,4 +1,4 @@
-"""The binder's pure rules (kai_py.cluster.reservation) and its decisions over a fake API."""
+"""The binder's pure rules (kai_py.binder.reservation) and its decisions over a fake API."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from kai_py.api import keys
-from kai_py.cluster import reservation as rsv
-from kai_py.cluster.binding import Binder, BinderConfig
-from kai_py.cluster.kube import KubeError
-from kai_py.cluster.podhints import PodHints
+from kai_py.apiclient.kube import KubeError
+from kai_py.binder import reservation as rsv
+from kai_py.binder.binding import Binder, BinderConfig
+from kai_py.binder.podhints import PodHints
+from kai_py.gpu import groups
 
 Json = dict[str, Any]
 
@@ -29,9 +30,9 @@ def test_reservation_pod_names_are_deterministic_and_dns_safe() -> None:
 
 
 def test_label_values_stay_valid() -> None:
-    assert rsv.label_value("g1") == "g1"
-    assert len(rsv.label_value("x" * 100)) <= 63
-    assert rsv.label_value("a,b") != "a,b" and "," not in rsv.label_value("a,b")
+    assert groups.label_value("g1") == "g1"
+    assert len(groups.label_value("x" * 100)) <= 63
+    assert groups.label_value("a,b") != "a,b" and "," not in groups.label_value("a,b")
 
 
 def test_reservation_pod_manifest() -> None:
@@ -46,7 +47,7 @@ def test_reservation_pod_manifest() -> None:
     assert container["resources"]["requests"][keys.GPU_RESOURCE] == "1"
     assert container["resources"]["limits"][keys.GPU_RESOURCE] == "1"
     assert spec["tolerations"] == [{"operator": "Exists"}]
-    assert rsv.reservation_group(pod) == "g1"
+    assert groups.reservation_group(pod) == "g1"
 
 
 def shared_pod(name: str = "p", env: list[Json] | None = None) -> Json:
@@ -87,8 +88,8 @@ def test_group_label_patch_and_rollback() -> None:
     labelled = shared_pod()
     labelled["metadata"]["labels"] = {keys.GPU_GROUP_LABEL: "g1"}
     labelled["metadata"]["annotations"] = {rsv.GPU_GROUPS_ANNOTATION: "g1,g2"}
-    assert rsv.shared_pod_groups(labelled) == ["g1", "g2"]
-    assert rsv.uses_group(labelled, "g2") and not rsv.uses_group(labelled, "g3")
+    assert groups.shared_pod_groups(labelled) == ["g1", "g2"]
+    assert groups.uses_group(labelled, "g2") and not groups.uses_group(labelled, "g3")
 
 
 @pytest.mark.parametrize(
@@ -611,7 +612,7 @@ def test_pinned_fraction_and_unknown_pods_are_read_first() -> None:
 
 
 def _request(br: Json) -> Any:
-    from kai_py.cluster.binding import _Request
+    from kai_py.binder.binding import _Request
 
     return _Request.of(br)
 
@@ -644,7 +645,7 @@ def test_hints_follow_the_scheduler_s_unbound_pods_only() -> None:
 
 
 def test_hints_never_pile_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kai_py.cluster import podhints
+    from kai_py.binder import podhints
 
     monkeypatch.setattr(podhints, "MAX_HINTS", 3)
     hints = PodHints("kai-scheduler")

@@ -6,8 +6,8 @@ import asyncio
 import threading
 from typing import Any
 
-from kai_py.cluster.binding import Outcome
-from kai_py.cluster.bindqueue import BindQueue
+from kai_py.binder.binding import Outcome
+from kai_py.binder.bindqueue import BindQueue
 
 
 def _br(uid: str, phase: str | None = None) -> dict[str, Any]:

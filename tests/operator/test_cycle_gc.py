@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kai_py.cluster.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 from kai_py.controllers.scheduling import LoopState, run_one_cycle
 from kai_py.controllers.settings import OperatorSettings
+from kai_py.state.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 
 Json = dict[str, Any]
 

@@ -22,7 +22,7 @@ from kai_py.api import keys
 from kai_py.controllers import grouper
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
-from kai_py.emulator.errors import ApiError
+from kai_py.emulator.storage.errors import ApiError
 
 NS = "team-g"
 CLUSTER = {

@@ -1,4 +1,4 @@
-"""The pod-grouper controller's API work (kai_py.cluster.podgrouping) over a fake API."""
+"""The pod-grouper controller's API work (kai_py.podgrouper.service) over a fake API."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 import pytest
 
 from kai_py.api import keys
-from kai_py.cluster.grouping import owner_chain, walk_owner_chain
-from kai_py.cluster.kube import KubeError
-from kai_py.cluster.podgrouping import OwnerResolver, PodGrouperService
+from kai_py.apiclient.kube import KubeError
+from kai_py.podgrouper.grouping import owner_chain, walk_owner_chain
+from kai_py.podgrouper.service import OwnerResolver, PodGrouperService
 
 Json = dict[str, Any]
 

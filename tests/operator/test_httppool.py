@@ -1,4 +1,4 @@
-"""The operator's HTTP/1.1 client (kai_py.cluster.httppool) against local servers:
+"""The operator's HTTP/1.1 client (kai_py.apiclient.httppool) against local servers:
 keep-alive reuse, streamed answers, timeouts, and connections the server closes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 
-from kai_py.cluster.httppool import HttpPool, ProtocolError
+from kai_py.apiclient.httppool import HttpPool, ProtocolError
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -10,9 +10,9 @@ from typing import TypeVar
 
 import pytest
 
-from kai_py.cluster.informer import AsyncTransport, attach_transport
-from kai_py.cluster.kube import KubeError, RetryingKube, load_api_client, path_of
-from kai_py.emulator.threaded import ThreadedServer, run_in_thread
+from kai_py.apiclient.informer import AsyncTransport, attach_transport
+from kai_py.apiclient.kube import KubeError, RetryingKube, load_api_client, path_of
+from kai_py.emulator.apiserver.threaded import ThreadedServer, run_in_thread
 
 T = TypeVar("T")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kai_py.cluster.kube import Kube, load_api_client
-from kai_py.cluster.leader import ElectionConfig, LeaderElector, Leadership
-from kai_py.emulator.threaded import ThreadedServer, run_in_thread
+from kai_py.apiclient.kube import Kube, load_api_client
+from kai_py.apiclient.leader import ElectionConfig, LeaderElector, Leadership
+from kai_py.emulator.apiserver.threaded import ThreadedServer, run_in_thread
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from operator_helpers import (
 )
 
 from kai_py.api import keys
-from kai_py.cluster import reservation as rsv
+from kai_py.binder import reservation as rsv
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 
 

@@ -12,12 +12,11 @@ from kubernetes import config as k8s_config
 from operator_helpers import wait_for
 
 from kai_py.api import keys
-from kai_py.cluster.binding import Binder, BinderConfig
-from kai_py.cluster.kube import Kube
-from kai_py.cluster.pinned_binding import BLOCKER_LABEL, sweep_blockers
-from kai_py.emulator.cluster_spec import parse_cluster
+from kai_py.apiclient.kube import Kube
+from kai_py.binder.binding import Binder, BinderConfig
+from kai_py.binder.pinned_binding import BLOCKER_LABEL, sweep_blockers
+from kai_py.emulator.cluster_spec import gpu_uuid, parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
-from kai_py.emulator.nodes.devices import gpu_uuid
 
 NS = "team-a"
 NODE = "gpu-0"
@@ -116,7 +115,7 @@ def test_a_pinned_card_held_by_an_unseen_pod_rolls_back_then_binds(
 
 
 def test_blocker_sweep_keeps_this_process_s_live_blockers(cluster: ThreadedDevCluster) -> None:
-    from kai_py.cluster.pinned_binding import INSTANCE, blocker_manifest
+    from kai_py.binder.pinned_binding import INSTANCE, blocker_manifest
 
     store = cluster.store
     mine = blocker_manifest(

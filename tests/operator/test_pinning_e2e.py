@@ -1,6 +1,6 @@
 """Pinned pods on the emulated cluster, whose device plugin hands out the lowest free
 card whatever the pin says: the binder's blockers make the named cards the only free
-ones (kai_py.cluster.pinned_binding)."""
+ones (kai_py.binder.pinned_binding)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ import pytest
 from operator_helpers import Operator, start_operator, stop_operator, wait_for
 
 from kai_py.api import keys
-from kai_py.cluster import hami
-from kai_py.cluster.pinned_binding import BLOCKER_LABEL
-from kai_py.emulator.cluster_spec import parse_cluster
+from kai_py.binder.pinned_binding import BLOCKER_LABEL
+from kai_py.emulator.cluster_spec import gpu_uuid, parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
-from kai_py.emulator.nodes.devices import gpu_uuid
+from kai_py.gpu import hami
 
 NS = "team-a"
 BIG = "big-0"

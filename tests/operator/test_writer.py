@@ -8,8 +8,13 @@ import pytest
 
 from kai_py.api.bindrequest import BindRequest
 from kai_py.api.quantities import format_quantity, parse_quantity
-from kai_py.cluster.cache import BINDREQUESTS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
-from kai_py.cluster.writer import (
+from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.model import Node, Task
+from kai_py.scheduler.reasons import Reason
+from kai_py.scheduler.resources import Res
+from kai_py.scheduler.session import Event, QueueFigures
+from kai_py.state.cache import BINDREQUESTS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
+from kai_py.writes.writer import (
     EventRecorder,
     JobResources,
     bindrequest_manifest,
@@ -22,11 +27,6 @@ from kai_py.cluster.writer import (
     stale_annotation_patch,
     unschedulable_patch,
 )
-from kai_py.scheduler.cycle import run_cycle
-from kai_py.scheduler.model import Node, Task
-from kai_py.scheduler.reasons import Reason
-from kai_py.scheduler.resources import Res
-from kai_py.scheduler.session import Event, QueueFigures
 
 NOW = 1_800_000_000.0
 
@@ -200,8 +200,8 @@ def test_a_parent_queue_lists_its_children_once() -> None:
 
 
 def test_podgroup_phase_follows_min_member() -> None:
-    from kai_py.cluster.writer import podgroup_phase
     from kai_py.scheduler.model import Job, TaskStatus
+    from kai_py.writes.writer import podgroup_phase
 
     def job(*statuses: TaskStatus, min_member: int = 2) -> Job:
         tasks = [

@@ -28,13 +28,13 @@ from operator_helpers import SMALL_CLUSTER
 from realapi_server import ADMIN_TOKEN, RealApiServer, binaries_dir
 
 from kai_py.api import keys
+from kai_py.emulator.apiserver.threaded import LoopThread
+from kai_py.emulator.clientgo.client import NODES
+from kai_py.emulator.clientgo.http_client import HttpClient
 from kai_py.emulator.cluster_spec import ClusterSpec, parse_cluster
-from kai_py.emulator.controllers.client import NODES
-from kai_py.emulator.controllers.http_client import HttpClient
 from kai_py.emulator.controllers.manager import ControllerManager
 from kai_py.emulator.dev_cluster import ThreadedDevCluster, kai_crds
 from kai_py.emulator.nodes.fleet import NodeFleet
-from kai_py.emulator.threaded import LoopThread
 from kai_py.emulator.timesource import SystemClock
 
 BACKENDS = ["emulator", "real"]

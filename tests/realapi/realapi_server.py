@@ -15,7 +15,7 @@ Of kube-controller-manager only the garbage collector runs (ownerReference
 cascades, foreground deletion), with the admin's credentials. There is no
 scheduler and no kubelet; the tests run kai-py's simulated kubelets, device
 plugins and Job/ReplicaSet/Deployment controllers against the server over
-HTTP (:mod:`kai_py.emulator.controllers.http_client`), and do what the
+HTTP (:mod:`kai_py.emulator.clientgo.http_client`), and do what the
 controller manager's disabled controllers would have: a ``default``
 ServiceAccount in each namespace, the not-ready taint off a Ready node.
 """

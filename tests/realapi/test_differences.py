@@ -22,8 +22,8 @@ from probes import NS, PROBES, Target, setup
 from realapi_backends import require_binaries
 from realapi_server import ADMIN_TOKEN, RealApiServer
 
+from kai_py.emulator.apiserver.threaded import run_in_thread
 from kai_py.emulator.dev_cluster import kai_crds
-from kai_py.emulator.threaded import run_in_thread
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "emulator.md"
 

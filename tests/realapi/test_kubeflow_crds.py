@@ -9,9 +9,9 @@ from typing import Any
 from realapi_backends import require_binaries
 from realapi_server import ADMIN_TOKEN, RealApiServer
 
+from kai_py.emulator.apiserver.threaded import run_in_thread
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 from kai_py.emulator.kubeflow import kubeflow_crds
-from kai_py.emulator.threaded import run_in_thread
 
 from probes import Target  # isort: skip (a module of this folder)
 

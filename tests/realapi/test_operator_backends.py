@@ -29,7 +29,7 @@ from operator_helpers import (
 from realapi_backends import Backend
 
 from kai_py.api import keys
-from kai_py.cluster import reservation as rsv
+from kai_py.binder import reservation as rsv
 
 NS = "team-a"
 RNS = keys.RESERVATION_NAMESPACE

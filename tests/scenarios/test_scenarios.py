@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kai_py.cluster.inputs import Document, InputError
-from kai_py.cluster.simulation import Simulation, parse_now, scheduler_config, to_json
+from kai_py.simulate.simulation import Simulation, parse_now, scheduler_config, to_json
+from kai_py.state.documents import Document, InputError
 
 HERE = Path(__file__).parent
 FILES = sorted(HERE.glob("*.yaml"))

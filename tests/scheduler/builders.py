@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from kai_py.scheduler.cycle import open_session
 from kai_py.scheduler.model import (
     Config,
     Job,
@@ -206,4 +207,4 @@ def default_queues(*leaves: str, **kw: Any) -> list[Queue]:
 
 
 def session(snap: Snapshot) -> Session:
-    return Session(snap)
+    return open_session(snap)

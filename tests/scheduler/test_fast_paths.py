@@ -17,7 +17,7 @@ from builders import job, node, queue, running, snapshot, task
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, next_tasks_of
 from kai_py.scheduler.actions.evicting import victim_cost
 from kai_py.scheduler.actions.victims import VictimPool
-from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.cycle import open_session, run_cycle
 from kai_py.scheduler.fairshare import allocatable_share, dominant_share
 from kai_py.scheduler.model import (
     ALLOCATED,
@@ -111,7 +111,7 @@ def _mixed_job(rng: random.Random, name: str) -> Job:
 def test_demand_and_next_tasks_match_a_fresh_sort() -> None:
     rng = random.Random(3)
     jobs = [_mixed_job(rng, f"j{i}") for i in range(60)]
-    s = Session(snapshot([node("n", gpus=64)], [queue("root"), queue("a", "root")], jobs))
+    s = open_session(snapshot([node("n", gpus=64)], [queue("root"), queue("a", "root")], jobs))
     for j in s.jobs.values():
         for count in range(0, len(j.tasks) + 1):
             assert next_tasks_of(s, j, count) == next_tasks(j, count)
@@ -142,7 +142,7 @@ def test_picker_with_kept_candidates_pops_as_a_full_walk() -> None:
         for i in range(40)
     ]
     jobs += [job(f"r{i}", f"l{i % 6}", [running("n", gpu=1)]) for i in range(24)]
-    s = Session(snapshot([node("n", gpus=200)], qs, jobs))
+    s = open_session(snapshot([node("n", gpus=200)], qs, jobs))
     pending = [j for j in s.jobs.values() if j.pending_tasks]
     picker = JobPicker(s, pending, lambda j: demand(s, j))
     while (picked := picker.pop()) is not None:
@@ -193,7 +193,7 @@ def test_victims_in_queue_order_start_past_only_units_gone_for_good() -> None:
         size = rng.choice((1, 1, 2, 3))
         pods = [running("n", gpu=1, start_time=float(rng.randrange(50))) for _ in range(size)]
         jobs.append(job(f"v{i}", f"l{i % 4}", pods, min_member=rng.randint(1, size)))
-    s = Session(snapshot([node("n", gpus=200)], qs, jobs))
+    s = open_session(snapshot([node("n", gpus=200)], qs, jobs))
     pool = VictimPool(s, "reclaim", s.jobs.values(), victim_cost, lambda t: True)
     names = sorted(pool.queues)
     while True:
@@ -237,7 +237,7 @@ def test_victims_cheapest_first_start_past_only_units_gone_for_good() -> None:
         jobs.append(
             job(f"v{i}", f"l{i % 3}", pods, min_member=rng.randint(1, size), priority=i % 4)
         )
-    s = Session(snapshot([node("n", gpus=200)], qs, jobs))
+    s = open_session(snapshot([node("n", gpus=200)], qs, jobs))
     pool = VictimPool(s, "preempt", s.jobs.values(), victim_cost, lambda t: True)
     names = sorted(pool.queues)
     rounds = 0
@@ -342,7 +342,7 @@ def test_written_out_set_up_makes_the_totals_of_the_per_task_calls() -> None:
             if rng.random() < 0.1:
                 made.errors.append("bad pod")
             jobs.append(made)
-        s = Session(snapshot(nodes, queues, jobs))
+        s = open_session(snapshot(nodes, queues, jobs))
         written_out = _totals(s)
         _replayed_set_up(s)
         assert written_out == _totals(s)

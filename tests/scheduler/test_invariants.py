@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from kai_py.scheduler.actions.allocate import allocate
 from kai_py.scheduler.actions.reclaim import split_paths
-from kai_py.scheduler.cycle import Action, default_actions, run_cycle
+from kai_py.scheduler.cycle import Action, default_actions, open_session, run_cycle
 from kai_py.scheduler.model import Snapshot, TaskStatus
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Decisions, Session
@@ -322,7 +322,7 @@ def check_capacity(snap: Snapshot) -> None:
 
 def check_cycle(snap: Snapshot, actions: list[tuple[str, Action]] | None = None) -> Decisions:
     """Run one cycle on ``snap`` and check (a)-(d); return the decisions."""
-    before = Session(snap)  # the session's view before the cycle (resets itself again)
+    before = open_session(snap)  # the session's view before the cycle (resets itself again)
     alloc_before = {q.name: q.allocated.gpu for q in before.queues.values()}
     deserved = {q.name: q.deserved.gpu for q in before.queues.values()}
     # captured now: the cycle's own session resets the same Queue objects
@@ -632,7 +632,7 @@ def test_gang_on_a_releasing_card_does_not_overcount_the_node() -> None:
             job("gang", "a", [task(fraction=0.5), task(fraction=0.5)]),
         ],
     )
-    s = Session(snap)
+    s = open_session(snap)
     gang = next(j for j in s.jobs.values() if j.name == "gang")
     stmt = s.statement()
     assert place_tasks(s, stmt, Placer(s), gang, 2).ok

@@ -5,9 +5,9 @@ from __future__ import annotations
 from builders import job, node, queue, res, running, snapshot, task
 
 from kai_py.scheduler.actions.common import demand
+from kai_py.scheduler.cycle import open_session
 from kai_py.scheduler.model import Job, Queue
 from kai_py.scheduler.ordering import JobPicker, WeakerShare, elastic_state, job_key, queue_key
-from kai_py.scheduler.session import Session
 
 
 # ---------------------------------------------------------------- jobs
@@ -159,7 +159,7 @@ def test_older_queue_last_rule() -> None:
 
 # ----------------------------------------------------------- JobPicker
 def picks(snap_jobs: list[Job], queues: list[Queue], gpus: int = 100) -> list[str]:
-    s = Session(snapshot([node("n", gpus=gpus)], queues, snap_jobs))
+    s = open_session(snapshot([node("n", gpus=gpus)], queues, snap_jobs))
     picker = JobPicker(s, [j for j in s.jobs.values() if j.pending_tasks], lambda j: demand(s, j))
     out = []
     while (j := picker.pop()) is not None:

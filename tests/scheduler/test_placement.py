@@ -5,15 +5,14 @@ from __future__ import annotations
 import pytest
 from builders import default_queues, job, node, running, snapshot, task
 
-from kai_py.scheduler import predicates
-from kai_py.scheduler.cycle import run_cycle
-from kai_py.scheduler.model import SelectorRequirement, Taint, Task, Toleration
+from kai_py.scheduler.cycle import open_session, run_cycle
+from kai_py.scheduler.model import Config, Node, SelectorRequirement, Taint, Task, Toleration
 from kai_py.scheduler.placement import Placer
-from kai_py.scheduler.session import Session
+from kai_py.scheduler.plugins import default_framework
 
 
 def placer_for(nodes, jobs, placement: str = "binpack") -> Placer:  # type: ignore[no-untyped-def]
-    return Placer(Session(snapshot(nodes, default_queues("a"), jobs, placement=placement)))
+    return Placer(open_session(snapshot(nodes, default_queues("a"), jobs, placement=placement)))
 
 
 def one(t: Task, nodes, placement: str = "binpack", others=()):  # type: ignore[no-untyped-def]
@@ -141,7 +140,7 @@ def test_gpu_memory_needs_the_node_label() -> None:
     assert where.node.name == "labelled"
     assert one(task(gpu_memory_mib=20_000), [node("plain", gpus=4)]) is None
     t = task(gpu_memory_mib=20_000)
-    assert predicates.check(t, node("plain", gpus=4)) == (
+    assert builtin_check(t, node("plain", gpus=4)) == (
         "node(s) had no nvidia.com/gpu.memory label, needed to share a GPU by memory"
     )
 
@@ -160,8 +159,16 @@ def test_gpu_memory_larger_than_the_card_does_not_fit() -> None:
 
 
 # ----------------------------------------------------------- predicates
+_BUILTIN = default_framework(Config())
+
+
+def builtin_check(t: Task, n: Node) -> str | None:
+    """The built-in predicates alone."""
+    return _BUILTIN.check_node(t, n)
+
+
 def chk(t: Task, **node_kw) -> str | None:  # type: ignore[no-untyped-def]
-    return predicates.check(t, node("n", gpus=1, **node_kw))
+    return builtin_check(t, node("n", gpus=1, **node_kw))
 
 
 def test_not_ready_and_unschedulable_nodes_are_refused() -> None:

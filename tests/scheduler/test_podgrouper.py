@@ -9,7 +9,7 @@ import pytest
 
 from kai_py.api import keys
 from kai_py.api.podgroup import PodGroup
-from kai_py.scheduler.podgrouper import (
+from kai_py.podgrouper.rules import (
     Grouped,
     GroupingFailed,
     GroupingResult,

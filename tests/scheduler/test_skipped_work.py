@@ -152,11 +152,11 @@ def test_reclaim_keeps_its_order_when_the_share_check_would_move_a_total() -> No
     """Adding a step to a queue's total and taking it off again may not give back the
     same float; the totals then depend on the order of the jobs, which is kept."""
     from kai_py.scheduler.actions.allocate import allocate
+    from kai_py.scheduler.cycle import open_session
     from kai_py.scheduler.placement import Placer
-    from kai_py.scheduler.session import Session
 
     for seed in range(40):
-        session = Session(_pending_only(seed))
+        session = open_session(_pending_only(seed))
         allocate(session, Placer(session))
         jobs = reclaim._unordered(session)
         if jobs:

@@ -14,6 +14,7 @@ from builders import default_queues, job, node, running, snapshot, task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kai_py.scheduler.cycle import open_session
 from kai_py.scheduler.model import TaskStatus
 from kai_py.scheduler.session import Op, Session
 
@@ -65,7 +66,7 @@ def cluster() -> Session:
         job("frac", "b", [task(fraction=0.25), task(gpu_memory_mib=10_000)], priority=50),
         job("cpu", "a", [task(cpu=2000)], priority=50),
     ]
-    return Session(snapshot(nodes, default_queues("a", "b"), jobs))
+    return open_session(snapshot(nodes, default_queues("a", "b"), jobs))
 
 
 def jobs_by_name(s: Session) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kai_py.api import keys
-from kai_py.cluster.reservation import GPU_KEYS, PORTION_KEY, VISIBLE_DEVICES_KEY
+from kai_py.binder.reservation import GPU_KEYS, PORTION_KEY, VISIBLE_DEVICES_KEY
 
 Json = dict[str, Any]
 

@@ -2,7 +2,7 @@
 
 A pod that asks for ``nvidia.com/gpumem`` or ``nvidia.com/gpumem-percentage``
 (HAMi's resources, which the NVIDIA device plugin does not advertise) is
-rewritten on CREATE by ``kai_py.cluster.hami.translate``: KAI's sharing
+rewritten on CREATE by ``kai_py.gpu.hami.translate``: KAI's sharing
 annotations instead of those resources, and a record of what was done in
 ``kai.scheduler/hami-translation``. A request that cannot be translated is
 refused with a message naming the pod, the field and the value.
@@ -27,7 +27,7 @@ from typing import Any, Final
 import kopf
 
 from kai_py.api import keys
-from kai_py.cluster import hami
+from kai_py.gpu import hami
 
 HAMI_CORE_ENV: Final = "KAI_PY_HAMI_CORE"
 

@@ -31,7 +31,7 @@ from typing import Any, Final
 import kopf
 
 from kai_py.api import keys
-from kai_py.cluster.kube import Kube, KubeError, load_api_client, path_of
+from kai_py.apiclient.kube import Kube, KubeError, load_api_client, path_of
 from kai_py.controllers import settings as operator_settings
 from kai_py.controllers.webhooks import deviceaccess, hami, validation
 

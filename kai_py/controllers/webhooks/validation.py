@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai_py.api.common import ManifestError
+from kai_py.api.objects import WorkloadError
 from kai_py.api.podgroup import PodGroup
 from kai_py.api.queue import UNLIMITED, Queue, queue_warnings
-from kai_py.cluster.convert import WorkloadError, gpu_share
+from kai_py.state.convert import gpu_share
 
 Json = Mapping[str, Any]
 

@@ -21,17 +21,17 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from kai_py.emulator.controllers.client import PODS, ClusterClient, Json, obj_key
-from kai_py.emulator.controllers.events import EventRecorder
+from kai_py.emulator.clientgo.client import PODS, ClusterClient, Json, obj_key
+from kai_py.emulator.clientgo.events import EventRecorder
+from kai_py.emulator.clientgo.runtime import Informer, WorkQueue
 from kai_py.emulator.controllers.pods import TERMINAL, is_deleting, phase
-from kai_py.emulator.controllers.runtime import Informer, WorkQueue
-from kai_py.emulator.errors import ApiError
 from kai_py.emulator.nodes.resources import (
     Resources,
     check_fit,
     parse_resource_map,
     pod_requests,
 )
+from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.timesource import Clock, rfc3339
 
 DEFAULT_SCHEDULER = "default-scheduler"

@@ -14,17 +14,17 @@ import copy
 import json
 import math
 
-from kai_py.emulator.controllers.client import (
+from kai_py.emulator.clientgo.client import (
     DEPLOYMENTS,
     REPLICASETS,
     ClusterClient,
     Json,
     controller_ref,
 )
-from kai_py.emulator.controllers.events import EventRecorder
+from kai_py.emulator.clientgo.events import EventRecorder
+from kai_py.emulator.clientgo.runtime import Informer, WorkQueue, enqueue_owner, enqueue_self
 from kai_py.emulator.controllers.replicaset import owned
-from kai_py.emulator.controllers.runtime import Informer, WorkQueue, enqueue_owner, enqueue_self
-from kai_py.emulator.errors import ApiError
+from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.timesource import Clock, rfc3339
 
 HASH_LABEL = "pod-template-hash"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kai_py.emulator.controllers.client import (
+from kai_py.emulator.clientgo.client import (
     JOBS,
     PODS,
     ClusterClient,
@@ -32,7 +32,13 @@ from kai_py.emulator.controllers.client import (
     controller_ref,
     obj_key,
 )
-from kai_py.emulator.controllers.events import EventRecorder
+from kai_py.emulator.clientgo.events import EventRecorder
+from kai_py.emulator.clientgo.runtime import (
+    Informer,
+    WorkQueue,
+    enqueue_owner,
+    enqueue_self,
+)
 from kai_py.emulator.controllers.pods import (
     TERMINAL,
     deletion_rank,
@@ -42,13 +48,7 @@ from kai_py.emulator.controllers.pods import (
     phase,
     pod_from_template,
 )
-from kai_py.emulator.controllers.runtime import (
-    Informer,
-    WorkQueue,
-    enqueue_owner,
-    enqueue_self,
-)
-from kai_py.emulator.errors import ApiError
+from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.timesource import Clock, parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)

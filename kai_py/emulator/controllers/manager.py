@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kai_py.emulator.controllers.client import (
+from kai_py.emulator.clientgo.client import (
     DEPLOYMENTS,
     JOBS,
     NODES,
@@ -12,11 +12,11 @@ from kai_py.emulator.controllers.client import (
     REPLICASETS,
     ClusterClient,
 )
+from kai_py.emulator.clientgo.runtime import Informer, WorkQueue
 from kai_py.emulator.controllers.default_scheduler import DefaultScheduler
 from kai_py.emulator.controllers.deployment import DeploymentController
 from kai_py.emulator.controllers.job import DEFAULT_FAILURE_BACKOFF, JobController
 from kai_py.emulator.controllers.replicaset import ReplicaSetController
-from kai_py.emulator.controllers.runtime import Informer, WorkQueue
 from kai_py.emulator.timesource import Clock
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from kai_py.emulator.controllers.client import Json
+from kai_py.emulator.clientgo.client import Json
 
 TERMINAL = ("Succeeded", "Failed")
 

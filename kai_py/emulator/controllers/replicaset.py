@@ -8,17 +8,17 @@ the user to read, as upstream leaves them to the pod garbage collector).
 
 from __future__ import annotations
 
-from kai_py.emulator.controllers.client import (
+from kai_py.emulator.clientgo.client import (
     PODS,
     REPLICASETS,
     ClusterClient,
     Json,
     controller_ref,
 )
-from kai_py.emulator.controllers.events import EventRecorder
+from kai_py.emulator.clientgo.events import EventRecorder
+from kai_py.emulator.clientgo.runtime import Informer, WorkQueue, enqueue_owner, enqueue_self
 from kai_py.emulator.controllers.pods import deletion_rank, is_active, is_ready, pod_from_template
-from kai_py.emulator.controllers.runtime import Informer, WorkQueue, enqueue_owner, enqueue_self
-from kai_py.emulator.errors import ApiError
+from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.timesource import Clock
 
 # Upstream creates at most this many pods per sync (slow start batches).

@@ -13,15 +13,10 @@ in a file; ours is rebuilt from the pods' recorded devices on restart
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-
-def gpu_uuid(node_name: str, index: int) -> str:
-    """A stable, NVIDIA-shaped UUID for card ``index`` of ``node_name``."""
-    digest = hashlib.sha256(f"kai-py-gpu/{node_name}/{index}".encode()).hexdigest()
-    return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+from kai_py.emulator.cluster_spec import gpu_uuid
 
 
 class DeviceAllocationError(RuntimeError):

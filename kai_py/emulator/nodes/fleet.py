@@ -14,8 +14,7 @@ import logging
 from functools import partial
 
 from kai_py.api import keys
-from kai_py.emulator.cluster_spec import ClusterSpec, node_conditions, node_ip, node_manifest
-from kai_py.emulator.controllers.client import (
+from kai_py.emulator.clientgo.client import (
     LEASES,
     NODES,
     PODS,
@@ -24,10 +23,11 @@ from kai_py.emulator.controllers.client import (
     obj_key,
     with_retries,
 )
-from kai_py.emulator.controllers.runtime import Informer, WorkQueue
-from kai_py.emulator.errors import ApiError
+from kai_py.emulator.clientgo.runtime import Informer, WorkQueue
+from kai_py.emulator.cluster_spec import ClusterSpec, node_conditions, node_ip, node_manifest
 from kai_py.emulator.nodes.devices import DevicePlugin
 from kai_py.emulator.nodes.kubelet import Kubelet
+from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.timesource import Clock, rfc3339
 
 log = logging.getLogger(__name__)

@@ -36,17 +36,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kai_py.api import keys
-from kai_py.emulator.cluster_spec import NodeGroup, node_allocatable, node_subnet
-from kai_py.emulator.controllers.client import (
+from kai_py.emulator import annotations as ann
+from kai_py.emulator.clientgo.client import (
     PODS,
     ClusterClient,
     Json,
     Kind,
     obj_key,
 )
-from kai_py.emulator.controllers.events import EventRecorder
-from kai_py.emulator.errors import ApiError
-from kai_py.emulator.nodes import annotations as ann
+from kai_py.emulator.clientgo.events import EventRecorder
+from kai_py.emulator.cluster_spec import NodeGroup, node_allocatable, node_subnet
 from kai_py.emulator.nodes.devices import DeviceAllocationError, DevicePlugin
 from kai_py.emulator.nodes.pod_status import (
     backoff_status,
@@ -65,6 +64,7 @@ from kai_py.emulator.nodes.resources import (
     pod_requests,
     sum_requests,
 )
+from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.timesource import Clock, parse_rfc3339, rfc3339
 
 log = logging.getLogger(__name__)

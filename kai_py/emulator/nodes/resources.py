@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kai_py.emulator.nodes.quantity import QuantityError, parse_quantity, to_int_units
+from kai_py.emulator.quantity import QuantityError, parse_quantity, to_int_units
 
 # The order in which the kubelet checks resources; extended resources follow
 # in name order. It decides which rejection a user sees when several fail.

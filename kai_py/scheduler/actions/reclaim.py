@@ -27,14 +27,13 @@ from kai_py.scheduler.actions.reclaimable import Reclaimable
 from kai_py.scheduler.actions.victims import (
     Fruitless,
     SearchBudget,
-    Unit,
     VictimPool,
     VictimSearch,
     any_held,
     capped_note,
     stopped_note,
 )
-from kai_py.scheduler.model import Job, Queue
+from kai_py.scheduler.model import Job, Queue, Unit
 from kai_py.scheduler.ordering import PendingLine
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason

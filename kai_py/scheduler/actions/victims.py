@@ -22,21 +22,23 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, place_tasks
-from kai_py.scheduler.model import ALLOCATED, PIPELINED, RUNNING, Job, Node, Queue, Task, TaskStatus
+from kai_py.scheduler.model import (
+    ALLOCATED,
+    PIPELINED,
+    RUNNING,
+    Job,
+    Node,
+    Queue,
+    Task,
+    TaskStatus,
+    Unit,
+)
 from kai_py.scheduler.ordering import JobPicker, PendingLine
 from kai_py.scheduler.placement import Placer, fit_key
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Op, Session, Statement
-
-
-@dataclass(slots=True, eq=False)
-class Unit:
-    job: Job
-    tasks: list[Task]
-
 
 Validator = Callable[[Sequence[Unit]], bool]
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kai_py.scheduler.actions.victims import Unit
 from kai_py.scheduler.framework import Framework
-from kai_py.scheduler.model import Config, Job
+from kai_py.scheduler.model import Config, Job, Unit
 from kai_py.scheduler.ordering import queue_key
 from kai_py.scheduler.quota import check_limit, check_non_preemptible_quota
 from kai_py.scheduler.session import Session

@@ -1,0 +1,897 @@
+"""The binder's API work: carry out one BindRequest, roll back on error, clean up.
+
+``Binder.reconcile(bindrequest, retry)`` makes one attempt and writes the
+outcome into the BindRequest's status:
+
+- ``Regular``: bind the pod to ``selectedNode`` (Binding subresource);
+- ``Fraction``: for each selected GPU group make sure its reservation pod
+  exists on the node, wait for the card UUID it reports, write the pod's GPU
+  ConfigMap(s), label the pod ``runai-gpu-group``, then bind.
+
+An attempt that fails is rolled back (group label, ConfigMaps it created, a
+reservation pod nobody else uses) and counted in ``status.failedAttempts``;
+while that stays below ``backoffLimit`` the phase stays ``Pending`` and the
+outcome says when to try again (``base * 2**failedAttempts`` s), after that
+the phase is ``Failed`` (the scheduler then deletes the request and decides
+again). Events go to the pod: ``BindingError`` for a failed attempt, ``Bound``
+for a bind that put the pod on named cards (a Fraction's, a pinned pod's); a
+plain bind's outcome is the request's status (the scheduler's ``Scheduled``
+Event already named the pod's node). A Regular request whose pod the watch
+shows unbound and not pinned binds without reading the pod first
+(``kai_py.binder.podhints``).
+
+The calls are synchronous (Kopf runs the handlers in worker threads); a lock
+per (node, GPU group) keeps creating, using and deleting one reservation pod
+in order within the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kai_py.api import keys
+from kai_py.api.objects import parse_time
+from kai_py.apiclient.eventpost import EventPoster, involved
+from kai_py.apiclient.kube import Kube, KubeError, list_all, path_of
+from kai_py.binder import reservation as rsv
+from kai_py.binder.pinned_binding import Held, PinnedBinder, PinnedBindError
+from kai_py.binder.podhints import PodHints
+from kai_py.gpu import groups
+
+Json = dict[str, Any]
+log = logging.getLogger(__name__)
+
+COMPONENT: Final = "kai-py-binder"
+BINDREQUESTS: Final = "bindrequests"
+_PENDING_PHASES: Final = (None, "", "Pending")
+#: A node a GET found is taken as there for this long (no GET per pod of a burst).
+NODE_SEEN_SECONDS: Final = 30.0
+
+
+@dataclass(slots=True)
+class BinderConfig:
+    """How the binder works; ``from_env`` reads ``KAI_PY_BINDER_*`` overrides."""
+
+    reservation_image: str = rsv.DEFAULT_RESERVATION_IMAGE
+    reservation_namespace: str = keys.RESERVATION_NAMESPACE
+    reservation_service_account: str | None = None
+    reservation_timeout: float = 40.0  # seconds to wait for the card's UUID
+    poll_interval: float = 0.2
+    retry_base_delay: float = 1.0  # retry after base * 2**failedAttempts seconds
+    default_backoff_limit: int = rsv.DEFAULT_BACKOFF_LIMIT
+    sweep_period: float = 5.0  # seconds between clean-up passes over reservation pods
+    sweep_min_age: float = 10.0  # a reservation pod younger than this is left to its binder
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> BinderConfig:
+        env = os.environ if env is None else env
+        config = cls()
+        if env.get("KAI_PY_RESERVATION_IMAGE"):
+            config.reservation_image = env["KAI_PY_RESERVATION_IMAGE"]
+        if env.get("KAI_PY_RESERVATION_SERVICE_ACCOUNT"):
+            config.reservation_service_account = env["KAI_PY_RESERVATION_SERVICE_ACCOUNT"]
+        for var, attr in (
+            ("KAI_PY_BINDER_RESERVATION_TIMEOUT", "reservation_timeout"),
+            ("KAI_PY_BINDER_RETRY_BASE_DELAY", "retry_base_delay"),
+            ("KAI_PY_BINDER_SWEEP_PERIOD", "sweep_period"),
+            ("KAI_PY_BINDER_SWEEP_MIN_AGE", "sweep_min_age"),
+        ):
+            if env.get(var):
+                try:
+                    setattr(config, attr, float(env[var]))
+                except ValueError:
+                    raise ValueError(f"{var}: must be a number, got {env[var]!r}") from None
+        return config
+
+
+class BindError(Exception):
+    """An attempt failed; ``final`` when retrying cannot help (the pod is gone)."""
+
+    def __init__(self, reason: str, *, final: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.final = final
+
+
+@dataclass(slots=True)
+class Outcome:
+    phase: str  # Succeeded, Pending (will retry) or Failed
+    reason: str
+    failed_attempts: int
+    retry_in: float | None = None
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What one attempt changed, so that a failure can undo exactly that."""
+
+    node: str = ""
+    groups: list[str] = field(default_factory=list)
+    uuids: list[str] = field(default_factory=list)
+    configmaps_created: list[tuple[str, str]] = field(default_factory=list)
+    labelled: Json | None = None  # the pod as it was before labelling
+    #: (path, uid) of each reservation pod whose card this attempt uses.
+    reservations: list[tuple[str, str]] = field(default_factory=list)
+    pinned: Held | None = None  # a pinned pod's freed cards and blockers
+    #: The outcome names the cards the pod got (a Fraction's, a pinned pod's): more
+    #: than the scheduler's ``Scheduled`` event said.
+    names_cards: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    namespace: str
+    name: str
+    uid: str
+    pod_name: str
+    node: str
+    kind: str
+    groups: tuple[str, ...]
+    portion: float
+    backoff_limit: int | None
+    failed_attempts: int
+    pod_uid: str | None  # from the ownerReference to the pod, when there is one
+    #: The resourceVersion of the request as offered (its status write names it first).
+    resource_version: str | None = None
+
+    @classmethod
+    def of(cls, br: Mapping[str, Any]) -> _Request:
+        m = br.get("metadata") or {}
+        spec = br.get("spec") or {}
+        status = br.get("status") or {}
+        gpu = spec.get("receivedGPU") or {}
+        try:
+            portion = float(gpu.get("portion") or 0)
+        except (TypeError, ValueError):
+            portion = 0.0
+        limit = spec.get("backoffLimit")
+        owner = next(
+            (r for r in m.get("ownerReferences") or [] if r.get("kind") == "Pod" and r.get("uid")),
+            None,
+        )
+        return cls(
+            namespace=str(m.get("namespace") or "default"),
+            name=str(m.get("name") or ""),
+            uid=str(m.get("uid") or ""),
+            pod_name=str(spec.get("podName") or ""),
+            node=str(spec.get("selectedNode") or ""),
+            kind=str(spec.get("receivedResourceType") or "Regular"),
+            groups=tuple(str(g) for g in spec.get("selectedGPUGroups") or []),
+            portion=portion,
+            backoff_limit=int(limit) if isinstance(limit, int) else None,
+            failed_attempts=int(status.get("failedAttempts") or 0),
+            pod_uid=str(owner["uid"]) if owner else None,
+            resource_version=str(m["resourceVersion"]) if m.get("resourceVersion") else None,
+        )
+
+
+def is_pending(br: Mapping[str, Any]) -> bool:
+    return (br.get("status") or {}).get("phase") in _PENDING_PHASES
+
+
+class Binder:
+    def __init__(
+        self,
+        kube: Kube,
+        config: BinderConfig | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        events: EventPoster | None = None,
+        hints: PodHints | None = None,
+    ) -> None:
+        self.kube = kube
+        self.config = config or BinderConfig()
+        self.events = events or EventPoster(kube, COMPONENT)
+        #: Unbound pods as the pod watch shows them: a Regular bind of one needs no GET.
+        self.hints = hints
+        self._sleep = sleep
+        self._clock = clock
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._namespace_ready = False
+        self._nodes_seen: dict[str, float] = {}  # node -> when a GET last found it
+        self._node_locks: dict[str, threading.Lock] = {}
+        self.pinned = PinnedBinder(
+            kube,
+            image=self.config.reservation_image,
+            namespace=self.config.reservation_namespace,
+            timeout=self.config.reservation_timeout,
+            poll=self.config.poll_interval,
+            service_account=self.config.reservation_service_account,
+            sleep=sleep,
+            clock=clock,
+        )
+
+    # ---- one BindRequest -------------------------------------------------------------
+
+    def reconcile(self, br: Mapping[str, Any], retry: int = 0) -> Outcome:
+        """One attempt at the request; writes its status and the pod's event."""
+        req = _Request.of(br)
+        # Kopf's retry count stands in if our own status write was lost.
+        attempts_before = max(req.failed_attempts, retry)
+        attempt = _Attempt(node=req.node, groups=list(req.groups))
+        pod: Json | None = None
+        try:
+            pod, message = self._attempt(req, attempt)
+        except Exception as exc:
+            if isinstance(exc, PinnedBindError):
+                exc = BindError(exc.reason, final=exc.final)
+            error = exc if isinstance(exc, BindError) else BindError(_describe(exc))
+            self._rollback(req, attempt)
+            return self._failed(req, pod, attempt, error, attempts_before + 1)
+        try:
+            self._write_status(req, {"phase": "Succeeded", "reason": None})
+        except KubeError as exc:
+            # The pod is bound; only the status write was lost. The next attempt finds the
+            # pod on its node, counts that as done and writes Succeeded again.
+            log.warning(
+                "BindRequest %s/%s: Succeeded not written: %s", req.namespace, req.name, exc
+            )
+            return Outcome("Pending", f"status write failed: {exc}", attempts_before, 1.0)
+        if attempt.names_cards:
+            # A plain bind posts no Event of its own: the scheduler's ``Scheduled``
+            # Event (pod and node) says it all and the BindRequest's status records the
+            # outcome; failures post ``BindingError``. One Event per pod fewer.
+            self.events.post(_pod_ref(req, pod), "Normal", "Bound", message)
+        return Outcome("Succeeded", message, attempts_before)
+
+    def _failed(
+        self, req: _Request, pod: Json | None, attempt: _Attempt, error: BindError, attempts: int
+    ) -> Outcome:
+        limit = req.backoff_limit
+        if limit is None:
+            limit = self.config.default_backoff_limit
+        retry = not error.final and rsv.should_retry(attempts, limit)
+        delay = rsv.retry_delay(attempts, self.config.retry_base_delay) if retry else None
+        where = f"pod {req.namespace}/{req.pod_name} to node {req.node}"
+        if req.kind == "Fraction":
+            where += f" with {rsv.gpus_text(req.groups, attempt.uuids, req.portion)}"
+        message = f"Failed to bind {where}: {error.reason}"
+        if delay is not None:
+            message += f" (attempt {attempts} of {limit}; retrying in {delay:g}s)"
+        else:
+            message += f" (attempt {attempts}; giving up)"
+        phase = "Pending" if delay is not None else "Failed"
+        if not self._write_status(
+            req, {"phase": phase, "reason": error.reason, "failedAttempts": attempts}
+        ):
+            delay = None  # decided (or deleted) by someone else meanwhile: stop here
+        self.events.post(_pod_ref(req, pod), "Warning", "BindingError", message)
+        log.info("%s", message)
+        return Outcome(phase, error.reason, attempts, delay)
+
+    def _attempt(self, req: _Request, attempt: _Attempt) -> tuple[Json, str]:
+        if not req.pod_name or not req.node:
+            raise BindError("spec.podName and spec.selectedNode are required", final=True)
+        pod = self._hinted_pod(req) or self._get_pod(req)
+        self._check_uid(req, pod)
+        bound = (pod.get("spec") or {}).get("nodeName")
+        if bound:
+            if bound == req.node:
+                if req.kind == "Fraction" and req.groups:
+                    self._complete_bound_fraction(req, pod, attempt)
+                return (
+                    pod,
+                    f"Pod {req.namespace}/{req.pod_name} is already bound to node {req.node}",
+                )
+            raise BindError(f'pod is already bound to node "{bound}"', final=True)
+        self._check_node(req.node)
+        attempt.pinned = self.pinned.hold(req.node, pod, req.kind, req.groups)
+        if req.kind == "Fraction":
+            if not req.groups:
+                raise BindError("a Fraction request must name its GPU groups", final=True)
+            for group in req.groups:
+                attempt.uuids.append(self._reserve(req, group, attempt))
+            self.pinned.check_groups(attempt.pinned, attempt.uuids)
+            pod = self._label(req, pod, attempt)
+            self._write_configmaps(req, pod, attempt)
+            # The card may have gone since it reported its UUID (reservation pod deleted):
+            # never bind onto a card nobody holds.
+            self._check_cards(req, attempt)
+        if self._bind(req, pod) and attempt.pinned is None and req.kind == "Regular":
+            # Bound already (a pod not read first: the watch had not shown it bound).
+            return pod, f"Pod {req.namespace}/{req.pod_name} is already bound to node {req.node}"
+        if req.kind == "Fraction":
+            self._card_kept_after_binding(req, pod, attempt)
+        cards = self.pinned.settle(
+            attempt.pinned,
+            req.namespace,
+            req.pod_name,
+            req.kind,
+            attempt.uuids,
+            str((pod.get("metadata") or {}).get("uid") or "") or None,
+        )
+        self.pinned.release(attempt.pinned)
+        message = f"Pod {req.namespace}/{req.pod_name} bound to node {req.node}"
+        if req.kind == "Fraction":
+            message += f" on {rsv.gpus_text(req.groups, attempt.uuids, req.portion)}"
+            attempt.names_cards = True
+        elif cards:
+            message += f" on {', '.join(cards)}"
+            attempt.names_cards = True
+        return pod, message
+
+    def _hinted_pod(self, req: _Request) -> Json | None:
+        """The pod of a Regular bind as the watch showed it, unbound and not pinned: its
+        uid is all the bind needs (``kai_py.binder.podhints`` says why that is safe).
+        None: read the pod."""
+        if self.hints is None or req.kind != "Regular" or not req.pod_uid:
+            return None
+        hint = self.hints.get(req.namespace, req.pod_name)
+        if hint is None or hint.pinned or hint.uid != req.pod_uid:
+            return None
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": req.pod_name, "namespace": req.namespace, "uid": req.pod_uid},
+        }
+
+    @staticmethod
+    def _check_uid(req: _Request, pod: Mapping[str, Any]) -> None:
+        uid = (pod.get("metadata") or {}).get("uid")
+        if req.pod_uid and uid and uid != req.pod_uid:
+            raise BindError("the BindRequest is for an earlier pod of that name", final=True)
+
+    def _get_pod(self, req: _Request) -> Json:
+        try:
+            pod = self.kube.get(path_of("", "v1", "pods", req.namespace, req.pod_name))
+        except KubeError as exc:
+            if exc.code == 404:
+                raise BindError(
+                    f"pod {req.namespace}/{req.pod_name} not found", final=True
+                ) from None
+            raise
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            raise BindError("the pod is being deleted", final=True)
+        return pod
+
+    def _check_node(self, node: str) -> None:
+        # A node seen within NODE_SEEN_SECONDS counts as there: one GET per node and
+        # burst, not one per pod (the scheduler chose it from its watch moments ago).
+        # The binds of one cycle to one node run at once: the first reads, the others
+        # wait for its answer (a lock per node).
+        with self._locks_guard:
+            lock = self._node_locks.setdefault(node, threading.Lock())
+        with lock:
+            now = self._clock()
+            if now - self._nodes_seen.get(node, -NODE_SEEN_SECONDS) < NODE_SEEN_SECONDS:
+                return
+            try:
+                self.kube.get(path_of("", "v1", "nodes", None, node))
+            except KubeError as exc:
+                if exc.code == 404:
+                    self._nodes_seen.pop(node, None)
+                    raise BindError(f'node "{node}" not found') from None
+                raise
+            self._nodes_seen[node] = self._clock()
+
+    def _bind(self, req: _Request, pod: Mapping[str, Any]) -> bool:
+        """Bind the pod; True if it was bound to that node already."""
+        uid = (pod.get("metadata") or {}).get("uid")
+        body = rsv.binding_body(req.pod_name, req.namespace, req.node, str(uid) if uid else None)
+        try:
+            self.kube.create(
+                path_of("", "v1", "pods", req.namespace, req.pod_name, "binding"), body
+            )
+        except KubeError as exc:
+            if exc.code not in (404, 409, 500):
+                raise
+            # Refused: read the pod and judge. 409 "already assigned": bound, by us
+            # before a restart or by someone else; or (a pod not read first) the uid
+            # precondition failed. 404: gone. 500: kube-apiserver's answer for a pod
+            # being deleted. Each of these is final; a 500 for another cause is not.
+            now = self._get_pod(req)
+            self._check_uid(req, now)
+            bound = (now.get("spec") or {}).get("nodeName")
+            if bound != req.node:
+                if exc.code == 500 and not bound:
+                    raise
+                raise BindError(f"binding refused: {exc.message}", final=bool(bound)) from None
+            return True
+        return False
+
+    # ---- GPU sharing -----------------------------------------------------------------
+
+    @contextmanager
+    def _group_lock(self, node: str, group: str) -> Iterator[None]:
+        with self._locks_guard:
+            lock = self._locks.setdefault((node, group), threading.Lock())
+        with lock:
+            yield
+
+    def _ensure_namespace(self) -> None:
+        if self._namespace_ready:
+            return
+        ns = self.config.reservation_namespace
+        try:
+            self.kube.create(
+                path_of("", "v1", "namespaces"),
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+            )
+        except KubeError as exc:
+            if exc.code != 409:
+                raise
+        self._namespace_ready = True
+
+    def _complete_bound_fraction(self, req: _Request, pod: Json, attempt: _Attempt) -> None:
+        """A shared pod found bound (an earlier attempt bound it, then failed or was cut
+        short): make sure its label and GPU ConfigMaps are there while its containers
+        have not started. Nothing is undone on failure: the pod stays bound."""
+        if (pod.get("status") or {}).get("phase") not in (None, "", "Pending"):
+            return
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get(keys.GPU_GROUP_LABEL) and all(
+            self._configmap_exists(req.namespace, name) for name in rsv.gpu_configmap_names(pod)
+        ):
+            return
+        done = _Attempt(node=req.node, groups=list(req.groups))
+        for group in req.groups:
+            done.uuids.append(self._reserve(req, group, done))
+        pod = self._label(req, pod, done)
+        self._write_configmaps(req, pod, done)
+        attempt.uuids = done.uuids
+
+    def _configmap_exists(self, namespace: str, name: str) -> bool:
+        try:
+            self.kube.get(path_of("", "v1", "configmaps", namespace, name))
+        except KubeError as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return True
+
+    def _check_cards(self, req: _Request, attempt: _Attempt) -> None:
+        """Each reservation pod the attempt uses is still there, the same one, not leaving."""
+        for path, uid in attempt.reservations:
+            try:
+                now = self.kube.get(path)
+            except KubeError as exc:
+                if exc.code == 404:
+                    raise BindError(
+                        f"reservation pod {path.rsplit('/', 1)[-1]} disappeared"
+                    ) from None
+                raise
+            m = now.get("metadata") or {}
+            replaced = str(m.get("uid") or "") != uid
+            if replaced or m.get("deletionTimestamp") or rsv.reservation_failure(now):
+                raise BindError(f"reservation pod {m.get('name')} was replaced or is leaving")
+
+    def _card_kept_after_binding(
+        self, req: _Request, pod: Mapping[str, Any], attempt: _Attempt
+    ) -> None:
+        """A reservation pod deleted between the check and the Binding leaves the pod bound
+        to a card nobody holds: delete the pod (as when its card goes later), and fail."""
+        try:
+            self._check_cards(req, attempt)
+        except KubeError as exc:
+            # Bound: never roll back now. The clean-up pass checks the card from state.
+            log.warning(
+                "pod %s/%s bound; its card not checked: %s", req.namespace, req.pod_name, exc
+            )
+            return
+        except BindError as lost:
+            uid = (pod.get("metadata") or {}).get("uid")
+            self._delete_pod(req.namespace, req.pod_name, str(uid) if uid else None)
+            raise BindError(f"{lost.reason} while binding; pod deleted", final=True) from None
+
+    def _delete_pod(self, namespace: str, name: str, uid: str | None) -> bool:
+        """Delete a pod, only the one with ``uid`` (a pod made again since is left alone)."""
+        body: Json = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.kube.delete(path_of("", "v1", "pods", namespace, name), body)
+        except KubeError as exc:
+            if exc.code in (404, 409):
+                return False
+            raise
+        return True
+
+    def _reserve(self, req: _Request, group: str, attempt: _Attempt | None = None) -> str:
+        """The UUID of the card held for ``group`` on the node; creates its pod if needed."""
+        ns = self.config.reservation_namespace
+        name = rsv.reservation_pod_name(req.node, group)
+        path = path_of("", "v1", "pods", ns, name)
+        with self._group_lock(req.node, group):
+            self._ensure_namespace()
+            try:
+                current = self.kube.get(path)
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+                manifest = rsv.reservation_pod_manifest(
+                    req.node,
+                    group,
+                    image=self.config.reservation_image,
+                    namespace=ns,
+                    service_account=self.config.reservation_service_account,
+                )
+                try:
+                    current = self.kube.create(path_of("", "v1", "pods", ns), manifest)
+                    log.info("created reservation pod %s/%s for group %s", ns, name, group)
+                except KubeError as exc2:
+                    if exc2.code != 409:
+                        raise
+                    current = self.kube.get(path)
+        if (current.get("spec") or {}).get("nodeName") != req.node:
+            raise BindError(f"reservation pod {ns}/{name} is not on node {req.node}")
+        deadline = self._clock() + self.config.reservation_timeout
+        while True:
+            uuid = rsv.reserved_uuid(current)
+            if uuid:
+                if attempt is not None:
+                    attempt.reservations.append(
+                        (path, str((current.get("metadata") or {}).get("uid") or ""))
+                    )
+                return uuid
+            failure = rsv.reservation_failure(current)
+            if failure:
+                raise BindError(f"reservation pod {ns}/{name} for GPU group {group}: {failure}")
+            if self._clock() >= deadline:
+                raise BindError(
+                    f"reservation pod {ns}/{name} did not report its GPU within "
+                    f"{self.config.reservation_timeout:g}s"
+                )
+            self._sleep(self.config.poll_interval)
+            try:
+                current = self.kube.get(path)
+            except KubeError as exc:
+                if exc.code == 404:
+                    raise BindError(f"reservation pod {ns}/{name} disappeared") from None
+                raise
+
+    def _write_configmaps(self, req: _Request, pod: Mapping[str, Any], attempt: _Attempt) -> None:
+        data = rsv.configmap_data(attempt.uuids, req.portion)
+        for name in rsv.gpu_configmap_names(pod):
+            manifest = rsv.gpu_configmap_manifest(
+                pod, name, attempt.uuids, req.portion, req.groups[0]
+            )
+            try:
+                self.kube.create(path_of("", "v1", "configmaps", req.namespace), manifest)
+                attempt.configmaps_created.append((req.namespace, name))
+            except KubeError as exc:
+                if exc.code != 409:
+                    raise
+                # Left by an earlier attempt (or an earlier pod of that name): now this
+                # pod's, with this decision.
+                self.kube.patch(
+                    path_of("", "v1", "configmaps", req.namespace, name),
+                    {
+                        "data": data,
+                        "metadata": {
+                            "ownerReferences": manifest["metadata"].get("ownerReferences")
+                        },
+                    },
+                )
+
+    def _label(self, req: _Request, pod: Json, attempt: _Attempt) -> Json:
+        """Label the pod with its groups, only if it is still the pod that was read: the
+        patch names its uid and resourceVersion (a pod made again under the same name, or
+        changed meanwhile, answers 409; a changed one is read again and tried once more)."""
+        path = path_of("", "v1", "pods", req.namespace, req.pod_name)
+        uid = (pod.get("metadata") or {}).get("uid")
+        for _ in range(3):
+            patch = rsv.group_label_patch(list(req.groups))
+            version = (pod.get("metadata") or {}).get("resourceVersion")
+            if version:
+                patch["metadata"]["resourceVersion"] = version
+            if uid:
+                patch["metadata"]["uid"] = uid
+            try:
+                labelled = self.kube.patch(path, patch)
+            except KubeError as exc:
+                if exc.code != 409:
+                    raise
+                pod = self._get_pod(req)
+                if uid and (pod.get("metadata") or {}).get("uid") != uid:
+                    raise BindError(
+                        "the pod was made again under the same name", final=True
+                    ) from None
+                continue
+            attempt.labelled = pod
+            return labelled if (labelled.get("metadata") or {}).get("name") else pod
+        raise BindError("the pod kept changing while being labelled")
+
+    def _rollback(self, req: _Request, attempt: _Attempt) -> None:
+        """Undo what the failed attempt did; every step is tried, failures only logged."""
+        self.pinned.release(attempt.pinned)
+        if attempt.labelled is not None:
+            self._quietly(
+                self.kube.patch,
+                path_of("", "v1", "pods", req.namespace, req.pod_name),
+                rsv.group_label_rollback(attempt.labelled),
+            )
+        for ns, name in attempt.configmaps_created:
+            self._quietly(self.kube.delete, path_of("", "v1", "configmaps", ns, name))
+        if req.kind == "Fraction" and req.node:
+            for group in req.groups:
+                self._quietly(self.release_if_unused, req.node, group, req.uid)
+
+    def _quietly(self, step: Callable[..., object], *args: Any) -> None:
+        try:
+            step(*args)
+        except KubeError as exc:
+            if exc.code != 404:
+                log.warning("binder rollback step failed: %s", exc)
+
+    def _write_status(self, req: _Request, status: Json) -> bool:
+        """Write the outcome, but only over a phase that is still Pending (or unset).
+
+        The write names the resourceVersion it read, so a phase someone else set
+        meanwhile (e.g. Failed by hand, or the request deleted) is never
+        overwritten. False when the status was left as it is.
+        """
+        path = path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS, req.namespace, req.name)
+        if req.resource_version:
+            # The request as offered was pending: write over exactly that version, with
+            # no GET first. Anything newer (409) is read and judged below.
+            try:
+                self.kube.patch(
+                    f"{path}/status",
+                    {"metadata": {"resourceVersion": req.resource_version}, "status": status},
+                )
+                return True
+            except KubeError as exc:
+                if exc.code == 404:
+                    return False
+                if exc.code != 409:
+                    raise
+        for _ in range(5):
+            try:
+                current = self.kube.get(path)
+                if not is_pending(current):
+                    log.info(
+                        "BindRequest %s/%s is %s already: its status is left as it is",
+                        req.namespace,
+                        req.name,
+                        (current.get("status") or {}).get("phase"),
+                    )
+                    return False
+                version = (current.get("metadata") or {}).get("resourceVersion")
+                body: Json = {"status": status}
+                if version:
+                    body["metadata"] = {"resourceVersion": version}
+                self.kube.patch(f"{path}/status", body)
+                return True
+            except KubeError as exc:
+                if exc.code == 404:  # a deleted request needs no status
+                    return False
+                if exc.code != 409:
+                    raise
+        raise KubeError(409, "Conflict", f"BindRequest {req.namespace}/{req.name} kept changing")
+
+    # ---- clean-up --------------------------------------------------------------------
+
+    def group_in_use(self, node: str, group: str, ignore_request: str | None = None) -> bool:
+        """Does a shared pod on ``node``, or a pending BindRequest, use ``group``'s card?"""
+        pods = list_all(
+            self.kube,
+            path_of("", "v1", "pods"),
+            query=[
+                ("labelSelector", keys.GPU_GROUP_LABEL),
+                ("fieldSelector", f"spec.nodeName={node}"),
+            ],
+        )
+        for pod in pods.get("items") or []:
+            if (pod.get("metadata") or {}).get("namespace") == self.config.reservation_namespace:
+                continue
+            if rsv.holds_card(pod) and groups.uses_group(pod, group):
+                return True
+        requests = list_all(self.kube, path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS))
+        for br in requests.get("items") or []:
+            m = br.get("metadata") or {}
+            spec = br.get("spec") or {}
+            if ignore_request and m.get("uid") == ignore_request:
+                continue
+            if m.get("deletionTimestamp") or not is_pending(br):
+                continue
+            if spec.get("selectedNode") == node and group in (spec.get("selectedGPUGroups") or []):
+                return True
+        return False
+
+    def release_if_unused(self, node: str, group: str, ignore_request: str | None = None) -> bool:
+        """Delete the group's reservation pod when nothing uses its card. True if deleted."""
+        ns = self.config.reservation_namespace
+        name = rsv.reservation_pod_name(node, group)
+        with self._group_lock(node, group):
+            if self.group_in_use(node, group, ignore_request):
+                return False
+            try:
+                self.kube.delete(path_of("", "v1", "pods", ns, name))
+            except KubeError as exc:
+                if exc.code == 404:
+                    return False
+                raise
+        log.info(
+            "deleted reservation pod %s/%s: no shared pod left on GPU group %s", ns, name, group
+        )
+        return True
+
+    def pod_gone(self, pod: Mapping[str, Any]) -> list[str]:
+        """A shared pod ended or was deleted: release the groups it leaves unused."""
+        m = pod.get("metadata") or {}
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or m.get("namespace") == self.config.reservation_namespace:
+            return []
+        released = []
+        for group in groups.shared_pod_groups(pod):
+            if self.release_if_unused(str(node), group):
+                released.append(rsv.reservation_pod_name(str(node), group))
+        return released
+
+    def reservation_gone(self, reservation: Mapping[str, Any]) -> list[str]:
+        """A reservation pod went: shared pods bound to its card lost it; delete them."""
+        node = (reservation.get("spec") or {}).get("nodeName")
+        group = groups.reservation_group(reservation)
+        if not node or not group:
+            return []
+        ns = self.config.reservation_namespace
+        gone_uid = (reservation.get("metadata") or {}).get("uid")
+        try:
+            now = self.kube.get(
+                path_of("", "v1", "pods", ns, rsv.reservation_pod_name(node, group))
+            )
+            if (now.get("metadata") or {}).get("uid") != gone_uid:
+                return []  # made again since: its card is the one the shared pods use
+        except KubeError as exc:
+            if exc.code != 404:
+                raise
+        return self._delete_card_users(str(node), group, self._shared_pods(str(node)))
+
+    def _shared_pods(self, node: str | None = None) -> list[Json]:
+        """Live shared pods (group label, bound, not finished, not terminating)."""
+        query = [("labelSelector", keys.GPU_GROUP_LABEL)]
+        if node:
+            query.append(("fieldSelector", f"spec.nodeName={node}"))
+        pods = list_all(self.kube, path_of("", "v1", "pods"), query=query)
+        out = []
+        for pod in pods.get("items") or []:
+            m = pod.get("metadata") or {}
+            if m.get("namespace") == self.config.reservation_namespace or m.get(
+                "deletionTimestamp"
+            ):
+                continue
+            if not (pod.get("spec") or {}).get("nodeName") or not rsv.holds_card(pod):
+                continue
+            out.append(pod)
+        return out
+
+    def _delete_card_users(self, node: str, group: str, pods: list[Json]) -> list[str]:
+        """Delete the bound shared pods of ``group`` on ``node`` (their card is gone), Running
+        or not yet: a pod bound to a card nobody holds would share it with whoever gets it."""
+        deleted = []
+        for pod in pods:
+            m = pod.get("metadata") or {}
+            if (pod.get("spec") or {}).get("nodeName") != node or not groups.uses_group(pod, group):
+                continue
+            ns, name = str(m.get("namespace")), str(m.get("name"))
+            self.events.post(
+                involved(pod),
+                "Warning",
+                "BindingError",
+                f"Reservation pod of GPU group {group} on node {node} is gone; deleting pod {ns}/{name}",
+            )
+            if self._delete_pod(ns, name, str(m.get("uid") or "") or None):
+                deleted.append(f"{ns}/{name}")
+        return deleted
+
+    def orphaned_shared_pods(self) -> list[str]:
+        """Shared pods bound to a card whose reservation pod is gone (a deletion the
+        operator missed, e.g. while it was down); deleted, as ``reservation_gone`` does."""
+        pods = self._shared_pods()  # first: a reservation made after this list is seen below
+        if not pods:
+            return []
+        ns = self.config.reservation_namespace
+        try:
+            listing = list_all(
+                self.kube,
+                path_of("", "v1", "pods", ns),
+                query=[("labelSelector", f"{rsv.MANAGED_BY_LABEL}={rsv.MANAGED_BY}")],
+            )
+        except KubeError as exc:
+            if exc.code != 404:
+                raise
+            listing = {}
+        held = set()
+        for r in listing.get("items") or []:
+            if not (r.get("metadata") or {}).get(
+                "deletionTimestamp"
+            ) and not rsv.reservation_failure(r):
+                held.add(str((r.get("metadata") or {}).get("name")))
+        deleted: list[str] = []
+        lost: set[tuple[str, str]] = set()
+        for pod in pods:
+            node = str((pod.get("spec") or {}).get("nodeName"))
+            for group in groups.shared_pod_groups(pod):
+                # Not excused by a pending BindRequest of the group: a new reservation
+                # pod may hold another card than the one this pod was given.
+                if rsv.reservation_pod_name(node, group) in held:
+                    continue
+                lost.add((node, group))
+        for node, group in sorted(lost):
+            deleted += self._delete_card_users(node, group, pods)
+        return deleted
+
+    def sweep(self, now: float | None = None) -> list[str]:
+        """Delete every reservation pod whose card no shared pod uses any more.
+
+        Driven from state, not from events: what a missed pod event (operator down,
+        a failed delete) left behind goes on the next pass. Candidates come from one
+        listing of shared pods and BindRequests; each is checked again under its lock
+        before it is deleted.
+        """
+        ns = self.config.reservation_namespace
+        try:
+            pods = list_all(
+                self.kube,
+                path_of("", "v1", "pods", ns),
+                query=[("labelSelector", f"{rsv.MANAGED_BY_LABEL}={rsv.MANAGED_BY}")],
+            )
+        except KubeError as exc:
+            if exc.code == 404:
+                return []
+            raise
+        items = pods.get("items") or []
+        if not items:
+            return []
+        used = self._groups_in_use()
+        now = time.time() if now is None else now
+        released = []
+        for pod in items:
+            m = pod.get("metadata") or {}
+            created = parse_time(m.get("creationTimestamp"))
+            if created is not None and now - created < self.config.sweep_min_age:
+                continue
+            node = (pod.get("spec") or {}).get("nodeName")
+            group = groups.reservation_group(pod)
+            if not node or not group or m.get("deletionTimestamp"):
+                continue
+            if (str(node), group) in used or (str(node), groups.label_value(group)) in used:
+                continue
+            if self.release_if_unused(str(node), group):
+                released.append(str(m.get("name")))
+        return released
+
+    def _groups_in_use(self) -> set[tuple[str, str]]:
+        """(node, group) of every unfinished shared pod and every pending BindRequest."""
+        used: set[tuple[str, str]] = set()
+        pods = list_all(
+            self.kube, path_of("", "v1", "pods"), query=[("labelSelector", keys.GPU_GROUP_LABEL)]
+        )
+        for pod in pods.get("items") or []:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if (pod.get("metadata") or {}).get("namespace") == self.config.reservation_namespace:
+                continue
+            if node and rsv.holds_card(pod):
+                labels = (pod.get("metadata") or {}).get("labels") or {}
+                for group in [*groups.shared_pod_groups(pod), labels.get(keys.GPU_GROUP_LABEL)]:
+                    if group:
+                        used.add((str(node), str(group)))
+        requests = list_all(self.kube, path_of(keys.GROUP, keys.BINDREQUEST_VERSION, BINDREQUESTS))
+        for br in requests.get("items") or []:
+            if not is_pending(br):
+                continue
+            spec = br.get("spec") or {}
+            for group in spec.get("selectedGPUGroups") or []:
+                used.add((str(spec.get("selectedNode")), str(group)))
+        return used
+
+
+def _pod_ref(req: _Request, pod: Mapping[str, Any] | None) -> Json:
+    if pod:
+        return involved(pod)
+    return {"apiVersion": "v1", "kind": "Pod", "name": req.pod_name, "namespace": req.namespace}
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, KubeError):
+        return f"API error {exc.code} {exc.reason}: {exc.message}" if exc.code else exc.message
+    return f"{type(exc).__name__}: {exc}"

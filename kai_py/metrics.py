@@ -1,0 +1,318 @@
+"""Prometheus metrics: KAI's names and labels, plus kai-py's own.
+
+KAI's scheduler (``pkg/scheduler/metrics``) and queue controller
+(``pkg/queuecontroller/metrics``) export their metrics in namespace ``kai``;
+the same names, labels, units and buckets are exported here so that
+dashboards and alerts written for KAI work on kai-py. kai-py's own metrics
+are prefixed ``kai_py_``.
+
+The controllers call the ``record_*`` functions (one line each); this module
+sits below the API client (``kai_py.apiclient.kube``), the binder and the
+writes, which count their calls here too. Wall-clock timing happens here, never in
+``kai_py.scheduler``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
+
+from kai_py.scheduler.model import Snapshot
+from kai_py.scheduler.session import Decisions, Op, Session
+
+NAMESPACE: Final = "kai"
+#: KAI's buckets for task latencies: ExponentialBuckets(5, 2, 10), in milliseconds.
+TASK_BUCKETS: Final = tuple(5.0 * 2**i for i in range(10))
+QUEUE_LABELS: Final = ("queue_name", "queue_metadata_name", "queue_display_name")
+#: kai-py has one node pool; KAI's eviction counter names it.
+NODE_POOL: Final = "default"
+
+# ---- KAI's scheduler metrics (pkg/scheduler/metrics) ------------------------------------
+E2E_LATENCY: Final = Gauge(
+    "e2e_scheduling_latency_milliseconds",
+    "E2e scheduling latency in milliseconds (scheduling algorithm + binding), as a gauge",
+    namespace=NAMESPACE,
+)
+OPEN_SESSION_LATENCY: Final = Gauge(
+    "open_session_latency_milliseconds",
+    "Open session latency in milliseconds, including all plugins, as a gauge",
+    namespace=NAMESPACE,
+)
+CLOSE_SESSION_LATENCY: Final = Gauge(
+    "close_session_latency_milliseconds",
+    "Close session latency in milliseconds, including all plugins, as a gauge",
+    namespace=NAMESPACE,
+)
+ACTION_LATENCY: Final = Gauge(
+    "action_scheduling_latency_milliseconds",
+    "Action scheduling latency in milliseconds, as a gauge",
+    ["action"],
+    namespace=NAMESPACE,
+)
+TASK_SCHEDULING_LATENCY: Final = Histogram(
+    "task_scheduling_latency_milliseconds",
+    "Task scheduling latency in milliseconds",
+    namespace=NAMESPACE,
+    buckets=TASK_BUCKETS,
+)
+TASK_BIND_LATENCY: Final = Histogram(
+    "task_bind_latency_milliseconds",
+    "Task bind latency histogram in milliseconds",
+    namespace=NAMESPACE,
+    buckets=TASK_BUCKETS,
+)
+# KAI registers these counters without the ``_total`` suffix; prometheus_client
+# would add one to a Counter, so they are exported as gauges that only grow
+# (the samples are the same: name, labels, a rising value).
+PODGROUPS_SCHEDULED: Final = Gauge(
+    "podgroups_scheduled_by_action",
+    "Count of podgroups scheduled per action",
+    ["action"],
+    namespace=NAMESPACE,
+)
+PODGROUPS_CONSIDERED: Final = Gauge(
+    "podgroups_acted_on_by_action",
+    "Count of podgroups tried per action",
+    ["action"],
+    namespace=NAMESPACE,
+)
+PREEMPTION_ATTEMPTS: Final = Gauge(
+    "total_preemption_attempts",
+    "Total preemption attempts in the cluster till now",
+    namespace=NAMESPACE,
+)
+EVICTED_PODS: Final = Counter(
+    "pod_group_evicted_pods",  # exported as kai_pod_group_evicted_pods_total
+    "Total number of pods evicted per pod group",
+    ["podgroup", "namespace", "uid", "nodepool", "action"],
+    namespace=NAMESPACE,
+)
+QUEUE_FAIR_SHARE_CPU: Final = Gauge(
+    "queue_fair_share_cpu_cores",
+    "CPU Fair share of queue, as a gauge. Value is in Cores",
+    QUEUE_LABELS,
+    namespace=NAMESPACE,
+)
+QUEUE_FAIR_SHARE_MEMORY: Final = Gauge(
+    "queue_fair_share_memory_gb",
+    "Memory Fair share of queue, as a gauge. Value is in GB",
+    QUEUE_LABELS,
+    namespace=NAMESPACE,
+)
+QUEUE_FAIR_SHARE_GPU: Final = Gauge(
+    "queue_fair_share_gpu",
+    "GPU Fair share of queue, as a gauge. Values in GPU devices",
+    QUEUE_LABELS,
+    namespace=NAMESPACE,
+)
+QUEUE_CPU_USAGE: Final = Gauge(
+    "queue_cpu_usage",
+    "CPU usage of queue, as a gauge. kai-py has no usage database: the current allocation, in cores",
+    QUEUE_LABELS,
+    namespace=NAMESPACE,
+)
+QUEUE_MEMORY_USAGE: Final = Gauge(
+    "queue_memory_usage",
+    "Memory usage of queue, as a gauge. kai-py has no usage database: the current allocation, in GB",
+    QUEUE_LABELS,
+    namespace=NAMESPACE,
+)
+QUEUE_GPU_USAGE: Final = Gauge(
+    "queue_gpu_usage",
+    "GPU usage of queue, as a gauge. kai-py has no usage database: the current allocation, in GPUs",
+    QUEUE_LABELS,
+    namespace=NAMESPACE,
+)
+
+# ---- KAI's queue controller metrics (pkg/queuecontroller/metrics) ------------------------
+QUEUE_INFO: Final = Gauge("queue_info", "Queues info", QUEUE_LABELS, namespace=NAMESPACE)
+QUEUE_DESERVED_GPUS: Final = Gauge(
+    "queue_deserved_gpus", "Queue deserved GPUs", QUEUE_LABELS, namespace=NAMESPACE
+)
+QUEUE_QUOTA_CPU: Final = Gauge(
+    "queue_quota_cpu_cores", "Queue quota CPU", QUEUE_LABELS, namespace=NAMESPACE
+)
+QUEUE_QUOTA_MEMORY: Final = Gauge(
+    "queue_quota_memory_bytes", "Queue quota memory", QUEUE_LABELS, namespace=NAMESPACE
+)
+QUEUE_ALLOCATED_GPUS: Final = Gauge(
+    "queue_allocated_gpus", "Queue allocated GPUs", QUEUE_LABELS, namespace=NAMESPACE
+)
+QUEUE_ALLOCATED_CPU: Final = Gauge(
+    "queue_allocated_cpu_cores", "Queue allocated CPUs", QUEUE_LABELS, namespace=NAMESPACE
+)
+QUEUE_ALLOCATED_MEMORY: Final = Gauge(
+    "queue_allocated_memory_bytes", "Queue allocated memory", QUEUE_LABELS, namespace=NAMESPACE
+)
+
+# ---- kai-py's own ------------------------------------------------------------------------
+BINDER_REQUESTS: Final = Counter(
+    "kai_py_binder_requests",
+    "BindRequests the binder handled, by result (succeeded, retry, failed)",
+    ["result"],
+)
+API_ERRORS: Final = Counter(
+    "kai_py_api_errors",
+    "API requests that failed, by HTTP verb and status code (0: no answer)",
+    ["verb", "code"],
+)
+CACHE_OBJECTS: Final = Gauge(
+    "kai_py_cache_objects", "Objects in the scheduler's watch cache, by kind", ["kind"]
+)
+CYCLES: Final = Counter("kai_py_scheduling_cycles", "Scheduling cycles, by result", ["result"])
+
+_PER_QUEUE: Final = (
+    QUEUE_FAIR_SHARE_CPU,
+    QUEUE_FAIR_SHARE_MEMORY,
+    QUEUE_FAIR_SHARE_GPU,
+    QUEUE_CPU_USAGE,
+    QUEUE_MEMORY_USAGE,
+    QUEUE_GPU_USAGE,
+    QUEUE_INFO,
+    QUEUE_DESERVED_GPUS,
+    QUEUE_QUOTA_CPU,
+    QUEUE_QUOTA_MEMORY,
+    QUEUE_ALLOCATED_GPUS,
+    QUEUE_ALLOCATED_CPU,
+    QUEUE_ALLOCATED_MEMORY,
+)
+
+_served: set[int] = set()
+
+
+def serve(port: int | None) -> None:
+    """Serve /metrics on ``port`` (once per port per process); None serves nothing."""
+    if port is None or port in _served:
+        return
+    start_http_server(port)
+    _served.add(port)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000.0, 3)
+
+
+# ---- the scheduling cycle -----------------------------------------------------------------
+Action = Callable[[Session, Any], None]
+
+
+def timed_actions(actions: Iterable[tuple[str, Action]]) -> list[tuple[str, Action]]:
+    """Wrap each action so that its duration and the pod groups it placed are recorded."""
+    return [(name, _timed(name, action)) for name, action in actions]
+
+
+def _timed(name: str, action: Action) -> Action:
+    def run(session: Session, placer: Any) -> None:
+        before = len(session.committed)
+        started = time.perf_counter()
+        try:
+            action(session, placer)
+        finally:
+            ACTION_LATENCY.labels(name).set(_ms(time.perf_counter() - started))
+            placed = {
+                rec.task.job_uid
+                for rec in session.committed[before:]
+                if rec.op is Op.ALLOCATE and not rec.task.shadow
+            }
+            if placed:
+                PODGROUPS_SCHEDULED.labels(name).inc(len(placed))
+                if name == "preempt":
+                    PREEMPTION_ATTEMPTS.inc(len(placed))
+
+    return run
+
+
+def record_open_session(seconds: float) -> None:
+    """The snapshot: the cache turned into the scheduler's input."""
+    OPEN_SESSION_LATENCY.set(_ms(seconds))
+
+
+def record_close_session(seconds: float) -> None:
+    """Planning the writes from the decisions."""
+    CLOSE_SESSION_LATENCY.set(_ms(seconds))
+
+
+def record_decisions(
+    decisions: Decisions, snapshot: Snapshot, queues: Iterable[Mapping[str, Any]]
+) -> None:
+    """What one cycle decided: task latencies, evictions, and every per-queue metric.
+
+    ``queues`` are the Queue objects (for quotas and display names).
+    """
+    now = snapshot.now
+    podgroup_of = {job.uid: (job.namespace, job.name) for job in snapshot.jobs}
+    for task in decisions.binds:
+        if task.created > 0:
+            TASK_SCHEDULING_LATENCY.observe(max(0.0, _ms(now - task.created)))
+    for ev in decisions.evictions:
+        namespace, name = podgroup_of.get(ev.task.job_uid, (ev.task.namespace, ""))
+        EVICTED_PODS.labels(name, namespace, ev.task.job_uid, NODE_POOL, ev.action).inc()
+    specs = {str((q.get("metadata") or {}).get("name") or ""): q.get("spec") or {} for q in queues}
+    seen: set[tuple[str, str, str]] = set()
+    for qname, figures in decisions.queues.items():
+        spec = specs.get(qname) or {}
+        labels = (qname, qname, str(spec.get("displayName") or ""))
+        seen.add(labels)
+        # Scheduler units: CPU in millicores, memory in bytes, GPUs in devices.
+        fair, allocated = figures.fair_share, figures.allocated
+        QUEUE_FAIR_SHARE_CPU.labels(*labels).set(fair.cpu / 1000.0)
+        QUEUE_FAIR_SHARE_MEMORY.labels(*labels).set(fair.memory / 1e9)
+        QUEUE_FAIR_SHARE_GPU.labels(*labels).set(fair.gpu)
+        QUEUE_CPU_USAGE.labels(*labels).set(allocated.cpu / 1000.0)
+        QUEUE_MEMORY_USAGE.labels(*labels).set(allocated.memory / 1e9)
+        QUEUE_GPU_USAGE.labels(*labels).set(allocated.gpu)
+        resources = spec.get("resources") or {}
+        cpu_quota = _number((resources.get("cpu") or {}).get("quota"))
+        mem_quota = _number((resources.get("memory") or {}).get("quota"))
+        QUEUE_INFO.labels(*labels).set(1)
+        QUEUE_DESERVED_GPUS.labels(*labels).set(_number((resources.get("gpu") or {}).get("quota")))
+        # The Queue's own units: CPU quota in millicores, memory quota in MB; -1 unlimited.
+        QUEUE_QUOTA_CPU.labels(*labels).set(-1.0 if cpu_quota == -1 else cpu_quota / 1000.0)
+        QUEUE_QUOTA_MEMORY.labels(*labels).set(-1.0 if mem_quota == -1 else mem_quota * 1e6)
+        QUEUE_ALLOCATED_GPUS.labels(*labels).set(round(allocated.gpu, 4))
+        QUEUE_ALLOCATED_CPU.labels(*labels).set(round(allocated.cpu / 1000.0, 4))
+        QUEUE_ALLOCATED_MEMORY.labels(*labels).set(round(allocated.memory, 4))
+    global _queue_labels
+    for gone in _queue_labels - seen:  # a deleted (or renamed) queue leaves no stale series
+        for metric in _PER_QUEUE:
+            with contextlib.suppress(KeyError):
+                metric.remove(*gone)
+    _queue_labels = seen
+
+
+_queue_labels: set[tuple[str, str, str]] = set()
+
+
+def _number(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return 0.0
+
+
+def record_cycle(seconds: float, ok: bool) -> None:
+    E2E_LATENCY.set(_ms(seconds))
+    CYCLES.labels("ok" if ok else "failed").inc()
+
+
+def record_bind_write(seconds: float) -> None:
+    """One BindRequest created (KAI times the same step: creating the request)."""
+    TASK_BIND_LATENCY.observe(_ms(seconds))
+
+
+def record_cache(sizes: Mapping[str, int]) -> None:
+    for kind, count in sizes.items():
+        CACHE_OBJECTS.labels(kind).set(count)
+
+
+# ---- the binder and the API client --------------------------------------------------------
+def record_binder(phase: str, retry_in: float | None) -> None:
+    result = "succeeded" if phase == "Succeeded" else "retry" if retry_in is not None else "failed"
+    BINDER_REQUESTS.labels(result).inc()
+
+
+def record_api_error(verb: str, code: int) -> None:
+    API_ERRORS.labels(verb.upper(), str(code)).inc()

@@ -1,0 +1,388 @@
+"""The pod-grouper's API work: fetch a pod's owners, create its PodGroup, annotate it.
+
+``PodGrouperService.handle(pod)`` runs the pure ``group_pod`` on the pod and
+its owner chain (fetched by ownerReference through the API, cached for a
+few seconds) and then
+
+- creates the PodGroup when it is missing (owned by the top owner, or by the
+  pod for Deployment pods; 409 AlreadyExists is fine),
+- writes ``pod-group-name`` into the pod's annotations with a merge patch,
+  only when it is missing or different, and
+- posts each warning as a Warning Event ``PodGrouperWarning`` on the object
+  the warning names (once per pod and message).
+
+Nothing else is written to pods: no finalizers, no bookkeeping annotations.
+A pod whose annotation is what the grouper wrote and whose group is known to
+exist is skipped without any API call.
+
+The service runs on the event loop: its requests go straight to the operator's
+async HTTP stack (``kube.send``), with no thread to hand them over from. Its memory
+(groups known, pods done, warnings posted, pods to try again) is the loop's alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kai_py.api import keys
+from kai_py.api.objects import meta
+from kai_py.apiclient.eventpost import apost_event
+from kai_py.apiclient.kube import MERGE_PATCH, Kube, KubeError, list_all, path_of, send
+from kai_py.podgrouper.grouping import owner_walk
+from kai_py.podgrouper.rules import Grouped, GrouperWarning, GroupingFailed, group_pod
+
+Json = dict[str, Any]
+log = logging.getLogger(__name__)
+
+COMPONENT: Final = "kai-py-pod-grouper"
+PODGROUPS: Final = "podgroups"
+
+
+class _Lru:
+    """A small bounded set/map (recently used entries survive)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[Any, Any] = OrderedDict()
+
+    def get(self, key: Any) -> Any:
+        if key in self.data:
+            self.data.move_to_end(key)
+            return self.data[key]
+        return None
+
+    def put(self, key: Any, value: Any) -> None:
+        self.data[key] = value
+        self.data.move_to_end(key)
+        while len(self.data) > self.size:
+            self.data.popitem(last=False)
+
+    def drop(self, key: Any) -> None:
+        self.data.pop(key, None)
+
+
+def split_api_version(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+#: Answers that mean "no such owner for us" (gone, or not ours to read): a miss, kept
+#: like a found owner. Any other error (5xx, no answer, throttling) is raised instead,
+#: so the pod is tried again in seconds (the quick pass), not after a remembered miss.
+_MISSING: Final = (403, 404)
+
+
+def _reading(exc: KubeError, what: str) -> KubeError:
+    return KubeError(exc.code, exc.reason, f"reading {what}: {exc.message}")
+
+
+class OwnerResolver:
+    """Fetches owners by ownerReference: discovery finds the plural, GETs are cached
+    for ``ttl`` seconds (misses too, so a missing owner is not asked for per event).
+    An API error other than a miss raises ``KubeError`` and is not cached."""
+
+    def __init__(
+        self, kube: Kube, ttl: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.kube = kube
+        self.ttl = ttl
+        self.clock = clock
+        self._plurals: dict[str, dict[str, tuple[str, bool]]] = {}
+        self._objects = _Lru(4096)
+
+    async def resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
+        """(plural, namespaced) of ``kind`` in ``api_version``, from discovery."""
+        known = self._plurals.get(api_version)
+        if known is None:
+            group, version = split_api_version(api_version)
+            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            try:
+                listing = await send(self.kube, "GET", path)
+            except KubeError as exc:
+                if exc.code not in _MISSING:
+                    raise _reading(exc, f"the API {api_version}") from exc
+                log.debug("discovery of %s failed: %s", api_version, exc)
+                return None
+            known = {
+                str(r.get("kind")): (str(r.get("name")), bool(r.get("namespaced")))
+                for r in listing.get("resources") or []
+                if "/" not in str(r.get("name"))
+            }
+            self._plurals[api_version] = known
+        return known.get(kind)
+
+    async def fetch(self, namespace: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        api_version, kind, name = (str(ref.get(k) or "") for k in ("apiVersion", "kind", "name"))
+        uid = str(ref.get("uid") or "")
+        key = (namespace, api_version, kind, name)
+        now = self.clock()
+        cached = self._objects.get(key)
+        if cached is not None and now - cached[0] < self.ttl:
+            obj: Mapping[str, Any] | None = cached[1]
+        else:
+            obj = await self._get(namespace, api_version, kind, name)
+            self._objects.put(key, (now, obj))
+        if obj is None:
+            return None
+        if uid and meta(obj).get("uid") and meta(obj).get("uid") != uid:
+            return None  # the owner was replaced by another object of the same name
+        return obj
+
+    async def _get(self, namespace: str, api_version: str, kind: str, name: str) -> Json | None:
+        found = await self.resource(api_version, kind)
+        if found is None or not name:
+            return None
+        plural, namespaced = found
+        group, version = split_api_version(api_version)
+        try:
+            obj = await send(
+                self.kube,
+                "GET",
+                path_of(group, version, plural, namespace if namespaced else None, name),
+            )
+        except KubeError as exc:
+            if exc.code not in _MISSING:
+                raise _reading(exc, f"owner {kind} {namespace}/{name}") from exc
+            return None
+        obj.setdefault("apiVersion", api_version)
+        obj.setdefault("kind", kind)
+        return obj
+
+    async def chain(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """The pod's owners, nearest first (``grouping.owner_walk``)."""
+        walk = owner_walk(pod)
+        try:
+            wanted = next(walk)
+            while True:
+                wanted = walk.send(await self.fetch(*wanted))
+        except StopIteration as done:
+            chain: list[Mapping[str, Any]] = done.value
+            return chain
+
+
+@dataclass(slots=True)
+class GroupingOutcome:
+    """What ``handle`` did, for logs and tests."""
+
+    group: str | None = None
+    created: bool = False
+    annotated: bool = False
+    skipped: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def warning_ref(warning: GrouperWarning) -> Json:
+    obj = warning.involved
+    ref: Json = {"apiVersion": obj.api_version, "kind": obj.kind, "name": obj.name}
+    if obj.namespace:
+        ref["namespace"] = obj.namespace
+    if obj.uid:
+        ref["uid"] = obj.uid
+    return ref
+
+
+class PodGrouperService:
+    def __init__(
+        self,
+        kube: Kube,
+        *,
+        scheduler_name: Callable[[], str] | str = keys.DEFAULT_SCHEDULER_NAME,
+        default_queue: str = keys.DEFAULT_QUEUE,
+        default_priority_class: str = keys.DEFAULT_PRIORITY_CLASS,
+        owners: OwnerResolver | None = None,
+    ) -> None:
+        self.kube = kube
+        self._scheduler_name = scheduler_name
+        self.default_queue = default_queue
+        self.default_priority_class = default_priority_class
+        self.owners = owners or OwnerResolver(kube)
+        self._groups = _Lru(8192)  # (namespace, name) of PodGroups known to exist
+        self._done = _Lru(65536)  # pod uid -> the group name written on it
+        self._warned = _Lru(8192)  # (object, message) already posted
+        # pod uid -> (namespace, name, last try met an API error): to try again later
+        self._pending = _Lru(4096)
+
+    @property
+    def scheduler_name(self) -> str:
+        name = self._scheduler_name
+        return name() if callable(name) else name
+
+    def wants(self, pod: Mapping[str, Any]) -> bool:
+        """Is this pod the grouper's business at all (cheap; no API calls)?"""
+        return (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name and not meta(
+            pod
+        ).get("deletionTimestamp")
+
+    def needs_work(self, pod: Mapping[str, Any]) -> bool:
+        """``wants`` and not already grouped by this service (cheap; no API calls)."""
+        if not self.wants(pod):
+            return False
+        m = meta(pod)
+        uid = str(m.get("uid") or f"{m.get('namespace') or 'default'}/{m.get('name')}")
+        done = self._done.get(uid)
+        annotation = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+        return done is None or annotation != done[1]
+
+    def group_deleted(self, namespace: str, name: str) -> None:
+        """A PodGroup went: the next event of its pods creates it again."""
+        self._groups.drop((namespace, name))
+        for uid, (group, _written) in list(self._done.data.items()):
+            if group == (namespace, name):
+                self._done.drop(uid)
+
+    async def handle(self, pod: Mapping[str, Any]) -> GroupingOutcome:
+        if not self.wants(pod):
+            return GroupingOutcome(skipped="not ours")
+        m = meta(pod)
+        ns = str(m.get("namespace") or "default")
+        uid = str(m.get("uid") or f"{ns}/{m.get('name')}")
+        annotation = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+        done = self._done.get(uid)
+        if done is not None and annotation == done[1]:
+            return GroupingOutcome(group=str(annotation), skipped="already grouped")
+        name = str(m.get("name"))
+        self._pending.put(uid, (ns, name, False))
+        try:
+            outcome = await self._group(pod, ns, uid, annotation)
+        except KubeError:
+            self._pending.put(uid, (ns, name, True))
+            raise
+        if outcome.skipped != "grouping failed":
+            self._pending.drop(uid)
+        return outcome
+
+    @property
+    def api_failed(self) -> int:
+        """Pods waiting to be tried again after an API error (not a bad annotation)."""
+        return sum(1 for _ns, _name, failed in self._pending.data.values() if failed)
+
+    async def retry_pending(self, api_failed_only: bool = False) -> list[GroupingOutcome]:
+        """Group again the pods whose grouping failed (a bad Job annotation since fixed,
+        an owner not readable then, an API error): pod events alone may not come.
+        ``api_failed_only``: only those whose last try met an API error."""
+        outcomes = []
+        for uid, (ns, name, api_failed) in list(self._pending.data.items()):
+            if api_failed_only and not api_failed:
+                continue
+            try:
+                pod = await send(self.kube, "GET", path_of("", "v1", "pods", ns, name))
+            except KubeError as exc:
+                if exc.code == 404:
+                    self._pending.drop(uid)
+                continue
+            if str(meta(pod).get("uid") or "") != uid or not self.wants(pod):
+                self._pending.drop(uid)
+                continue
+            try:
+                outcomes.append(await self.handle(pod))
+            except KubeError as exc:
+                log.warning("pod-grouper: %s/%s: %s", ns, name, exc)
+        return outcomes
+
+    async def group_all(self) -> list[GroupingOutcome]:
+        """Group every pod of a fresh LIST that needs it (a new leader's first pass)."""
+        # Only the scheduler's pods (a field the API server filters pods on). Once per
+        # term of leadership: the paged LIST runs in a thread, as the other parts' do.
+        listing = await asyncio.to_thread(
+            list_all,
+            self.kube,
+            path_of("", "v1", "pods"),
+            query=[("fieldSelector", f"spec.schedulerName={self.scheduler_name}")],
+        )
+        outcomes = []
+        for pod in listing.get("items") or []:
+            if not self.needs_work(pod):
+                continue
+            try:
+                outcome = await self.handle(pod)
+            except KubeError as exc:
+                log.warning(
+                    "pod-grouper: %s/%s: %s", meta(pod).get("namespace"), meta(pod).get("name"), exc
+                )
+                continue
+            if outcome.annotated or outcome.created:
+                outcomes.append(outcome)
+        return outcomes
+
+    async def _group(
+        self, pod: Mapping[str, Any], ns: str, uid: str, annotation: str | None
+    ) -> GroupingOutcome:
+        m = meta(pod)
+        result = group_pod(
+            pod,
+            await self.owners.chain(pod),
+            scheduler_name=self.scheduler_name,
+            default_queue=self.default_queue,
+            default_priority_class=self.default_priority_class,
+        )
+        outcome = GroupingOutcome(group=result.group_name)
+        for warning in result.warnings:
+            outcome.warnings.append(warning.message)
+            await self._warn(warning)
+        if isinstance(result, GroupingFailed):
+            outcome.skipped = "grouping failed"
+            return outcome
+        if not isinstance(result, Grouped):
+            outcome.skipped = "left alone"
+            return outcome
+        outcome.created = await self._ensure_group(ns, result.pod_group.to_manifest())
+        if annotation != result.group_name:
+            await send(
+                self.kube,
+                "PATCH",
+                path_of("", "v1", "pods", ns, str(m.get("name"))),
+                {"metadata": {"annotations": {keys.POD_GROUP_ANNOTATION: result.group_name}}},
+                content_type=MERGE_PATCH,
+            )
+            outcome.annotated = True
+        self._done.put(uid, ((ns, result.group_name), result.group_name))
+        return outcome
+
+    async def _ensure_group(self, namespace: str, manifest: Json) -> bool:
+        name = str(manifest["metadata"]["name"])
+        if self._groups.get((namespace, name)):
+            return False
+        created = True
+        try:
+            await send(
+                self.kube,
+                "POST",
+                path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace),
+                manifest,
+            )
+            # The grouper's own line for the pod says "(created)": one INFO line per pod.
+            log.debug("created PodGroup %s/%s", namespace, name)
+        except KubeError as exc:
+            if exc.code != 409:
+                raise
+            # A 409 is not proof that the group exists (a Conflict rather than
+            # AlreadyExists, or one deleted since): remember it only once it is read.
+            await send(
+                self.kube,
+                "GET",
+                path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace, name),
+            )
+            created = False
+        self._groups.put((namespace, name), True)
+        return created
+
+    async def _warn(self, warning: GrouperWarning) -> None:
+        # Once per object and message: a Job with a bad annotation and 100 pods gets one.
+        key = (warning.involved.uid or warning.involved.ref, warning.message)
+        if self._warned.get(key):
+            return
+        self._warned.put(key, True)
+        await apost_event(
+            self.kube,
+            warning_ref(warning),
+            GrouperWarning.EVENT_TYPE,
+            GrouperWarning.REASON,
+            warning.message,
+            COMPONENT,
+        )
