@@ -448,7 +448,9 @@ class Job:
     # evict others (preempt, reclaim, consolidation); plain allocation is not delayed.
     preemption_delay: float = 0.0
     last_evicted: float | None = None  # when one of its pods was last evicted
-    has_succeeded: bool = False  # one of its pods finished successfully: never stale
+    # Its pods that finished successfully: they count towards minMember (see
+    # ``min_alive``), and a gang with one is winding down, never stale.
+    succeeded: int = 0
     stale_since: float | None = None
     mark_unschedulable: bool = True
     priority_class: str = ""
@@ -474,7 +476,7 @@ class Job:
         new.staleness_default = self.staleness_default
         new.preemption_delay = self.preemption_delay
         new.last_evicted = self.last_evicted
-        new.has_succeeded = self.has_succeeded
+        new.succeeded = self.succeeded
         new.stale_since = self.stale_since
         new.mark_unschedulable = self.mark_unschedulable
         new.priority_class = self.priority_class
@@ -504,6 +506,15 @@ class Job:
             if status is RUNNING or status is ALLOCATED or status is PIPELINED:
                 count += 1
         return count
+
+    @property
+    def min_alive(self) -> int:
+        """How many of its unfinished pods minMember asks for: its members that Succeeded
+        count towards it. A gang whose member finished before the others were evicted
+        gets only the rest back from its controller (a Job makes as many pods as
+        completions are missing), and would otherwise wait for a pod that never comes."""
+        rest = self.min_member - self.succeeded
+        return rest if rest > 0 else 0
 
     @property
     def pending_tasks(self) -> list[Task]:

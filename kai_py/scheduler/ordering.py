@@ -23,10 +23,10 @@ JobKey = tuple[int, int, float, str]
 
 
 def elastic_state(job: Job) -> int:
-    placed = job.placed
-    if placed < job.min_member:
+    placed, gang = job.placed, job.min_alive
+    if placed < gang:
         return 0
-    return 1 if placed == job.min_member else 2
+    return 1 if placed == gang else 2
 
 
 def job_key(job: Job) -> JobKey:

@@ -729,8 +729,8 @@ def _add_pod(
     if status is None:
         group = facts.group
         if facts.phase == "Succeeded" and group and (ns, group) in jobs:
-            # A gang with a finished member is not stale (it is winding down).
-            jobs[(ns, group)].has_succeeded = True
+            # It counts towards minMember, and its gang is not stale (it is winding down).
+            jobs[(ns, group)].succeeded += 1
         return
     if not facts.ours:
         # Another scheduler's pod: what it holds is not ours to give.

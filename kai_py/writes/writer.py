@@ -293,7 +293,7 @@ def podgroup_phase(job: Job) -> str | None:
             holding += 1
         elif status is PENDING or status is PIPELINED:
             waiting += 1
-    if holding and holding >= job.min_member:
+    if holding and holding >= job.min_alive:  # members that Succeeded count towards it
         return "Running"
     if waiting or holding:
         return "Pending"

@@ -215,6 +215,10 @@ def test_podgroup_phase_follows_min_member() -> None:
     assert podgroup_phase(job(TaskStatus.RUNNING, TaskStatus.ALLOCATED)) == "Running"
     assert podgroup_phase(job(TaskStatus.RUNNING, min_member=1)) == "Running"
     assert podgroup_phase(job()) is None  # nothing live: left as it was
+    # A member that Succeeded counts towards minMember: the rest of the gang runs.
+    finished = job(TaskStatus.RUNNING, min_member=2)
+    finished.succeeded = 1
+    assert podgroup_phase(finished) == "Running"
     patch = podgroup_status_patch(
         {"status": {"phase": "Pending"}}, [], JobResources(Res(), Res(), Res()), 0.0, "Running"
     )

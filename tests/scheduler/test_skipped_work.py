@@ -205,6 +205,6 @@ def test_stale_gang_eviction_answers_for_every_job_as_the_rule_says() -> None:
         for j in jobs:
             running = any(t.status is TaskStatus.RUNNING for t in j.tasks)
             active = sum(t.status in (TaskStatus.RUNNING, TaskStatus.RELEASING) for t in j.tasks)
-            stale = running and active < j.min_member and not j.has_succeeded
+            stale = running and active < j.min_member and not j.succeeded
             expected[j.uid] = (j.stale_since or snap.now) if stale else None
         assert d.stale_since == expected

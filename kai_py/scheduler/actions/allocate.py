@@ -27,12 +27,13 @@ def gate(session: Session, job: Job) -> Reason | None:
     for task in job.tasks:  # pods being deleted do not count
         if task.status is RELEASING:
             live -= 1
-    if live < job.min_member:
+    if live < job.min_alive:  # members that Succeeded count towards minMember
+        finished = f" and {job.succeeded} that Succeeded" if job.succeeded else ""
         return Reason(
             reasons.NOT_READY,
-            f"Job {job.key} has {live} pods while minMember is {job.min_member}; "
+            f"Job {job.key} has {live} pods{finished} while minMember is {job.min_member}; "
             f"waiting for the rest of the gang to be created",
-            {"pods": live, "minMember": job.min_member},
+            {"pods": live, "succeeded": job.succeeded, "minMember": job.min_member},
         )
     return None
 
@@ -72,7 +73,7 @@ def pending_jobs(session: Session) -> list[Job]:
 def gang_message(job: Job, found: int, required: int, detail: str) -> str:
     if required == 1 and len(job.tasks) == 1:
         return f"Pod {job.tasks[0].key} cannot be scheduled: {detail}"
-    if job.placed >= job.min_member:
+    if job.placed >= job.min_alive:
         pending = sum(1 for t in job.tasks if t.status is PENDING)
         return (
             f"Elastic job {job.key} runs {job.placed} pods (minMember {job.min_member}); "

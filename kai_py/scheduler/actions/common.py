@@ -13,8 +13,8 @@ from kai_py.scheduler.session import Session, Statement
 
 def needed(job: Job) -> int:
     """How many tasks must be placed together now: the rest of the gang, or one more."""
-    placed = job.placed
-    return job.min_member - placed if placed < job.min_member else 1
+    placed, gang = job.placed, job.min_alive
+    return gang - placed if placed < gang else 1
 
 
 def task_order(task: Task) -> tuple[int, int, int, float, str]:

@@ -28,7 +28,7 @@ def stale_gang_eviction(session: Session, placer: Placer) -> None:
         if not running:
             stale_since[job.uid] = None  # a gang with nothing running is not stale
             continue
-        stale = active < job.min_member and not job.has_succeeded
+        stale = active < job.min_member and not job.succeeded
         if not stale:
             session.decisions.stale_since[job.uid] = None
             continue

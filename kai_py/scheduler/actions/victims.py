@@ -801,7 +801,7 @@ class VictimSearch:
                 continue
             # The gang's missing part moves as a whole or not at all; an elastic
             # job's surplus moves pod by pod while there is room.
-            gang = max(0, job.min_member - job.placed)
+            gang = max(0, job.min_alive - job.placed)
             mark = stmt.checkpoint()
             again: list[Task] = []
             for index, task in enumerate(sorted(evicted[job.uid], key=lambda t: t.order)):
