@@ -14,7 +14,11 @@ the same thing again writes nothing new:
 - binds: a BindRequest named after the pod, owned by it (409 = already there);
 - pipelined pods: ``status.nominatedNodeName`` (only when it changes);
 - evictions: the pod's eviction subresource (429 from a PodDisruptionBudget:
-  skipped and logged);
+  skipped and logged). One that gets no answer or a server error is sent again
+  in the background until it is done or the pod is gone, replaced or finished:
+  the next cycle would not decide it again (its gang's other members are gone
+  by then, so it no longer looks like a victim) and a gang would be left half
+  evicted;
 - events: core/v1 Events; a repeat of the same event (object, type, reason,
   message) bumps the count of the first one instead of making a new one;
 - pods that stay unschedulable: condition ``PodScheduled=False``, reason
@@ -46,6 +50,7 @@ from kai_py.api.quantities import ResourceAmounts, from_resource_map, to_resourc
 from kai_py.apiclient.kube import (
     MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
+    TRANSIENT_CODES,
     Kube,
     KubeError,
     path_of,
@@ -64,7 +69,7 @@ from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Decisions, Event, QueueFigures
 from kai_py.state.builder import Built
-from kai_py.state.cache import BINDREQUESTS, PODGROUPS, QUEUES, ClusterCache, View
+from kai_py.state.cache import BINDREQUESTS, PODGROUPS, PODS, QUEUES, ClusterCache, View
 from kai_py.state.passmemo import PassMemo
 
 log = logging.getLogger(__name__)
@@ -508,6 +513,9 @@ class Write:
     # Called after success with the answer, or with None when an ok_code said it was done.
     done: Callable[[Json | None], None] | None = None
     failed: Callable[[KubeError], None] | None = None
+    #: Set on evictions: after no answer or a server error the write is sent again in
+    #: the background (``BackgroundWriter.retry``) for as long as this says it is wanted.
+    retry: Callable[[], bool] | None = None
 
 
 @dataclass(slots=True)
@@ -638,6 +646,24 @@ def _seen_by(cache: ClusterCache | None, kind: str) -> Callable[[Json | None], N
     return seen
 
 
+def _still_running(
+    cache: ClusterCache | None, namespace: str, name: str, uid: str
+) -> Callable[[], bool] | None:
+    """An eviction's ``retry``: while the cache holds that very pod (same uid), not
+    being deleted and not finished. A pod that is gone, replaced, being deleted or
+    finished holds nothing any more: the eviction has nothing left to do."""
+    if cache is None:
+        return None
+
+    def running() -> bool:
+        pod = cache.get(PODS, namespace, name)
+        if pod is None or meta(pod).get("uid") != uid or meta(pod).get("deletionTimestamp"):
+            return False
+        return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+    return running
+
+
 def _still_needed(
     cache: ClusterCache,
     pg: Mapping[str, Any],
@@ -719,6 +745,7 @@ def plan(
                 eviction_body(task.namespace, task.name, task.uid),
                 ok_codes=(404, 409),
                 skip_codes=(429,),
+                retry=_still_running(cache, task.namespace, task.name, task.uid),
             )
         )
     for uid in sorted({eviction.task.job_uid for eviction in decisions.evictions}):
@@ -910,12 +937,16 @@ class Writer:
 
         async def one(write: Write) -> None:
             async with limit:
-                await self._send(write, outcome)
+                error = await self._send(write, outcome)
+            if error is not None and retried(write, error) and self.background is not None:
+                self.background.retry(write)
 
         await asyncio.gather(*(one(w) for w in writes))
         return outcome
 
-    async def _send(self, write: Write, outcome: Outcome) -> None:
+    async def _send(self, write: Write, outcome: Outcome) -> KubeError | None:
+        """Sends one write; returns the API's refusal when it failed (not an ok or
+        skip code)."""
         started = time.monotonic()
         try:
             answer = await send(
@@ -927,22 +958,23 @@ class Writer:
                 log.debug("%s: already done (%s)", write.what, exc)
                 if write.done is not None:
                     write.done(None)
-                return
+                return None
             if exc.code in write.skip_codes:
                 outcome.skipped += 1
                 log.info("%s: skipped: %s", write.what, exc)
-                return
+                return None
             outcome.failed += 1
             outcome.failures.append(f"{write.what}: {exc}")
-            log.warning("%s: failed (the next cycle retries): %s", write.what, exc)
+            then = "sent again" if retried(write, exc) else "the next cycle retries"
+            log.warning("%s: failed (%s): %s", write.what, then, exc)
             if write.failed is not None:
                 write.failed(exc)
-            return
+            return exc
         except Exception as exc:  # a bug in one write must not stop the others
             outcome.failed += 1
             outcome.failures.append(f"{write.what}: {exc!r}")
             log.exception("%s: failed", write.what)
-            return
+            return None
         outcome.done += 1
         log.debug("%s: done in %.3fs", write.what, time.monotonic() - started)
         if write.what.startswith("bind "):
@@ -952,6 +984,14 @@ class Writer:
                 write.done(answer)
             except Exception:
                 log.exception("%s: after-write hook failed", write.what)
+        return None
+
+
+def retried(write: Write, error: KubeError) -> bool:
+    """Whether a failed write is sent again by the background writer: one that asks
+    for it, after no answer or a server error (a refusal on its merits, a 403 or a
+    400, would be refused again)."""
+    return write.retry is not None and error.code in TRANSIENT_CODES
 
 
 def _same_write(sending: Write | None, write: Write) -> bool:
@@ -961,6 +1001,13 @@ def _same_write(sending: Write | None, write: Write) -> bool:
         and sending.path == write.path
         and sending.body == write.body
     )
+
+
+#: A write sent again by ``BackgroundWriter.retry`` waits this long first, then twice
+#: as long after each failure, at most the second figure: an API server back from a
+#: short fault gets it at once, one that stays down is not asked every 200 ms.
+RETRY_DELAY_SECONDS: Final = 0.2
+RETRY_MAX_DELAY_SECONDS: Final = 5.0
 
 
 class BackgroundWriter:
@@ -973,15 +1020,28 @@ class BackgroundWriter:
     At most ``limit`` writes wait per lane; beyond that the oldest are dropped
     (each kind is recomputed by a later cycle from the cache, and events are best
     effort) and counted in ``dropped``.
+
+    It also sends again the URGENT writes that ask for it (``retry``): evictions.
     """
 
-    def __init__(self, kube: Kube, concurrency: int = 8, limit: int = 20_000) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        concurrency: int = 8,
+        limit: int = 20_000,
+        retry_delay: float = RETRY_DELAY_SECONDS,
+        retry_max_delay: float = RETRY_MAX_DELAY_SECONDS,
+    ) -> None:
         self.writer = Writer(kube)
         self.concurrency = concurrency
         self.limit = limit
+        self.retry_delay = retry_delay
+        self.retry_max_delay = retry_max_delay
         self.outcome = Outcome()
         self.coalesced = 0
         self.dropped = 0
+        self.retried = 0  # writes sent again by ``retry``
+        self._retrying: dict[str, asyncio.Task[None]] = {}  # by path
         self._lanes: dict[int, OrderedDict[object, Write]] = {
             STATUS: OrderedDict(),
             EVENTS: OrderedDict(),
@@ -1046,6 +1106,33 @@ class BackgroundWriter:
                 if self._in_flight.get(key) is write:
                     del self._in_flight[key]
 
+    def retry(self, write: Write) -> None:
+        """Send ``write`` again until it is done, is refused on its merits, or its
+        ``retry`` says it is no longer wanted, waiting longer after each failure.
+        One retry per path: a write already being retried is not started twice."""
+        running = self._retrying.get(write.path)
+        if running is not None and not running.done():
+            return
+        task = asyncio.get_running_loop().create_task(self._retry(write))
+        self._retrying[write.path] = task
+
+    async def _retry(self, write: Write) -> None:
+        delay = self.retry_delay
+        try:
+            while True:
+                await asyncio.sleep(delay)
+                if write.retry is None or not write.retry():
+                    log.info("%s: no longer needed, not sent again", write.what)
+                    return
+                self.retried += 1
+                error = await self.writer._send(write, self.outcome)
+                if error is None or not retried(write, error):
+                    return
+                delay = min(delay * 2, self.retry_max_delay)
+        finally:
+            if self._retrying.get(write.path) is asyncio.current_task():
+                del self._retrying[write.path]
+
     async def drain(self, timeout: float = 30.0) -> None:
         """Until nothing is queued (tests, a clean stop)."""
         deadline = time.monotonic() + timeout
@@ -1053,9 +1140,11 @@ class BackgroundWriter:
             await asyncio.sleep(0.01)
 
     async def close(self) -> None:
-        for task in self._workers:
+        tasks = [*self._workers, *self._retrying.values()]
+        for task in tasks:
             task.cancel()
-        for task in self._workers:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._workers = []
+        self._retrying = {}

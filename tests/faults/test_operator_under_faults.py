@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_harness import SEED, Figures, Run, created_age
+from fault_harness import NS, SEED, Figures, Json, Run, created_age, gpu_job
 
 from kai_py.api import keys
 
@@ -143,6 +143,67 @@ def test_reservation_pods_deleted_mid_bind(tmp_path: Path) -> None:
         assert deleted, "no reservation pod was seen being made"
         run.figures.notes.append(f"deleted reservation pods: {sorted(deleted)}")
         _assert_clean(run.finish(since=time.monotonic()), run)
+
+
+def _quota_queue(name: str, gpus: int) -> Json:
+    resources: Json = {
+        r: {"quota": -1, "limit": -1, "overQuotaWeight": 1} for r in ("cpu", "memory")
+    }
+    resources["gpu"] = {"quota": gpus, "limit": -1, "overQuotaWeight": 1}
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"parentQueue": "root", "resources": resources},
+    }
+
+
+def _two_gpu_job(name: str, pods: int, seconds: float, q: str, min_member: int | None) -> Json:
+    job = gpu_job(name, pods, seconds, min_member=min_member, q=q)
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    container["resources"]["limits"][keys.GPU_RESOURCE] = "2"
+    return job
+
+
+def test_one_eviction_of_a_reclaimed_gang_answered_500(tmp_path: Path) -> None:
+    """A gang of 4 (2 GPUs each) in a queue over its quota of 6 GPUs is reclaimed;
+    the first of its four evictions is answered 500. The member left running must
+    not stay alone: otherwise it runs on to Succeeded (its 3 replacements do not
+    fit beside the reclaimer) while its Job makes only those 3 new pods, and the
+    PodGroup waits for a fourth that never comes."""
+    with Run("one gang eviction answered 500", tmp_path) as run:
+        store = run.cluster.store
+        for q in (_quota_queue("qa", 6), _quota_queue("qb", 6)):
+            run.call(store.create("queues", q))
+        run.operator()
+        run.call(store.create("jobs", _two_gpu_job("gang4", 4, 6, "qb", 4)))
+        run.expected_jobs.append("gang4")
+
+        def gang(phase: str) -> set[str]:
+            pods, _ = run.call(store.list("pods", NS))
+            return {
+                p["metadata"]["uid"]
+                for p in pods
+                if (p["metadata"].get("labels") or {}).get("job-name") == "gang4"
+                and (p.get("status") or {}).get("phase") == phase
+            }
+
+        first = run.wait_for(
+            lambda: (found := gang("Running")) and len(found) == 4 and found,
+            30,
+            "the gang of 4 running",
+        )
+        fault = run.cluster.cluster.faults.add(
+            verb="create", resource="pods/eviction", code=500, times=1
+        )
+        # 6 GPUs, its queue's quota: 4 are free, the rest is the gang's (qb, over its 6).
+        run.call(store.create("jobs", _two_gpu_job("reclaimer", 3, 10, "qa", None)))
+        run.expected_jobs.append("reclaimer")
+        run.wait_for(lambda: fault.fired, 30, "an eviction answered 500")
+        figures = run.finish(since=time.monotonic())
+        _assert_clean(figures, run)
+        # The reclaim took the whole gang: no member of the first run went on alone.
+        assert not first & gang("Succeeded"), f"{figures}\n{run.logs}"
 
 
 def test_the_seed_is_printed() -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from kai_py.api.bindrequest import BindRequest
 from kai_py.api.quantities import format_quantity, parse_quantity
+from kai_py.apiclient.kube import KubeError
 from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.reasons import Reason
@@ -15,8 +18,12 @@ from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event, QueueFigures
 from kai_py.state.cache import BINDREQUESTS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 from kai_py.writes.writer import (
+    URGENT,
+    BackgroundWriter,
     EventRecorder,
     JobResources,
+    Write,
+    Writer,
     bindrequest_manifest,
     bindrequest_writes,
     event_manifest,
@@ -819,3 +826,96 @@ def test_other_schedulers_pods_hold_their_node_until_they_finish_or_go() -> None
     bad["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "lots"
     cache.observe(PODS, "ADDED", bad)  # unparseable requests: not counted, as simulate does
     assert binds() == (1, 1)
+
+
+# -------------------------------------------------- an eviction the API refused for a moment
+class ScriptedKube:
+    """Answers each request with the next of ``answers`` (a KubeError is raised), then
+    with success; records the paths sent."""
+
+    def __init__(self, *answers: KubeError) -> None:
+        self.answers = list(answers)
+        self.sent: list[str] = []
+
+    async def arequest(
+        self, method: str, path: str, body: Any = None, *, content_type: str = "", query: Any = None
+    ) -> dict[str, Any]:
+        self.sent.append(path)
+        if self.answers:
+            raise self.answers.pop(0)
+        return {"metadata": {}}
+
+
+def _eviction_plan(cache: ClusterCache) -> list[Write]:
+    from kai_py.scheduler.session import Decisions, Eviction
+
+    view = cache.view(NOW)
+    built = view.build(NOW)
+    [task] = built.snapshot.jobs[0].tasks
+    decisions = Decisions(evictions=[Eviction(task, "reclaim", None, "taken back")])
+    return [
+        w for w in plan(view, built, decisions, NOW, EventRecorder(), cache) if w.lane == URGENT
+    ]
+
+
+def _running_cache() -> ClusterCache:
+    cache = _cache()
+    running = _pod_body("p1", "u1", nodeName="n1")
+    running["status"] = {"phase": "Running"}
+    cache.observe(PODS, "ADDED", running)
+    return cache
+
+
+async def _evict(
+    kube: ScriptedKube,
+    cache: ClusterCache,
+    until: Callable[[], bool],
+    meanwhile: Callable[[], None] | None = None,
+    rounds: int = 200,
+) -> BackgroundWriter:
+    """Apply the plan of one eviction, then wait (``rounds`` x 10 ms at most) for
+    ``until`` while the retries (10 to 20 ms apart) go on."""
+    background = BackgroundWriter(kube, retry_delay=0.01, retry_max_delay=0.02)  # type: ignore[arg-type]
+    writer = Writer(kube, background=background)  # type: ignore[arg-type]
+    outcome = await writer.apply(_eviction_plan(cache))
+    assert outcome.failed == 1
+    for _ in range(rounds):
+        if until():
+            break
+        if meanwhile is not None:
+            meanwhile()
+        await asyncio.sleep(0.01)
+    await background.close()
+    return background
+
+
+EVICTION = "/api/v1/namespaces/ns/pods/p1/eviction"
+
+
+def test_an_eviction_answered_500_is_sent_again_until_it_is_done() -> None:
+    """One eviction of a gang answered 500 must not leave that member running alone:
+    the next cycle does not decide it again (the rest of its gang is gone by then)."""
+    kube = ScriptedKube(KubeError(500, "InternalError", "boom"), KubeError(0, "", "no answer"))
+    background = asyncio.run(_evict(kube, _running_cache(), lambda: len(kube.sent) >= 3))
+    assert kube.sent == [EVICTION] * 3  # the first answer, no answer, then done
+    assert background.retried == 2 and background.outcome.done == 1
+
+
+def test_an_eviction_is_not_sent_again_once_the_pod_is_gone_or_refused_on_its_merits() -> None:
+    # The pod went (evicted by someone else, or deleted): nothing left to evict.
+    cache = _running_cache()
+    kube = ScriptedKube(*[KubeError(500, "InternalError", "boom")] * 50)
+    pod = cache.get(PODS, "ns", "p1")
+    sent_then: list[int] = []
+
+    def delete_after_two() -> None:
+        if len(kube.sent) >= 2 and not sent_then:
+            cache.observe(PODS, "DELETED", pod or {})
+            sent_then.append(len(kube.sent))
+
+    asyncio.run(_evict(kube, cache, lambda: False, delete_after_two, rounds=40))
+    assert sent_then and len(kube.sent) == sent_then[0]
+    # A 403 would be refused again: left to the next cycle, which decides anew.
+    kube = ScriptedKube(KubeError(403, "Forbidden", "no"))
+    background = asyncio.run(_evict(kube, _running_cache(), lambda: False, rounds=20))
+    assert kube.sent == [EVICTION] and background.retried == 0
