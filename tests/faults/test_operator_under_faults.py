@@ -2,7 +2,8 @@
 
 Each scenario runs a burst of whole-GPU Jobs, a gang and 0.5 / 0.25 shared
 pods on 3 nodes x 4 GPUs while something goes wrong, then lets everything
-finish and checks the invariants of ``fault_harness`` (sampled throughout).
+finish and checks the invariants of ``fault_harness`` (sampled throughout);
+the reclaim of a gang whose eviction fails runs two Jobs of its own instead.
 Randomness is seeded (``KAI_PY_FAULT_SEED``, printed with the figures table).
 """
 
