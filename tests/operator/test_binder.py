@@ -268,13 +268,24 @@ def test_a_missing_node_fails_after_the_retries_and_rolls_back(
     assert get(cluster, "pods", RNS, rsv.reservation_pod_name("no-such-node", "g9")) is None
 
 
-def test_shared_pods_go_when_their_reservation_pod_is_deleted(
+def test_a_reservation_pod_deleted_under_a_shared_pod_is_made_again(
     cluster: ThreadedDevCluster, operator: KopfRunner
 ) -> None:
+    # A bare shared pod deleted would be lost for good: its card is held again instead.
     create(cluster, "pods", make_pod("orphan", fraction="0.5"))
     create(cluster, "bindrequests", make_bindrequest(cluster, "orphan", "gpu-1", groups=["g7"]))
     wait_for(lambda: running(cluster, "orphan"), what="orphan Running")
-    cluster.call(cluster.store.delete("pods", RNS, rsv.reservation_pod_name("gpu-1", "g7")))
-    wait_for(lambda: get(cluster, "pods", NS, "orphan") is None, what="the shared pod deleted")
-    gone = wait_for(lambda: events(cluster, "orphan", "BindingError"), what="its BindingError")
-    assert "gone" in gone[0]["message"]
+    name = rsv.reservation_pod_name("gpu-1", "g7")
+    first = get(cluster, "pods", RNS, name)
+    assert first is not None
+    cluster.call(cluster.store.delete("pods", RNS, name))
+
+    def made_again() -> dict[str, Any] | None:
+        now = get(cluster, "pods", RNS, name)
+        return now if now and now["metadata"]["uid"] != first["metadata"]["uid"] else None
+
+    again = wait_for(made_again, what="the reservation pod made again")
+    assert again["spec"]["nodeName"] == "gpu-1"
+    warning = wait_for(lambda: events(cluster, "orphan", "GPUReservationLost"), what="its Warning")
+    assert warning[0]["type"] == "Warning" and name in warning[0]["message"]
+    assert running(cluster, "orphan") is not None  # not deleted
