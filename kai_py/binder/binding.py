@@ -292,6 +292,13 @@ class Binder:
                     f"Pod {req.namespace}/{req.pod_name} is already bound to node {req.node}",
                 )
             raise BindError(f'pod is already bound to node "{bound}"', final=True)
+        if req.kind == "Fraction":
+            # Before anything is made for it: a shared pod whose container does not read
+            # its card from the ConfigMap would see every card of the node. It stays
+            # Pending; retrying cannot help (a pod's env cannot change).
+            unwired = rsv.unwired_reason(pod)
+            if unwired:
+                raise BindError(unwired, final=True)
         self._check_node(req.node)
         attempt.pinned = self.pinned.hold(req.node, pod, req.kind, req.groups)
         if req.kind == "Fraction":

@@ -85,7 +85,7 @@ def get(
 
 
 def make_pod(
-    name: str, *, fraction: str | None = None, env_ref: str | None = None
+    name: str, *, fraction: str | None = None, env_ref: str | None = None, wired: bool = True
 ) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "main",
@@ -95,6 +95,7 @@ def make_pod(
     annotations: dict[str, str] = {"pod-group-name": f"pg-{name}"}
     if fraction:
         annotations[keys.GPU_FRACTION_ANNOTATION] = fraction
+    if fraction and wired:  # as the pod webhook makes it
         container["env"] = [
             {
                 "name": "NVIDIA_VISIBLE_DEVICES",
@@ -289,3 +290,23 @@ def test_a_reservation_pod_deleted_under_a_shared_pod_is_made_again(
     warning = wait_for(lambda: events(cluster, "orphan", "GPUReservationLost"), what="its Warning")
     assert warning[0]["type"] == "Warning" and name in warning[0]["message"]
     assert running(cluster, "orphan") is not None  # not deleted
+
+
+def test_a_shared_pod_admitted_without_the_webhook_is_not_bound(
+    cluster: ThreadedDevCluster, operator: KopfRunner
+) -> None:
+    # Created while the pod webhook was down: its container would see every card.
+    create(cluster, "pods", make_pod("unwired", fraction="0.5", wired=False))
+    create(cluster, "bindrequests", make_bindrequest(cluster, "unwired", "gpu-1", groups=["g5"]))
+    wait_for(lambda: phase_of(cluster, "unwired") == "Failed", what="Failed")
+    br = get(cluster, "bindrequests", NS, "unwired")
+    assert br is not None and 'container "main"' in br["status"]["reason"]
+    assert br["status"]["failedAttempts"] == 1  # no retry: the pod's env cannot change
+    error = wait_for(lambda: events(cluster, "unwired", "BindingError"), what="its Warning")
+    message = error[0]["message"]
+    assert error[0]["type"] == "Warning"
+    assert "pod team-b/unwired" in message and "NVIDIA_VISIBLE_DEVICES" in message
+    assert "delete the pod" in message
+    pod = get(cluster, "pods", NS, "unwired")
+    assert pod is not None and not pod["spec"].get("nodeName")  # left Pending
+    assert get(cluster, "pods", RNS, rsv.reservation_pod_name("gpu-1", "g5")) is None

@@ -69,6 +69,32 @@ def test_configmap_names_follow_the_pods_references() -> None:
     assert rsv.gpu_configmap_names(shared_pod(env=[ref, other])) == ["mine"]
 
 
+def test_a_shared_pod_must_read_its_card_from_the_configmap() -> None:
+    def ref(key: str = "NVIDIA_VISIBLE_DEVICES", name: str = "x-gpu") -> Json:
+        return {"name": key, "valueFrom": {"configMapKeyRef": {"name": name, "key": key}}}
+
+    assert rsv.unwired_reason(shared_pod(env=[ref()])) is None
+    bare = shared_pod()  # admitted while the webhook was down: no env at all
+    reason = rsv.unwired_reason(bare)
+    assert reason is not None
+    assert 'pod ns/p, container "c"' in reason and "NVIDIA_VISIBLE_DEVICES" in reason
+    assert "delete the pod" in reason
+    # GPU_PORTION alone is not the card; a literal value after the reference wins.
+    assert rsv.unwired_reason(shared_pod(env=[ref("GPU_PORTION")])) is not None
+    overridden = [ref(), {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    assert rsv.unwired_reason(shared_pod(env=overridden)) is not None
+    # envFrom of the default ConfigMap, <pod>-gpu, is read too (and written).
+    by_env_from = shared_pod()
+    by_env_from["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "p-gpu"}}]
+    assert rsv.unwired_reason(by_env_from) is None
+    # The container that uses the card is the one the annotation names, else the first.
+    two = shared_pod(env=[ref()])
+    two["spec"]["containers"].append({"name": "worker", "image": "x"})
+    assert rsv.unwired_reason(two) is None
+    two["metadata"]["annotations"] = {keys.GPU_FRACTION_CONTAINER_ANNOTATION: "worker"}
+    assert 'container "worker"' in (rsv.unwired_reason(two) or "")
+
+
 def test_configmap_content_and_owner() -> None:
     cm = rsv.gpu_configmap_manifest(shared_pod(), "p-gpu", ["GPU-1"], 0.25, "g1")
     assert cm["data"] == {"NVIDIA_VISIBLE_DEVICES": "GPU-1", "GPU_PORTION": "0.25"}
@@ -217,11 +243,20 @@ BR = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/p"
 RES = "/api/v1/namespaces/kai-resource-reservation/pods/gpu-reservation-n1-g1"
 
 
+#: What the pod webhook gives a shared pod's container: its card from the ConfigMap.
+WIRED = [
+    {
+        "name": "NVIDIA_VISIBLE_DEVICES",
+        "valueFrom": {"configMapKeyRef": {"name": "p-gpu", "key": "NVIDIA_VISIBLE_DEVICES"}},
+    }
+]
+
+
 def setup(
     kind: str = "Fraction", limit: int = 3, node_exists: bool = True
 ) -> tuple[FakeKube, Json]:
     kube = FakeKube()
-    kube.add(POD, shared_pod())
+    kube.add(POD, shared_pod(env=WIRED if kind == "Fraction" else None))
     if node_exists:
         kube.add("/api/v1/nodes/n1", {"metadata": {"name": "n1"}})
     br: Json = {
@@ -275,6 +310,27 @@ def test_fraction_bind_over_the_fake_api() -> None:
     assert "/api/v1/namespaces/kai-resource-reservation" in kube.objects  # namespace made
     (bound,) = events(kube, "Bound")
     assert "n1" in bound["message"] and "GPU-abc" in bound["message"]
+
+
+def test_a_shared_pod_not_wired_to_its_card_is_not_bound() -> None:
+    # Admitted while the pod webhook was down: its container would see every card.
+    kube, br = setup(limit=3)
+    kube.objects[POD]["spec"]["containers"][0]["env"] = []
+    _reporting(kube)
+    outcome = binder(kube).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert 'container "c"' in outcome.reason and "NVIDIA_VISIBLE_DEVICES" in outcome.reason
+    assert kube.objects[BR]["status"]["phase"] == "Failed"
+    assert kube.objects[BR]["status"]["reason"] == outcome.reason
+    pod = kube.objects[POD]  # left Pending: not bound, not labelled, not deleted
+    assert not pod["spec"].get("nodeName")
+    assert keys.GPU_GROUP_LABEL not in (pod["metadata"].get("labels") or {})
+    assert RES not in kube.objects  # nothing made for it
+    assert not [p for m, p in kube.calls if m == "POST" and "/pods" in p]
+    assert not [p for m, p in kube.calls if m == "DELETE" and p == POD]
+    (error,) = events(kube, "BindingError")
+    assert error["type"] == "Warning"
+    assert "pod ns/p" in error["message"] and "delete the pod" in error["message"]
 
 
 def test_a_failed_reservation_pod_is_rolled_back_and_retried_later() -> None:
