@@ -269,27 +269,43 @@ def test_a_missing_node_fails_after_the_retries_and_rolls_back(
     assert get(cluster, "pods", RNS, rsv.reservation_pod_name("no-such-node", "g9")) is None
 
 
-def test_a_reservation_pod_deleted_under_a_shared_pod_is_made_again(
+def test_a_reservation_pod_deleted_under_a_shared_pod_is_made_again_on_its_card(
     cluster: ThreadedDevCluster, operator: KopfRunner
 ) -> None:
-    # A bare shared pod deleted would be lost for good: its card is held again instead.
+    # A bare shared pod deleted would be lost for good: its card is held again instead,
+    # the same card, though the device plugin would hand out a lower free one first.
+    occupier = make_pod("occupier")
+    occupier["spec"]["nodeName"] = "gpu-1"
+    occupier["spec"]["containers"][0]["resources"]["limits"] = {keys.GPU_RESOURCE: "1"}
+    create(cluster, "pods", occupier)
+    wait_for(lambda: running(cluster, "occupier"), what="occupier Running")
     create(cluster, "pods", make_pod("orphan", fraction="0.5"))
     create(cluster, "bindrequests", make_bindrequest(cluster, "orphan", "gpu-1", groups=["g7"]))
     wait_for(lambda: running(cluster, "orphan"), what="orphan Running")
     name = rsv.reservation_pod_name("gpu-1", "g7")
     first = get(cluster, "pods", RNS, name)
     assert first is not None
+    card = first["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION]
+    assert card == gpu_uuid("gpu-1", 1)  # the occupier has card 0
+    cluster.call(cluster.store.delete("pods", NS, "occupier", grace_period_seconds=0))
+    plugin = cluster.cluster.kubelet("gpu-1").plugin
+    wait_for(lambda: plugin.in_use() == 1, what="card 0 free")
     cluster.call(cluster.store.delete("pods", RNS, name))
 
     def made_again() -> dict[str, Any] | None:
         now = get(cluster, "pods", RNS, name)
-        return now if now and now["metadata"]["uid"] != first["metadata"]["uid"] else None
+        if not now or now["metadata"]["uid"] == first["metadata"]["uid"]:
+            return None
+        return now if rsv.reserved_uuid(now) else None
 
     again = wait_for(made_again, what="the reservation pod made again")
     assert again["spec"]["nodeName"] == "gpu-1"
+    assert rsv.reserved_uuid(again) == card
     warning = wait_for(lambda: events(cluster, "orphan", "GPUReservationLost"), what="its Warning")
     assert warning[0]["type"] == "Warning" and name in warning[0]["message"]
+    assert f"holds its card {card} again" in warning[0]["message"]
     assert running(cluster, "orphan") is not None  # not deleted
+    wait_for(lambda: plugin.in_use() == 1, what="the blockers gone")
 
 
 def test_a_shared_pod_admitted_without_the_webhook_is_not_bound(
