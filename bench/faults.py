@@ -32,7 +32,7 @@ COUNTS = (
     "lost_pods",
     "leftover_reservations",
     "stuck_bindrequests",
-    "deleted_by_binder",
+    "undecided_deletions",
 )
 
 
@@ -100,9 +100,9 @@ def main() -> int:
         print(
             f"failover with two replicas (leader kill -9 -> the other holds the Lease), s: {_spread(failovers)}"
         )
-    deleted = sum(r["deleted_by_binder"] for r in rows)
+    deleted = sum(r["undecided_deletions"] for r in rows)
     if deleted:
-        print(f"shared pods deleted by the binder because their card went (as KAI does): {deleted}")
+        print(f"pods the operator deleted with no eviction decided: {deleted}")
     if failed:
         print(f"{failed} run(s) had failing scenarios")
     return 1 if failed else 0

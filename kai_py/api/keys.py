@@ -28,6 +28,8 @@ GPU_PRODUCT_NODE_LABEL: Final = "nvidia.com/gpu.product"
 # Annotations
 GPU_FRACTION_ANNOTATION: Final = "gpu-fraction"
 GPU_MEMORY_ANNOTATION: Final = "gpu-memory"
+#: KAI's annotation naming the container of a shared pod that uses the card (else the first).
+GPU_FRACTION_CONTAINER_ANNOTATION: Final = "gpu-fraction-container-name"
 GPU_FRACTION_NUM_DEVICES_ANNOTATION: Final = "gpu-fraction-num-devices"
 POD_GROUP_ANNOTATION: Final = "pod-group-name"
 RECEIVED_RESOURCE_TYPE_ANNOTATION: Final = "received-resource-type"

@@ -5,8 +5,13 @@ outcome into the BindRequest's status:
 
 - ``Regular``: bind the pod to ``selectedNode`` (Binding subresource);
 - ``Fraction``: for each selected GPU group make sure its reservation pod
-  exists on the node, wait for the card UUID it reports, write the pod's GPU
-  ConfigMap(s), label the pod ``runai-gpu-group``, then bind.
+  exists on the node, wait for the card UUID it reports, label the pod
+  ``runai-gpu-group``, check the cards again, bind, then write the pod's GPU
+  ConfigMap(s) with the cards held after the Binding (its containers wait for
+  them, so a card lost during the Binding is replaced before any is shown).
+
+No pod is ever deleted here: not to undo a race of ours, nor when a reservation
+pod is deleted under bound shared pods (it is made again, ``reservation_gone``).
 
 An attempt that fails is rolled back (group label, ConfigMaps it created, a
 reservation pod nobody else uses) and counted in ``status.failedAttempts``;
@@ -49,6 +54,8 @@ Json = dict[str, Any]
 log = logging.getLogger(__name__)
 
 COMPONENT: Final = "kai-py-binder"
+#: The Warning on a shared pod whose card's reservation pod was deleted under it.
+RESERVATION_LOST: Final = "GPUReservationLost"
 BINDREQUESTS: Final = "bindrequests"
 _PENDING_PHASES: Final = (None, "", "Pending")
 #: A node a GET found is taken as there for this long (no GET per pod of a burst).
@@ -120,6 +127,8 @@ class _Attempt:
     #: (path, uid) of each reservation pod whose card this attempt uses.
     reservations: list[tuple[str, str]] = field(default_factory=list)
     pinned: Held | None = None  # a pinned pod's freed cards and blockers
+    #: The Binding was accepted: from here on nothing of the pod is rolled back.
+    bound: bool = False
     #: The outcome names the cards the pod got (a Fraction's, a pinned pod's): more
     #: than the scheduler's ``Scheduled`` event said.
     names_cards: bool = False
@@ -283,6 +292,13 @@ class Binder:
                     f"Pod {req.namespace}/{req.pod_name} is already bound to node {req.node}",
                 )
             raise BindError(f'pod is already bound to node "{bound}"', final=True)
+        if req.kind == "Fraction":
+            # Before anything is made for it: a shared pod whose container does not read
+            # its card from the ConfigMap would see every card of the node. It stays
+            # Pending; retrying cannot help (a pod's env cannot change).
+            unwired = rsv.unwired_reason(pod)
+            if unwired:
+                raise BindError(unwired, final=True)
         self._check_node(req.node)
         attempt.pinned = self.pinned.hold(req.node, pod, req.kind, req.groups)
         if req.kind == "Fraction":
@@ -292,15 +308,21 @@ class Binder:
                 attempt.uuids.append(self._reserve(req, group, attempt))
             self.pinned.check_groups(attempt.pinned, attempt.uuids)
             pod = self._label(req, pod, attempt)
-            self._write_configmaps(req, pod, attempt)
             # The card may have gone since it reported its UUID (reservation pod deleted):
-            # never bind onto a card nobody holds.
+            # a fresh read right before the Binding, which cannot be undone. A card gone
+            # fails the attempt unbound; the retry makes a new reservation pod.
             self._check_cards(req, attempt)
-        if self._bind(req, pod) and attempt.pinned is None and req.kind == "Regular":
+        already = self._bind(req, pod)
+        attempt.bound = True
+        if already and attempt.pinned is None and req.kind == "Regular":
             # Bound already (a pod not read first: the watch had not shown it bound).
             return pod, f"Pod {req.namespace}/{req.pod_name} is already bound to node {req.node}"
         if req.kind == "Fraction":
-            self._card_kept_after_binding(req, pod, attempt)
+            # The ConfigMaps come only now: until they exist the pod's containers cannot
+            # start, so a card lost while the Binding was under way is replaced before
+            # any container is shown it.
+            self._cards_after_binding(req, attempt)
+            self._write_configmaps(req, pod, attempt)
         cards = self.pinned.settle(
             attempt.pinned,
             req.namespace,
@@ -464,36 +486,26 @@ class Binder:
             if replaced or m.get("deletionTimestamp") or rsv.reservation_failure(now):
                 raise BindError(f"reservation pod {m.get('name')} was replaced or is leaving")
 
-    def _card_kept_after_binding(
-        self, req: _Request, pod: Mapping[str, Any], attempt: _Attempt
-    ) -> None:
-        """A reservation pod deleted between the check and the Binding leaves the pod bound
-        to a card nobody holds: delete the pod (as when its card goes later), and fail."""
-        try:
-            self._check_cards(req, attempt)
-        except KubeError as exc:
-            # Bound: never roll back now. The clean-up pass checks the card from state.
+    def _cards_after_binding(self, req: _Request, attempt: _Attempt) -> None:
+        """The pod is bound and its GPU ConfigMaps are not written yet: read each group's
+        reservation pod again (made anew if it went while the Binding was under way) and
+        give the pod the cards held now. A failure here leaves the pod bound without its
+        ConfigMaps (its containers wait); the retry completes it
+        (``_complete_bound_fraction``). The pod is never deleted for a race of ours."""
+        before = list(attempt.reservations)
+        attempt.reservations.clear()
+        uuids = [self._reserve(req, group, attempt) for group in req.groups]
+        if attempt.reservations != before:
             log.warning(
-                "pod %s/%s bound; its card not checked: %s", req.namespace, req.pod_name, exc
+                "pod %s/%s: a reservation pod went while it was being bound; it gets the "
+                "card(s) %s held now instead of %s",
+                req.namespace,
+                req.pod_name,
+                ",".join(uuids),
+                ",".join(attempt.uuids),
             )
-            return
-        except BindError as lost:
-            uid = (pod.get("metadata") or {}).get("uid")
-            self._delete_pod(req.namespace, req.pod_name, str(uid) if uid else None)
-            raise BindError(f"{lost.reason} while binding; pod deleted", final=True) from None
-
-    def _delete_pod(self, namespace: str, name: str, uid: str | None) -> bool:
-        """Delete a pod, only the one with ``uid`` (a pod made again since is left alone)."""
-        body: Json = {"apiVersion": "v1", "kind": "DeleteOptions"}
-        if uid:
-            body["preconditions"] = {"uid": uid}
-        try:
-            self.kube.delete(path_of("", "v1", "pods", namespace, name), body)
-        except KubeError as exc:
-            if exc.code in (404, 409):
-                return False
-            raise
-        return True
+            self.pinned.check_groups(attempt.pinned, uuids)
+            attempt.uuids = uuids
 
     def _reserve(self, req: _Request, group: str, attempt: _Attempt | None = None) -> str:
         """The UUID of the card held for ``group`` on the node; creates its pod if needed."""
@@ -603,6 +615,10 @@ class Binder:
     def _rollback(self, req: _Request, attempt: _Attempt) -> None:
         """Undo what the failed attempt did; every step is tried, failures only logged."""
         self.pinned.release(attempt.pinned)
+        if attempt.bound:
+            # Bound: its label and ConfigMaps stay (the retry completes what is missing)
+            # and so does its group's reservation pod, which the bound pod uses.
+            return
         if attempt.labelled is not None:
             self._quietly(
                 self.kube.patch,
@@ -728,23 +744,16 @@ class Binder:
         return released
 
     def reservation_gone(self, reservation: Mapping[str, Any]) -> list[str]:
-        """A reservation pod went: shared pods bound to its card lost it; delete them."""
+        """A reservation pod went: if shared pods are bound to its card, hold that card for
+        the group again and warn them (see ``_hold_again``). The shared pods warned."""
         node = (reservation.get("spec") or {}).get("nodeName")
         group = groups.reservation_group(reservation)
         if not node or not group:
             return []
-        ns = self.config.reservation_namespace
-        gone_uid = (reservation.get("metadata") or {}).get("uid")
-        try:
-            now = self.kube.get(
-                path_of("", "v1", "pods", ns, rsv.reservation_pod_name(node, group))
-            )
-            if (now.get("metadata") or {}).get("uid") != gone_uid:
-                return []  # made again since: its card is the one the shared pods use
-        except KubeError as exc:
-            if exc.code != 404:
-                raise
-        return self._delete_card_users(str(node), group, self._shared_pods(str(node)))
+        gone_uid = str((reservation.get("metadata") or {}).get("uid") or "")
+        return self._hold_again(
+            str(node), group, self._shared_pods(str(node)), gone_uid, rsv.reserved_uuid(reservation)
+        )
 
     def _shared_pods(self, node: str | None = None) -> list[Json]:
         """Live shared pods (group label, bound, not finished, not terminating)."""
@@ -764,28 +773,147 @@ class Binder:
             out.append(pod)
         return out
 
-    def _delete_card_users(self, node: str, group: str, pods: list[Json]) -> list[str]:
-        """Delete the bound shared pods of ``group`` on ``node`` (their card is gone), Running
-        or not yet: a pod bound to a card nobody holds would share it with whoever gets it."""
-        deleted = []
-        for pod in pods:
+    def _hold_again(
+        self,
+        node: str,
+        group: str,
+        pods: list[Json],
+        gone_uid: str | None = None,
+        card: str | None = None,
+    ) -> list[str]:
+        """The group's reservation pod on ``node`` is gone (``gone_uid``: that one went;
+        ``card``: the card it held) while shared pods are bound to its card: make a new
+        one, onto that same card when it is still free (the other free cards are held by
+        blocker pods meanwhile, as for a pinned pod), so that the device plugin does not
+        hand the card to another pod; post a Warning on each shared pod.
+
+        No pod is deleted: a bare pod deleted is lost for good, and a pod bound while its
+        card went has not been shown any card yet (the bind writes its ConfigMap after
+        the Binding, with the card held then). If the card was taken meanwhile, the new
+        reservation pod holds another one (the node's count of free cards is right again)
+        and the Warning tells the pod's owner to re-create the pod."""
+        users = [
+            pod
+            for pod in pods
+            if (pod.get("spec") or {}).get("nodeName") == node and groups.uses_group(pod, group)
+        ]
+        if not users:
+            return []
+        ns = self.config.reservation_namespace
+        name = rsv.reservation_pod_name(node, group)
+        path = path_of("", "v1", "pods", ns, name)
+        card = card or self._card_shown(users[0], group)
+        if not self._make_reservation_again(node, group, path, gone_uid):
+            return []
+        held: Held | None = None
+        if card:
+            try:
+                held = self.pinned.hold_card(node, card, f"{ns}/{name}")
+            except (PinnedBindError, KubeError) as exc:
+                log.warning(
+                    "reservation pod %s/%s: card %s not held again: %s", ns, name, card, exc
+                )
+        try:
+            with self._group_lock(node, group):
+                try:
+                    self.kube.create(
+                        path_of("", "v1", "pods", ns),
+                        rsv.reservation_pod_manifest(
+                            node,
+                            group,
+                            image=self.config.reservation_image,
+                            namespace=ns,
+                            service_account=self.config.reservation_service_account,
+                        ),
+                    )
+                except KubeError as exc:
+                    if exc.code != 409:  # made meanwhile (a bind of the group): that one
+                        raise
+            now = self._wait_card(path)
+        finally:
+            self.pinned.release(held)
+        if card and now == card:
+            what = f"a new reservation pod holds its card {card} again"
+        else:
+            what = (
+                f"a new reservation pod holds card {now or '(not reported yet)'} for the "
+                f"group; if the pod's containers had started they still see card "
+                f"{card or '(unknown)'}, which nothing holds for them now: delete the pod "
+                "(its owner makes a new one) to run it on a card that is held"
+            )
+        warned = []
+        for pod in users:
             m = pod.get("metadata") or {}
-            if (pod.get("spec") or {}).get("nodeName") != node or not groups.uses_group(pod, group):
-                continue
-            ns, name = str(m.get("namespace")), str(m.get("name"))
+            key = f"{m.get('namespace')}/{m.get('name')}"
             self.events.post(
                 involved(pod),
                 "Warning",
-                "BindingError",
-                f"Reservation pod of GPU group {group} on node {node} is gone; deleting pod {ns}/{name}",
+                RESERVATION_LOST,
+                f"Reservation pod {ns}/{name} of GPU group {group} on node {node} was "
+                f"deleted while pod {key} was bound to its card; {what}.",
             )
-            if self._delete_pod(ns, name, str(m.get("uid") or "") or None):
-                deleted.append(f"{ns}/{name}")
-        return deleted
+            warned.append(key)
+        log.warning(
+            "reservation pod %s/%s was gone while shared pods %s used its card: made again (%s)",
+            ns,
+            name,
+            ", ".join(warned),
+            f"card {now}" if now == card else f"card {now}, was {card}",
+        )
+        return warned
+
+    def _make_reservation_again(
+        self, node: str, group: str, path: str, gone_uid: str | None
+    ) -> bool:
+        """Whether the group's reservation pod is to be made again: it is not there."""
+        with self._group_lock(node, group):
+            try:
+                now = self.kube.get(path)
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+                self._ensure_namespace()
+                return True
+        m = now.get("metadata") or {}
+        if gone_uid is not None and str(m.get("uid") or "") != gone_uid:
+            return False  # made again since: its card is the one the shared pods use
+        if not m.get("deletionTimestamp") and rsv.reservation_failure(now):
+            # Failed for good (e.g. rejected by the kubelet): made anew by the next
+            # clean-up pass once this one is gone.
+            self._quietly(self.kube.delete, path)
+        return False  # still going away: the next clean-up pass makes the new one
+
+    def _card_shown(self, pod: Mapping[str, Any], group: str) -> str | None:
+        """The card of ``group`` the shared pod's GPU ConfigMap names, if it can be read."""
+        m = pod.get("metadata") or {}
+        names = rsv.gpu_configmap_names(pod)
+        try:
+            cm = self.kube.get(path_of("", "v1", "configmaps", str(m.get("namespace")), names[0]))
+        except KubeError:
+            return None
+        cards = str((cm.get("data") or {}).get(rsv.VISIBLE_DEVICES_KEY) or "").split(",")
+        shared = groups.shared_pod_groups(pod)
+        index = shared.index(group) if group in shared else 0
+        return cards[index].strip() or None if index < len(cards) else None
+
+    def _wait_card(self, path: str) -> str | None:
+        """The card the reservation pod at ``path`` reports, waited for; None if none."""
+        deadline = self._clock() + self.config.reservation_timeout
+        while True:
+            try:
+                pod = self.kube.get(path)
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+                return None
+            uuid = rsv.reserved_uuid(pod)
+            if uuid or rsv.reservation_failure(pod) or self._clock() >= deadline:
+                return uuid
+            self._sleep(self.config.poll_interval)
 
     def orphaned_shared_pods(self) -> list[str]:
         """Shared pods bound to a card whose reservation pod is gone (a deletion the
-        operator missed, e.g. while it was down); deleted, as ``reservation_gone`` does."""
+        operator missed, e.g. while it was down): handled as ``reservation_gone`` does."""
         pods = self._shared_pods()  # first: a reservation made after this list is seen below
         if not pods:
             return []
@@ -806,19 +934,17 @@ class Binder:
                 "deletionTimestamp"
             ) and not rsv.reservation_failure(r):
                 held.add(str((r.get("metadata") or {}).get("name")))
-        deleted: list[str] = []
+        warned: list[str] = []
         lost: set[tuple[str, str]] = set()
         for pod in pods:
             node = str((pod.get("spec") or {}).get("nodeName"))
             for group in groups.shared_pod_groups(pod):
-                # Not excused by a pending BindRequest of the group: a new reservation
-                # pod may hold another card than the one this pod was given.
                 if rsv.reservation_pod_name(node, group) in held:
                     continue
                 lost.add((node, group))
         for node, group in sorted(lost):
-            deleted += self._delete_card_users(node, group, pods)
-        return deleted
+            warned += self._hold_again(node, group, pods)
+        return warned
 
     def sweep(self, now: float | None = None) -> list[str]:
         """Delete every reservation pod whose card no shared pod uses any more.

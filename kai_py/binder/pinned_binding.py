@@ -220,6 +220,21 @@ class PinnedBinder:
             raise
         return held
 
+    def hold_card(self, node: str, uuid: str, pod_key: str) -> Held:
+        """Make the card ``uuid`` the only free one on ``node``, for a GPU group's
+        reservation pod made again onto the card its shared pods were shown; ``release``
+        frees the others once that pod has its card."""
+        node_obj = self.kube.get(path_of("", "v1", "nodes", None, node))
+        held = Held(node, pod_key, (uuid,), (), namespace=self.namespace)
+        held.lock = _lock_of(node)
+        held.lock.acquire()
+        try:
+            self._hold_all_free(held, node_obj, 1, pod_key, f"card {uuid}")
+        except BaseException:
+            self.release(held)
+            raise
+        return held
+
     def _group_card(self, node: str, group: str) -> str | None:
         """The card of an existing group's reservation pod; None when the group is new."""
         try:

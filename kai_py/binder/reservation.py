@@ -162,6 +162,52 @@ def gpu_configmap_names(pod: Mapping[str, Any]) -> list[str]:
     return sorted(names) if names else [default]
 
 
+def sharing_container_index(pod: Mapping[str, Any]) -> int:
+    """Which container of a shared pod uses its card: the one the
+    ``gpu-fraction-container-name`` annotation names, else the first (as KAI); -1 if
+    the pod has none. The pod webhook wires that one; the binder checks it."""
+    m = pod.get("metadata") or {}
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+    wanted = (m.get("annotations") or {}).get(keys.GPU_FRACTION_CONTAINER_ANNOTATION)
+    return names.index(wanted) if wanted in names else (0 if names else -1)
+
+
+def unwired_reason(pod: Mapping[str, Any]) -> str | None:
+    """Why the shared pod would not see only its card, or None when it would.
+
+    The container that uses the card must take ``NVIDIA_VISIBLE_DEVICES`` from a
+    ConfigMap the binder writes: ``env[].valueFrom.configMapKeyRef`` with that key
+    (the pod webhook adds it), or ``envFrom`` of ``<pod>-gpu`` with no ``env`` of that
+    name. A pod admitted while the webhook was down (its ``failurePolicy`` is
+    ``Ignore``) has neither, and on a real node its container would see every card
+    of the node.
+    """
+    index = sharing_container_index(pod)
+    m = pod.get("metadata") or {}
+    where = f"pod {m.get('namespace')}/{m.get('name')}"
+    if index < 0:
+        return f"{where} has no container"
+    container = ((pod.get("spec") or {}).get("containers") or [])[index]
+    defined = [v for v in container.get("env") or [] if v.get("name") == VISIBLE_DEVICES_KEY]
+    if defined:
+        ref = (defined[-1].get("valueFrom") or {}).get("configMapKeyRef") or {}  # the last wins
+        if ref.get("name") and ref.get("key") == VISIBLE_DEVICES_KEY:
+            return None
+    elif any(
+        ((source.get("configMapRef") or {}).get("name")) in gpu_configmap_names(pod)
+        for source in container.get("envFrom") or []
+    ):
+        return None
+    return (
+        f'{where}, container "{container.get("name")}": {VISIBLE_DEVICES_KEY} is not read '
+        f"from the binder's GPU ConfigMap (env {VISIBLE_DEVICES_KEY} with valueFrom."
+        f"configMapKeyRef key {VISIBLE_DEVICES_KEY}), so the container would see every "
+        "card of the node; the pod was likely created while kai-py's pod webhook was "
+        "down. Not bound; to recover, delete the pod once the webhook is up so that its "
+        "owner makes a new one (a bare pod: create it again)"
+    )
+
+
 def default_configmap_name(pod_name: str) -> str:
     return f"{pod_name}-gpu"[:_MAX_POD_NAME]
 

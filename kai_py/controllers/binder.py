@@ -11,7 +11,7 @@
   scheduler's unbound pods are noted (``PodHints``: a Regular bind of one needs
   no GET of the pod), and a shared pod that ended or went releases its
   reservation pods when no other shared pod uses them; a reservation pod that
-  went takes the shared pods bound to its card with it.
+  went while shared pods are bound to its card is made again (no pod is deleted).
 - A clean-up pass over the reservation pods and shared pods every
   ``sweep_period`` seconds, from the first second on: what a missed event
   left behind is found from state.
@@ -161,7 +161,10 @@ async def _sweep_forever(binder: Binder) -> None:
             if released:
                 log.info("released unused reservation pods: %s", ", ".join(released))
             if orphaned:
-                log.warning("deleted shared pods whose card is gone: %s", ", ".join(orphaned))
+                log.warning(
+                    "reservation pods made again for shared pods whose card went: %s",
+                    ", ".join(orphaned),
+                )
         await asyncio.sleep(binder.config.sweep_period)
 
 
@@ -194,9 +197,9 @@ def gpu_pod_event(type: str | None, body: Any, memo: Any, logger: Any, **_: Any)
     pod = dict(body)
     try:
         if (pod.get("metadata") or {}).get("namespace") == binder.config.reservation_namespace:
-            deleted = binder.reservation_gone(pod)
-            if deleted:
-                logger.warning("reservation pod gone; deleted shared pods %s", ", ".join(deleted))
+            warned = binder.reservation_gone(pod)
+            if warned:
+                logger.warning("reservation pod gone under shared pods %s", ", ".join(warned))
             return
         released = binder.pod_gone(pod)
     except KubeError as exc:

@@ -12,7 +12,12 @@ Invariants (sampled every ``SAMPLE_SECONDS`` and checked at the end):
   node, the GPUs of bound unfinished pods (reservation pods included, shared
   pods excluded: their card is the reservation pod's) within the node's GPUs;
   every ``OutOfnvidia.com/gpu`` rejection by the kubelet counts too;
-- every schedulable pod is eventually bound and finishes ("lost" otherwise);
+- every schedulable pod is eventually bound and finishes ("lost" otherwise: a
+  bare pod deleted by anyone but a scheduler eviction is lost for good);
+- the operator deletes no pod it did not decide to evict: every pod deletion
+  the emulated API server served (outside the reservation namespace) must be
+  an eviction (``pods/eviction``, the scheduler's decision), never a plain
+  DELETE (``undecided_deletions``, with who asked in the notes);
 - no reservation pod without a shared pod once the clean-up has run;
 - no BindRequest non-terminal for longer than ``STUCK_SECONDS``.
 """
@@ -202,7 +207,7 @@ class Figures:
     stuck_bindrequests: int = 0
     complete_seconds: float | None = None
     failover_seconds: float | None = None
-    deleted_by_binder: int = 0
+    undecided_deletions: int = 0
     notes: list[str] = field(default_factory=list)
 
     def clean(self) -> bool:
@@ -213,6 +218,7 @@ class Figures:
             or self.lost_pods
             or self.leftover_reservations
             or self.stuck_bindrequests
+            or self.undecided_deletions
         )
 
 
@@ -463,9 +469,20 @@ class Run:
         else:
             self.figures.complete_seconds = time.monotonic() - since
         gone = [p for p in self.expected_pods if self._pod_state(p) == "deleted"]
-        by_binder = self.deleted_by_binder()
-        self.figures.deleted_by_binder = len([p for p in gone if p in by_binder])
-        evicted = [p for p in gone if p not in by_binder]
+        evicted_pods = {name for _, name in self.pod_deletions(evictions=True)}
+        undecided = self.pod_deletions(evictions=False)
+        self.figures.undecided_deletions = len(undecided)
+        if undecided:
+            self.figures.notes.append(
+                f"pods deleted with no eviction decided (namespace/name by client): "
+                f"{sorted(set(undecided))[:10]}"
+            )
+        # A bare pod gone is gone for good: lost unless the scheduler evicted it.
+        lost = [p for p in gone if p not in evicted_pods]
+        self.figures.lost_pods += len(lost)
+        if lost:
+            self.figures.notes.append(f"bare pods deleted, lost for good: {lost}")
+        evicted = [p for p in gone if p in evicted_pods]
         if evicted:
             events, _ = self.call(self.cluster.store.list("events", NS))
             why = sorted(
@@ -480,15 +497,16 @@ class Run:
                 f"evicted by the scheduler (bare pods, gone): {evicted} {why}"
             )
 
-    def deleted_by_binder(self) -> set[str]:
-        """Shared pods the binder deleted because their card went (its BindingError events)."""
-        events, _ = self.call(self.cluster.store.list("events", NS))
-        return {
-            str((e.get("involvedObject") or {}).get("name"))
-            for e in events
-            if e.get("reason") == "BindingError"
-            and any(m in str(e.get("message")) for m in ("is gone; deleting pod", "pod deleted"))
-        }
+    def pod_deletions(self, *, evictions: bool) -> list[tuple[str, str]]:
+        """Pods outside the reservation namespace that HTTP clients (the operator: the
+        harness and the simulated nodes and controllers work in-process) evicted, or
+        deleted outright: (client, name)."""
+        wanted = "pods/eviction" if evictions else "pods"
+        return [
+            (client, name)
+            for client, resource, namespace, name in self.cluster.cluster.server.deletions
+            if resource == wanted and namespace != keys.RESERVATION_NAMESPACE
+        ]
 
     def describe_waiting(self, left: list[str]) -> list[str]:
         """Phase, node and scheduling condition of the pods of what did not finish."""
@@ -586,7 +604,7 @@ def table(results: list[Figures] | None = None, seed: int = SEED) -> str:
         m.lost_pods += f.lost_pods
         m.leftover_reservations += f.leftover_reservations
         m.stuck_bindrequests += f.stuck_bindrequests
-        m.deleted_by_binder += f.deleted_by_binder
+        m.undecided_deletions += f.undecided_deletions
         if f.complete_seconds is not None:
             completes.setdefault(f.scenario, []).append(f.complete_seconds)
         if f.failover_seconds is not None:
@@ -614,8 +632,8 @@ def table(results: list[Figures] | None = None, seed: int = SEED) -> str:
     for name, m in merged.items():
         if m.failover_seconds is not None:
             lines.append(f"failover with two replicas ({name}): {m.failover_seconds:.1f} s")
-        if m.deleted_by_binder:
+        if m.undecided_deletions:
             lines.append(
-                f"{name}: {m.deleted_by_binder} shared pods deleted because their card went"
+                f"{name}: {m.undecided_deletions} pods deleted by the operator, no eviction"
             )
     return "\n".join(lines)

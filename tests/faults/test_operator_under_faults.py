@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_harness import NS, SEED, Figures, Json, Run, created_age, gpu_job
+from fault_harness import NS, SEED, Figures, Json, Run, gpu_job
 
 from kai_py.api import keys
+from kai_py.emulator.storage.errors import ApiError
 
 pytestmark = pytest.mark.slow
 
@@ -122,28 +123,77 @@ def test_two_replicas_and_the_leader_is_killed(tmp_path: Path) -> None:
         _assert_clean(run.finish(since=killed_at), run)
 
 
+#: Seconds after the binder made a reservation pod that the scenario deletes it: before
+#: it reports its card, while the (slowed) Binding is under way, around the end of the
+#: Binding, and under a shared pod that runs.
+RESERVATION_DELETE_AFTER = (0.0, 0.5, 1.5, 3.0)
+#: Every Binding takes this long (the API server answers late), so a reservation pod can
+#: go while one is under way.
+SLOW_BINDING_SECONDS = 1.5
+
+
 def test_reservation_pods_deleted_mid_bind(tmp_path: Path) -> None:
     with Run("reservation pod deleted mid-bind", tmp_path) as run:
+        slow = run.cluster.cluster.faults.add(
+            verb="create", resource="pods/binding", latency=SLOW_BINDING_SECONDS
+        )
         run.operator()
         run.burst(jobs=2, gang=0)
         store = run.cluster.store
-        deleted: set[str] = set()
-        deadline = time.monotonic() + 15
-        while len(deleted) < 3 and time.monotonic() < deadline:
+        first_seen: dict[str, float] = {}  # reservation pod uid -> when first seen
+        delay_of: dict[str, float] = {}
+        done: set[str] = set()
+        deleted: dict[float, int] = dict.fromkeys(RESERVATION_DELETE_AFTER, 0)
+        wanted = 3  # deletions per delay
+        started = time.monotonic()
+        deadline, more = started + 30, [10.0, 20.0]  # more shared pods, more cards made
+        while min(deleted.values()) < wanted and time.monotonic() < deadline:
+            if more and time.monotonic() - started > more[0]:
+                run.burst(jobs=1, gang=0, halves=4, quarters=4, tag=f"-{more.pop(0):g}")
             pods, _ = run.call(store.list("pods", keys.RESERVATION_NAMESPACE))
+            now = time.monotonic()
             for pod in pods:
-                name = pod["metadata"]["name"]
-                if name not in deleted and created_age(pod) < 2 and pod["metadata"].get("uid"):
+                m = pod["metadata"]
+                uid = m.get("uid")
+                if (
+                    not uid
+                    or m.get("deletionTimestamp")
+                    or not m["name"].startswith("gpu-reservation-")
+                ):
+                    continue
+                if uid not in first_seen:
+                    first_seen[uid] = now
+                    # The delay with the fewest deletions so far, in turn.
+                    delay_of[uid] = min(RESERVATION_DELETE_AFTER, key=lambda d: deleted[d])
+                delay = delay_of[uid]
+                if uid in done or now - first_seen[uid] < delay or deleted[delay] >= wanted:
+                    continue
+                try:
                     run.call(
                         store.delete(
-                            "pods", keys.RESERVATION_NAMESPACE, name, grace_period_seconds=0
+                            "pods", keys.RESERVATION_NAMESPACE, m["name"], grace_period_seconds=0
                         )
                     )
-                    deleted.add(name)
+                except ApiError:
+                    continue  # gone already (the binder released it)
+                deleted[delay] += 1
+                done.add(uid)
             time.sleep(0.05)
-        assert deleted, "no reservation pod was seen being made"
-        run.figures.notes.append(f"deleted reservation pods: {sorted(deleted)}")
-        _assert_clean(run.finish(since=time.monotonic()), run)
+        assert sum(deleted.values()) >= len(RESERVATION_DELETE_AFTER), deleted
+        run.cluster.cluster.faults.remove(slow)
+        run.figures.notes.append(
+            "reservation pods deleted, by seconds after creation: "
+            + ", ".join(f"{d:g} s: {n}" for d, n in deleted.items())
+        )
+        figures = run.finish(since=time.monotonic())
+        log = "".join(op.log for op in run.operators)
+        figures.notes.append(
+            f"binds whose card went during the Binding, given the new card: "
+            f"{log.count('went while it was being bound')}; reservation pods made again "
+            f"under bound shared pods: {log.count('was gone while shared pods')} "
+            f"(onto another card: {log.count(', was GPU-')})"
+        )
+        _assert_clean(figures, run)
 
 
 def _quota_queue(name: str, gpus: int) -> Json:

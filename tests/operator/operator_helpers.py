@@ -154,6 +154,24 @@ def pod(
     }
 
 
+def shared(body: dict[str, Any], fraction: str) -> dict[str, Any]:
+    """``body`` as a shared pod wired as the pod webhook wires one: its container reads
+    ``NVIDIA_VISIBLE_DEVICES`` from ``<pod>-gpu`` (the binder binds no other)."""
+    body["metadata"]["annotations"]["gpu-fraction"] = fraction
+    body["spec"]["containers"][0]["env"] = [
+        {
+            "name": "NVIDIA_VISIBLE_DEVICES",
+            "valueFrom": {
+                "configMapKeyRef": {
+                    "name": f"{body['metadata']['name']}-gpu",
+                    "key": "NVIDIA_VISIBLE_DEVICES",
+                }
+            },
+        }
+    ]
+    return body
+
+
 def create_queues(custom: k8s.CustomObjectsApi, *queues: dict[str, Any]) -> None:
     for q in queues:
         custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", q)

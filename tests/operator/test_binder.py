@@ -85,7 +85,7 @@ def get(
 
 
 def make_pod(
-    name: str, *, fraction: str | None = None, env_ref: str | None = None
+    name: str, *, fraction: str | None = None, env_ref: str | None = None, wired: bool = True
 ) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "main",
@@ -95,6 +95,7 @@ def make_pod(
     annotations: dict[str, str] = {"pod-group-name": f"pg-{name}"}
     if fraction:
         annotations[keys.GPU_FRACTION_ANNOTATION] = fraction
+    if fraction and wired:  # as the pod webhook makes it
         container["env"] = [
             {
                 "name": "NVIDIA_VISIBLE_DEVICES",
@@ -268,13 +269,60 @@ def test_a_missing_node_fails_after_the_retries_and_rolls_back(
     assert get(cluster, "pods", RNS, rsv.reservation_pod_name("no-such-node", "g9")) is None
 
 
-def test_shared_pods_go_when_their_reservation_pod_is_deleted(
+def test_a_reservation_pod_deleted_under_a_shared_pod_is_made_again_on_its_card(
     cluster: ThreadedDevCluster, operator: KopfRunner
 ) -> None:
+    # A bare shared pod deleted would be lost for good: its card is held again instead,
+    # the same card, though the device plugin would hand out a lower free one first.
+    occupier = make_pod("occupier")
+    occupier["spec"]["nodeName"] = "gpu-1"
+    occupier["spec"]["containers"][0]["resources"]["limits"] = {keys.GPU_RESOURCE: "1"}
+    create(cluster, "pods", occupier)
+    wait_for(lambda: running(cluster, "occupier"), what="occupier Running")
     create(cluster, "pods", make_pod("orphan", fraction="0.5"))
     create(cluster, "bindrequests", make_bindrequest(cluster, "orphan", "gpu-1", groups=["g7"]))
     wait_for(lambda: running(cluster, "orphan"), what="orphan Running")
-    cluster.call(cluster.store.delete("pods", RNS, rsv.reservation_pod_name("gpu-1", "g7")))
-    wait_for(lambda: get(cluster, "pods", NS, "orphan") is None, what="the shared pod deleted")
-    gone = wait_for(lambda: events(cluster, "orphan", "BindingError"), what="its BindingError")
-    assert "gone" in gone[0]["message"]
+    name = rsv.reservation_pod_name("gpu-1", "g7")
+    first = get(cluster, "pods", RNS, name)
+    assert first is not None
+    card = first["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION]
+    assert card == gpu_uuid("gpu-1", 1)  # the occupier has card 0
+    cluster.call(cluster.store.delete("pods", NS, "occupier", grace_period_seconds=0))
+    plugin = cluster.cluster.kubelet("gpu-1").plugin
+    wait_for(lambda: plugin.in_use() == 1, what="card 0 free")
+    cluster.call(cluster.store.delete("pods", RNS, name))
+
+    def made_again() -> dict[str, Any] | None:
+        now = get(cluster, "pods", RNS, name)
+        if not now or now["metadata"]["uid"] == first["metadata"]["uid"]:
+            return None
+        return now if rsv.reserved_uuid(now) else None
+
+    again = wait_for(made_again, what="the reservation pod made again")
+    assert again["spec"]["nodeName"] == "gpu-1"
+    assert rsv.reserved_uuid(again) == card
+    warning = wait_for(lambda: events(cluster, "orphan", "GPUReservationLost"), what="its Warning")
+    assert warning[0]["type"] == "Warning" and name in warning[0]["message"]
+    assert f"holds its card {card} again" in warning[0]["message"]
+    assert running(cluster, "orphan") is not None  # not deleted
+    wait_for(lambda: plugin.in_use() == 1, what="the blockers gone")
+
+
+def test_a_shared_pod_admitted_without_the_webhook_is_not_bound(
+    cluster: ThreadedDevCluster, operator: KopfRunner
+) -> None:
+    # Created while the pod webhook was down: its container would see every card.
+    create(cluster, "pods", make_pod("unwired", fraction="0.5", wired=False))
+    create(cluster, "bindrequests", make_bindrequest(cluster, "unwired", "gpu-1", groups=["g5"]))
+    wait_for(lambda: phase_of(cluster, "unwired") == "Failed", what="Failed")
+    br = get(cluster, "bindrequests", NS, "unwired")
+    assert br is not None and 'container "main"' in br["status"]["reason"]
+    assert br["status"]["failedAttempts"] == 1  # no retry: the pod's env cannot change
+    error = wait_for(lambda: events(cluster, "unwired", "BindingError"), what="its Warning")
+    message = error[0]["message"]
+    assert error[0]["type"] == "Warning"
+    assert "pod team-b/unwired" in message and "NVIDIA_VISIBLE_DEVICES" in message
+    assert "delete the pod" in message
+    pod = get(cluster, "pods", NS, "unwired")
+    assert pod is not None and not pod["spec"].get("nodeName")  # left Pending
+    assert get(cluster, "pods", RNS, rsv.reservation_pod_name("gpu-1", "g5")) is None

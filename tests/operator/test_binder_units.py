@@ -69,6 +69,32 @@ def test_configmap_names_follow_the_pods_references() -> None:
     assert rsv.gpu_configmap_names(shared_pod(env=[ref, other])) == ["mine"]
 
 
+def test_a_shared_pod_must_read_its_card_from_the_configmap() -> None:
+    def ref(key: str = "NVIDIA_VISIBLE_DEVICES", name: str = "x-gpu") -> Json:
+        return {"name": key, "valueFrom": {"configMapKeyRef": {"name": name, "key": key}}}
+
+    assert rsv.unwired_reason(shared_pod(env=[ref()])) is None
+    bare = shared_pod()  # admitted while the webhook was down: no env at all
+    reason = rsv.unwired_reason(bare)
+    assert reason is not None
+    assert 'pod ns/p, container "c"' in reason and "NVIDIA_VISIBLE_DEVICES" in reason
+    assert "delete the pod" in reason
+    # GPU_PORTION alone is not the card; a literal value after the reference wins.
+    assert rsv.unwired_reason(shared_pod(env=[ref("GPU_PORTION")])) is not None
+    overridden = [ref(), {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    assert rsv.unwired_reason(shared_pod(env=overridden)) is not None
+    # envFrom of the default ConfigMap, <pod>-gpu, is read too (and written).
+    by_env_from = shared_pod()
+    by_env_from["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "p-gpu"}}]
+    assert rsv.unwired_reason(by_env_from) is None
+    # The container that uses the card is the one the annotation names, else the first.
+    two = shared_pod(env=[ref()])
+    two["spec"]["containers"].append({"name": "worker", "image": "x"})
+    assert rsv.unwired_reason(two) is None
+    two["metadata"]["annotations"] = {keys.GPU_FRACTION_CONTAINER_ANNOTATION: "worker"}
+    assert 'container "worker"' in (rsv.unwired_reason(two) or "")
+
+
 def test_configmap_content_and_owner() -> None:
     cm = rsv.gpu_configmap_manifest(shared_pod(), "p-gpu", ["GPU-1"], 0.25, "g1")
     assert cm["data"] == {"NVIDIA_VISIBLE_DEVICES": "GPU-1", "GPU_PORTION": "0.25"}
@@ -217,11 +243,20 @@ BR = "/apis/scheduling.run.ai/v1alpha2/namespaces/ns/bindrequests/p"
 RES = "/api/v1/namespaces/kai-resource-reservation/pods/gpu-reservation-n1-g1"
 
 
+#: What the pod webhook gives a shared pod's container: its card from the ConfigMap.
+WIRED = [
+    {
+        "name": "NVIDIA_VISIBLE_DEVICES",
+        "valueFrom": {"configMapKeyRef": {"name": "p-gpu", "key": "NVIDIA_VISIBLE_DEVICES"}},
+    }
+]
+
+
 def setup(
     kind: str = "Fraction", limit: int = 3, node_exists: bool = True
 ) -> tuple[FakeKube, Json]:
     kube = FakeKube()
-    kube.add(POD, shared_pod())
+    kube.add(POD, shared_pod(env=WIRED if kind == "Fraction" else None))
     if node_exists:
         kube.add("/api/v1/nodes/n1", {"metadata": {"name": "n1"}})
     br: Json = {
@@ -275,6 +310,27 @@ def test_fraction_bind_over_the_fake_api() -> None:
     assert "/api/v1/namespaces/kai-resource-reservation" in kube.objects  # namespace made
     (bound,) = events(kube, "Bound")
     assert "n1" in bound["message"] and "GPU-abc" in bound["message"]
+
+
+def test_a_shared_pod_not_wired_to_its_card_is_not_bound() -> None:
+    # Admitted while the pod webhook was down: its container would see every card.
+    kube, br = setup(limit=3)
+    kube.objects[POD]["spec"]["containers"][0]["env"] = []
+    _reporting(kube)
+    outcome = binder(kube).reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert 'container "c"' in outcome.reason and "NVIDIA_VISIBLE_DEVICES" in outcome.reason
+    assert kube.objects[BR]["status"]["phase"] == "Failed"
+    assert kube.objects[BR]["status"]["reason"] == outcome.reason
+    pod = kube.objects[POD]  # left Pending: not bound, not labelled, not deleted
+    assert not pod["spec"].get("nodeName")
+    assert keys.GPU_GROUP_LABEL not in (pod["metadata"].get("labels") or {})
+    assert RES not in kube.objects  # nothing made for it
+    assert not [p for m, p in kube.calls if m == "POST" and "/pods" in p]
+    assert not [p for m, p in kube.calls if m == "DELETE" and p == POD]
+    (error,) = events(kube, "BindingError")
+    assert error["type"] == "Warning"
+    assert "pod ns/p" in error["message"] and "delete the pod" in error["message"]
 
 
 def test_a_failed_reservation_pod_is_rolled_back_and_retried_later() -> None:
@@ -428,35 +484,132 @@ def test_a_card_gone_before_the_binding_is_not_bound_to() -> None:
     _reporting(kube)
     original = kube.request
 
-    def deleting_on_configmap(method: str, path: str, body: object = None, **kw: Any) -> Json:
-        if method == "POST" and "/configmaps" in path:
+    def deleting_on_label(method: str, path: str, body: object = None, **kw: Any) -> Json:
+        if method == "PATCH" and path == POD:
             kube.objects.pop(RES, None)
         return original(method, path, body, **kw)
 
-    kube.request = deleting_on_configmap  # type: ignore[method-assign]
+    kube.request = deleting_on_label  # type: ignore[method-assign]
     outcome = binder(kube).reconcile(br)
     assert outcome.phase == "Pending" and "disappeared" in outcome.reason
     assert not kube.objects[POD]["spec"].get("nodeName")
     assert keys.GPU_GROUP_LABEL not in (kube.objects[POD]["metadata"].get("labels") or {})
+    assert not [p for m, p in kube.calls if m == "DELETE" and p == POD]
+    assert "/api/v1/namespaces/ns/configmaps/p-gpu" not in kube.objects
 
 
-def test_a_card_replaced_during_the_binding_deletes_the_bound_pod() -> None:
+def _reporting_cards(kube: FakeKube) -> None:
+    """Each new reservation pod gets a new uid and card, as after a delete and re-create."""
+    made = iter(range(1, 100))
+
+    def report(pod: Json) -> None:
+        n = next(made)
+        pod["metadata"]["uid"] = f"res-{n}"
+        pod["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION] = f"GPU-{n}"
+
+    kube.on_reservation = report
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_card_lost_during_the_binding_is_replaced_and_the_pod_kept(how: str) -> None:
+    # The reservation pod goes after the last check, while the Binding is under way
+    # (a slow Binding): the pod lands on the node. It must not be deleted (a bare pod
+    # would be lost) nor shown the card nobody holds: its ConfigMap names the card of
+    # a new reservation pod.
     kube, br = setup(limit=3)
-    _reporting(kube)
+    _reporting_cards(kube)
     original = kube.request
 
-    def replacing_on_bind(method: str, path: str, body: object = None, **kw: Any) -> Json:
-        answer = original(method, path, body, **kw)
+    def losing_on_bind(method: str, path: str, body: object = None, **kw: Any) -> Json:
         if method == "POST" and path.endswith("/binding"):
-            kube.objects[RES]["metadata"]["uid"] = "res-2"  # deleted and made again
-        return answer
+            lost = kube.objects.pop(RES)
+            if how == "replaced":  # deleted and made again by someone else meanwhile
+                original("POST", RES.rsplit("/", 1)[0], lost)
+        return original(method, path, body, **kw)
 
-    kube.request = replacing_on_bind  # type: ignore[method-assign]
+    kube.request = losing_on_bind  # type: ignore[method-assign]
     outcome = binder(kube).reconcile(br)
-    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
-    assert POD not in kube.objects  # bound to a card nobody holds: deleted
-    delete = [b for m, p, b in kube.bodies if m == "DELETE" and p == POD]
-    assert delete[0]["preconditions"] == {"uid": "u-1"}
+    assert outcome.phase == "Succeeded", outcome
+    assert POD in kube.objects and kube.objects[POD]["spec"]["nodeName"] == "n1"
+    assert not [p for m, p in kube.calls if m == "DELETE" and p == POD]
+    assert kube.objects[RES]["metadata"]["uid"] == "res-2"
+    cm = kube.objects["/api/v1/namespaces/ns/configmaps/p-gpu"]
+    assert cm["data"]["NVIDIA_VISIBLE_DEVICES"] == "GPU-2"
+    # The ConfigMap (what the containers wait for) is written only after the Binding.
+    order = [(m, p) for m, p in kube.calls if m == "POST"]
+    binding = order.index(("POST", f"{POD}/binding"))
+    assert order.index(("POST", "/api/v1/namespaces/ns/configmaps")) > binding
+    (bound,) = events(kube, "Bound")
+    assert "GPU-2" in bound["message"]
+
+
+def test_a_bound_pod_whose_new_card_is_not_there_yet_is_completed_by_the_retry() -> None:
+    # The card went during the Binding and the new reservation pod does not report one
+    # in time: the pod stays bound without its ConfigMap (its containers wait), nothing
+    # of it is rolled back or deleted, and the next attempt completes it.
+    kube, br = setup(limit=3)
+    _reporting_cards(kube)
+    original = kube.request
+    quiet = [True]
+
+    def losing_on_bind(method: str, path: str, body: object = None, **kw: Any) -> Json:
+        if method == "POST" and path.endswith("/binding"):
+            kube.objects.pop(RES)
+            kube.on_reservation = None if quiet[0] else kube.on_reservation
+        return original(method, path, body, **kw)
+
+    kube.request = losing_on_bind  # type: ignore[method-assign]
+    b = binder(kube, reservation_timeout=3)
+    first = b.reconcile(br)
+    assert first.phase == "Pending" and "did not report its GPU" in first.reason
+    pod = kube.objects[POD]
+    assert pod["spec"]["nodeName"] == "n1"
+    assert pod["metadata"]["labels"][keys.GPU_GROUP_LABEL] == "g1"
+    assert "/api/v1/namespaces/ns/configmaps/p-gpu" not in kube.objects
+    assert RES in kube.objects  # the bound pod uses it: not released
+    kube.objects[RES]["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION] = "GPU-9"
+    second = b.reconcile(kube.objects[BR])
+    assert second.phase == "Succeeded"
+    cm = kube.objects["/api/v1/namespaces/ns/configmaps/p-gpu"]
+    assert cm["data"]["NVIDIA_VISIBLE_DEVICES"] == "GPU-9"
+    assert not [p for m, p in kube.calls if m == "DELETE" and p == POD]
+
+
+def _bound_shared_pod(kube: FakeKube, name: str, group: str, phase: str = "Running") -> str:
+    pod = shared_pod(name)
+    pod["metadata"]["uid"] = f"u-{name}"
+    pod["metadata"]["labels"] = {keys.GPU_GROUP_LABEL: group}
+    pod["spec"]["nodeName"] = "n1"
+    pod["status"] = {"phase": phase}
+    path = f"/api/v1/namespaces/ns/pods/{name}"
+    kube.add(path, pod)
+    return path
+
+
+def test_a_reservation_pod_deleted_under_bound_pods_is_made_again_not_their_pods() -> None:
+    kube, _ = setup()
+    kube.objects[BR]["status"] = {"phase": "Succeeded"}
+    gone = rsv.reservation_pod_manifest("n1", "g1")
+    gone["metadata"]["uid"] = "res-old"
+    running = _bound_shared_pod(kube, "r", "g1")
+    waiting = _bound_shared_pod(kube, "w", "g1", phase="Pending")
+    b = binder(kube)
+    assert b.reservation_gone(gone) == ["ns/r", "ns/w"]
+    assert running in kube.objects and waiting in kube.objects
+    assert not [p for m, p in kube.calls if m == "DELETE" and "/ns/pods/" in p]
+    made = kube.objects[RES]
+    assert made["spec"]["nodeName"] == "n1" and made["metadata"]["labels"][keys.GPU_GROUP_LABEL]
+    warnings = events(kube, "GPUReservationLost")
+    assert len(warnings) == 2 and all(w["type"] == "Warning" for w in warnings)
+    assert "delete the pod" in warnings[0]["message"]
+    # Made again by someone else meanwhile: nothing to do.
+    kube2, _ = setup()
+    _bound_shared_pod(kube2, "r", "g1")
+    again = rsv.reservation_pod_manifest("n1", "g1")
+    again["metadata"]["uid"] = "res-new"
+    kube2.add(RES, again)
+    assert binder(kube2).reservation_gone(gone) == []
+    assert not events(kube2, "GPUReservationLost")
 
 
 def test_a_lost_succeeded_write_is_retried_not_dropped() -> None:
@@ -514,17 +667,14 @@ def test_the_sweep_finds_leftovers_and_orphans_from_state() -> None:
     leftover = rsv.reservation_pod_manifest("n1", "g1")
     leftover["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"
     kube.add(RES, leftover)  # its shared pod went while the operator was down
-    orphan = shared_pod("o")
-    orphan["metadata"]["uid"] = "u-o"
-    orphan["metadata"]["labels"] = {keys.GPU_GROUP_LABEL: "g2"}
-    orphan["spec"]["nodeName"] = "n1"
-    orphan["status"] = {"phase": "Pending"}  # bound, not Running yet; its card is gone
-    kube.add("/api/v1/namespaces/ns/pods/o", orphan)
+    orphan = _bound_shared_pod(kube, "o", "g2", phase="Pending")  # its card is gone
     b = binder(kube)
     assert b.sweep() == ["gpu-reservation-n1-g1"]
     assert RES not in kube.objects
     assert b.orphaned_shared_pods() == ["ns/o"]
-    assert "/api/v1/namespaces/ns/pods/o" not in kube.objects
+    assert orphan in kube.objects  # never deleted: its group's card is held again
+    assert "/api/v1/namespaces/kai-resource-reservation/pods/gpu-reservation-n1-g2" in kube.objects
+    assert b.orphaned_shared_pods() == []  # held now: once
 
 
 # ---------------------------------------------------------------- binds that do not read the pod

@@ -22,6 +22,7 @@ from operator_helpers import (
     pod,
     podgroup,
     queue,
+    shared,
     start_operator,
     stop_operator,
     wait_for,
@@ -55,9 +56,7 @@ def _gone(core: k8s.CoreV1Api, name: str, namespace: str = NS) -> bool:
 
 
 def _fraction_pod(name: str, group: str, fraction: str = "0.5") -> dict[str, Any]:
-    body = pod(name, NS, group, gpus=0)
-    body["metadata"]["annotations"][keys.GPU_FRACTION_ANNOTATION] = fraction
-    return body
+    return shared(pod(name, NS, group, gpus=0), fraction)
 
 
 def test_a_jobs_pods_are_grouped_and_run(

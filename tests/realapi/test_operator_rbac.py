@@ -37,6 +37,7 @@ from operator_helpers import (
     pod,
     podgroup,
     queue,
+    shared,
     start_operator,
     stop_operator,
     wait_for,
@@ -162,8 +163,7 @@ def scenario(api: k8s.ApiClient, logs: Any) -> None:
         core.delete_namespaced_pod(f"huge-{i}", NS)
     # Two halves of one GPU, through a reservation pod.
     for name in ("half-a", "half-b"):
-        body = pod(name, NS, name, gpus=0)
-        body["metadata"]["annotations"][keys.GPU_FRACTION_ANNOTATION] = "0.5"
+        body = shared(pod(name, NS, name, gpus=0), "0.5")
         create_podgroup(custom, podgroup(name, NS, "team-a"))
         create_pod(core, body)
     for name in ("half-a", "half-b"):

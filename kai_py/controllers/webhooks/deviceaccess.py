@@ -28,12 +28,15 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from kai_py.api import keys
-from kai_py.binder.reservation import GPU_KEYS, PORTION_KEY, VISIBLE_DEVICES_KEY
+from kai_py.binder.reservation import (
+    GPU_KEYS,
+    PORTION_KEY,
+    VISIBLE_DEVICES_KEY,
+    sharing_container_index,
+)
 
 Json = dict[str, Any]
 
-#: KAI's annotation naming the container that uses the shared card.
-FRACTION_CONTAINER_ANNOTATION: Final = "gpu-fraction-container-name"
 #: What a container without a GPU sees: no card.
 NO_DEVICES: Final = "void"
 
@@ -83,13 +86,7 @@ def mutate(
     if not containers:
         return None
     shared = shares_gpu(pod)
-    sharing_index = -1
-    if shared:
-        wanted = ((pod.get("metadata") or {}).get("annotations") or {}).get(
-            FRACTION_CONTAINER_ANNOTATION
-        )
-        names = [c.get("name") for c in containers]
-        sharing_index = names.index(wanted) if wanted in names else 0
+    sharing_index = sharing_container_index(pod) if shared else -1
     for i, container in enumerate(containers):
         env: list[Json] = list(container.get("env") or [])
         if i == sharing_index:

@@ -177,6 +177,10 @@ class EmulatedAPIServer:
         #: Resource requests served, by "client verb resource" (client: the User-Agent's
         #: product token, e.g. ``kopf``, ``OpenAPI-Generator``), for benchmarks.
         self.request_counts: Counter[str] = Counter()
+        #: Every object deleted over HTTP (evictions included): (client, resource,
+        #: namespace, name), so a test can tell who deleted what (the fault suite checks
+        #: that the operator deletes no pod it did not decide to evict).
+        self.deletions: list[tuple[str, str, str, str]] = []
         #: Stored objects the store hands over shared (read-only), serialized once.
         self._encoded = EncodedObjects()
 
@@ -400,7 +404,10 @@ class EmulatedAPIServer:
             if req.subresource in ("binding", "bindings"):
                 return await self._bind(req, body, dry_run)
             if req.subresource == "eviction":
-                return await self._evict(req, body, dry_run)
+                evicted = await self._evict(req, body, dry_run)
+                if not dry_run:
+                    self.deletions.append((agent, resource, req.namespace or "", req.name or ""))
+                return evicted
             if rt.extra.get("review"):
                 return json_response(_review_answer(rt, body), 201)
             obj = await store.create(
@@ -489,6 +496,8 @@ class EmulatedAPIServer:
                 preconditions=opts.get("preconditions"),
                 dry_run=dry_run,
             )
+            if not dry_run:
+                self.deletions.append((agent, resource, req.namespace or "", req.name or ""))
             pending = bool(obj["metadata"].get("deletionTimestamp")) and (
                 obj["metadata"].get("finalizers") or rt.storage_key == "pods"
             )
