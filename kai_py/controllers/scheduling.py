@@ -364,6 +364,9 @@ async def _one_cycle(s: LoopState) -> Outcome:
         # The cluster's objects as a whole cannot be scheduled (e.g. a queue cycle).
         raise RuntimeError(f"cannot build a snapshot: {exc}") from None
     metrics.record_open_session(time.perf_counter() - opened)
+    metrics.record_left_out(
+        [*(kind for kind, _, _ in built.left_out), *("Queue" for _ in view.left_out)]
+    )
     actions = metrics.timed_actions(configured_actions(config))
     decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions)
     closing = time.perf_counter()

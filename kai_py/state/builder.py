@@ -1,10 +1,16 @@
 """Manifests -> a scheduler Snapshot, sorting problems into fatal and per-workload.
 
 Fatal (the input as a whole is unusable, ``InputError``): unknown kinds,
-objects without a name, invalid Queues and a broken queue tree. Per
-workload (``Job.errors`` plus a Warning event; everything else is still
-scheduled): bad pod annotations and quantities, invalid PodGroups, pods that
-name a missing PodGroup, unknown priority classes.
+objects without a name, unreadable Nodes and PriorityClasses, invalid Queues
+and a broken queue tree. Per workload (``Job.errors`` plus a Warning event;
+everything else is still scheduled): bad pod annotations and quantities,
+invalid PodGroups, pods that name a missing PodGroup, unknown priority classes.
+
+``kai-py simulate`` refuses a file with a fatal problem as a whole (the file is
+to be fixed). The operator builds with ``strict=False``: an object with such a
+problem is left out of the snapshot with a Warning event on it (``Built.left_out``)
+and everything else is scheduled, since one bad object in a cluster must not
+stop every cycle (its queues are sorted out before, by ``cache.usable_queues``).
 """
 
 from __future__ import annotations
@@ -71,6 +77,8 @@ class Built:
     events: list[Event] = field(default_factory=list)
     job_of_task: dict[str, str] = field(default_factory=dict)
     other_scheduler_pods: int = 0
+    #: Objects left out of the snapshot (``strict=False``): (kind, namespace, name).
+    left_out: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -455,12 +463,15 @@ def build(
     memo: ParseMemo | None = None,
     workloads: bool = True,
     pods: Iterable[tuple[Document, PodFacts]] = (),
+    strict: bool = True,
 ) -> Built:
     """The Snapshot of ``docs``. ``workloads``: make the pods of owners (Jobs, Deployments,
     ...) given without them, as ``kai-py simulate`` does; the operator's view holds
     only pods that exist, so it saves the look at every document. ``pods``: pods
     already read, with their facts (the operator's cache reads each manifest once),
-    taken before the pods of ``docs``; the build then does not look at each again."""
+    taken before the pods of ``docs``; the build then does not look at each again.
+    ``strict=False`` (the operator): an unreadable Node or PriorityClass is left out
+    with a Warning event instead of refusing the whole input (see the module's doc)."""
     if workloads:
         docs = expand(docs)
     memo = memo if memo is not None else ParseMemo()
@@ -473,6 +484,16 @@ def build(
     pod_docs: list[Document] = []
     owners: dict[tuple[str, str], Mapping[str, Any]] = {}  # (namespace, uid or kind/name)
     events: list[Event] = []
+    left_out: list[tuple[str, str, str]] = []
+
+    def refuse(kind: str, name: str, reason: str, message: str) -> None:
+        """One cluster-scoped object's fatal problem: the input's, or (not strict) its own."""
+        if strict:
+            fatal.append(message)
+            return
+        left_out.append((kind, "", name))
+        events.append(Event(kind, "", name, "Warning", reason, f"{message}; it is left out"))
+
     for doc in docs:
         kind = doc.body.get("kind")
         if kind == "Pod" and meta(doc.body).get("name"):
@@ -487,7 +508,8 @@ def build(
             try:
                 nodes.append(memo.node(doc.body))
             except WorkloadError as exc:
-                fatal.append(f"{doc.source}: {exc}")
+                refuse("Node", name, "InvalidNode", _at(doc.source, str(exc)))
+                continue
             inventory_warning(doc, name, events)
         elif kind == "Queue":
             try:
@@ -507,8 +529,14 @@ def build(
         elif kind == "PriorityClass":
             value = doc.body.get("value")
             if not isinstance(value, int) or isinstance(value, bool):
-                fatal.append(
-                    f"{doc.source}: PriorityClass {name}: value: must be an integer, got {value!r}"
+                refuse(
+                    "PriorityClass",
+                    name,
+                    "InvalidPriorityClass",
+                    _at(
+                        doc.source,
+                        f"PriorityClass {name}: value: must be an integer, got {value!r}",
+                    ),
                 )
             else:
                 priority_classes[name] = value
@@ -556,7 +584,9 @@ def build(
         jobs[(job.namespace, job.name)] = job
 
     built = Built(
-        Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()), events
+        Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()),
+        events,
+        left_out=left_out,
     )
     nodes_by_name: dict[str, Node] = {}
     for n in nodes:
@@ -808,9 +838,10 @@ def _add_pod(
     if status is PENDING:
         _warn_unapplied(body, ns, name, doc.source, built)
     if task.node_name is not None and task.node_name not in node_names:
-        message = _at(
-            doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"
-        )
+        gone = "is left out (see its events)"
+        if ("Node", "", task.node_name) not in built.left_out:
+            gone = "does not exist"
+        message = _at(doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} {gone}")
         built.events.append(Event("Pod", ns, name, "Warning", "NodeNotFound", message))
         return
     job.tasks.append(task)

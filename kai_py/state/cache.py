@@ -329,7 +329,13 @@ class View:
 
     def build(self, now: float, config: Config | None = None) -> Built:
         built = build(
-            self.documents, now, config, self.memo, workloads=False, pods=self.pod_documents
+            self.documents,
+            now,
+            config,
+            self.memo,
+            workloads=False,
+            pods=self.pod_documents,
+            strict=False,  # one unreadable object is left out, not the whole cycle
         )
         for node in built.snapshot.nodes:
             used = self.used_by_others.get(node.name)

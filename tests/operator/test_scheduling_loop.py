@@ -331,3 +331,40 @@ def test_pause_after_a_cycle_counts_its_own_work_not_its_writes() -> None:
     assert pause_after(16.0, 15.0, 1.0) == 1.0
     # Never negative, also when a clock step makes the writes look longer.
     assert pause_after(2.0, 3.0, 1.0) == 0.0
+
+
+def test_a_node_with_unreadable_allocatable_is_left_out_and_the_rest_schedules(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    # A real API server refuses this quantity; the emulator's store does not check it, as
+    # no store of a custom kind would: the one bad object must not stop every cycle.
+    cluster.call(
+        cluster.store.patch(
+            "nodes",
+            None,
+            "gpu-1",
+            {"status": {"allocatable": {"nvidia.com/gpu": "lots"}}},
+            subresource="status",
+        )
+    )
+    create_podgroup(custom, podgroup("fine", NS, "team-a"))
+    create_pod(core, pod("fine-0", NS, "fine", gpus=1))
+    br = wait_for(
+        lambda: bindrequests(custom, NS).get("fine-0"),
+        timeout=15,
+        what=f"fine-0 bound\n{operator.log}",
+    )
+    assert br["spec"]["selectedNode"] == "gpu-0"
+    warning = wait_for(
+        lambda: [e for e in events_of(core, "default", "gpu-1") if e.reason == "InvalidNode"],
+        what=f"an InvalidNode event\n{operator.log}",
+    )
+    assert warning[0].type == "Warning"
+    assert warning[0].involved_object.kind == "Node"
+    assert "status.allocatable.nvidia.com/gpu" in warning[0].message
+    assert "'lots'" in warning[0].message
+    assert "cannot build a snapshot" not in operator.log
