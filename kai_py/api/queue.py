@@ -20,6 +20,11 @@ from kai_py.api.common import (
 from kai_py.api.durations import parse_duration
 
 UNLIMITED: float = -1.0
+#: The deepest queue tree kai-py takes: a root queue is level 1, its children level 2.
+#: KAI has no limit. The webhook refuses a Queue that would be deeper and the operator
+#: leaves out one that is (created while the webhook was down), with a Warning Event.
+#: Without a limit a chain of 1,000 Queues, each level accepted, was every cycle's work.
+MAX_QUEUE_DEPTH: int = 32
 
 
 def _minus_one_or_non_negative(value: float) -> float:

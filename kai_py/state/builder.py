@@ -23,6 +23,7 @@ from kai_py.api import jsoncodec, keys
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import WorkloadError, meta, parse_time
 from kai_py.api.podgroup import PodGroup
+from kai_py.api.queue import MAX_QUEUE_DEPTH
 from kai_py.api.queue import Queue as QueueModel
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
 from kai_py.gpu import hami, inventory, pins
@@ -50,7 +51,7 @@ from kai_py.state.convert import (
 )
 from kai_py.state.documents import Document, InputError
 from kai_py.state.passmemo import PassMemo
-from kai_py.state.queuetree import loop_text, parent_loops
+from kai_py.state.queuetree import level_text, levels, loop_text, parent_loops
 from kai_py.state.workloads import expand
 
 OWNER_KINDS = frozenset(
@@ -447,11 +448,24 @@ def check_queue_tree(queues: dict[str, Queue], sources: dict[str, str]) -> None:
         for q in queues.values()
         if q.parent is not None and q.parent not in queues
     ]
-    for loop in parent_loops({q.name: q.parent for q in queues.values()}):
+    parents = {q.name: q.parent for q in queues.values()}
+    for loop in parent_loops(parents):
         problems.append(
             f"{sources[loop[0]]}: Queue {loop[0]}: spec.parentQueue: parents form a cycle: "
             f"{loop_text(loop)}"
         )
+    if problems:
+        raise InputError(problems)
+    # The first queue too deep on each branch says so (not every queue under it).
+    problems = [
+        _at(
+            sources[name],
+            f"Queue {name}: spec.parentQueue: "
+            + level_text(name, parents[name], level, MAX_QUEUE_DEPTH),
+        )
+        for name, level in levels(parents).items()
+        if level == MAX_QUEUE_DEPTH + 1
+    ]
     if problems:
         raise InputError(problems)
 

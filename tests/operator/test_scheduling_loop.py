@@ -19,6 +19,7 @@ from operator_helpers import (
     wait_for,
 )
 
+from kai_py.api.queue import MAX_QUEUE_DEPTH
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 
 NS = "team-a"
@@ -368,3 +369,31 @@ def test_a_node_with_unreadable_allocatable_is_left_out_and_the_rest_schedules(
     assert "status.allocatable.nvidia.com/gpu" in warning[0].message
     assert "'lots'" in warning[0].message
     assert "cannot build a snapshot" not in operator.log
+
+
+def test_queues_deeper_than_the_limit_are_left_out_with_a_warning_and_the_rest_schedules(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    # Created while no webhook checked them (the emulator runs none).
+    _queues(custom)
+    deep = MAX_QUEUE_DEPTH + 2
+    create_queues(custom, queue("level-1"))
+    create_queues(
+        custom, *(queue(f"level-{i}", parent=f"level-{i - 1}") for i in range(2, deep + 1))
+    )
+    create_podgroup(custom, podgroup("too-deep", NS, f"level-{deep}"))
+    create_pod(core, pod("too-deep-0", NS, "too-deep", gpus=1))
+    create_podgroup(custom, podgroup("fine", NS, "team-a"))
+    create_pod(core, pod("fine-0", NS, "fine", gpus=1))
+    wait_for(lambda: bindrequests(custom, NS).get("fine-0"), timeout=15, what="fine-0 bound")
+    first = f"level-{MAX_QUEUE_DEPTH + 1}"
+    warning = wait_for(
+        lambda: [e for e in events_of(core, "default", first) if e.reason == "InvalidQueue"],
+        what=f"an InvalidQueue event\n{operator.log}",
+    )
+    assert warning[0].type == "Warning"
+    assert f"level {MAX_QUEUE_DEPTH + 1} of the queue tree" in warning[0].message
+    assert "too-deep-0" not in bindrequests(custom, NS)

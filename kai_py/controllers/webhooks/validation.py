@@ -14,8 +14,9 @@ from typing import Any
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import WorkloadError
 from kai_py.api.podgroup import PodGroup
-from kai_py.api.queue import UNLIMITED, Queue, queue_warnings
+from kai_py.api.queue import MAX_QUEUE_DEPTH, UNLIMITED, Queue, queue_warnings
 from kai_py.state.convert import gpu_share
+from kai_py.state.queuetree import level_text, levels
 
 Json = Mapping[str, Any]
 
@@ -69,6 +70,8 @@ def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict
                     break  # a cycle above that does not pass through this queue
                 chain.append(current)
                 current = parents[current]
+            if not verdict.errors:
+                verdict.errors.extend(_too_deep(name, parent, parents))
     for resource, settings in queue.spec.resources.items():
         limited = settings.limit_is_set and settings.limit != UNLIMITED
         if limited and settings.quota != UNLIMITED and settings.quota > settings.limit:
@@ -79,6 +82,25 @@ def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict
             )
     verdict.warnings.extend(queue_warnings(queue))
     return verdict
+
+
+def _too_deep(name: str, parent: str, parents: dict[str, str]) -> list[str]:
+    """The queue, or the deepest of the queues under it, past ``MAX_QUEUE_DEPTH`` with
+    this parent (KAI has no limit; a deeper tree would be left out by the scheduler)."""
+    level = levels({n: p or None for n, p in parents.items()})
+    children: dict[str, list[str]] = {}
+    for child, up in parents.items():
+        children.setdefault(up, []).append(child)
+    deepest, todo = name, [name]  # the subtree, with a list: the tree may be deep
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
+            if level.get(child, 0) > level.get(deepest, 0):
+                deepest = child
+    if level.get(deepest, 0) <= MAX_QUEUE_DEPTH:
+        return []
+    text = level_text(deepest, parent, level[deepest], MAX_QUEUE_DEPTH)
+    return [f'Queue "{name}": spec.parentQueue: {text}']
 
 
 def validate_podgroup(manifest: Json, queue_exists: Callable[[str], bool]) -> Verdict:
