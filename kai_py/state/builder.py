@@ -23,7 +23,7 @@ from kai_py.api import jsoncodec, keys
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import WorkloadError, meta, parse_time
 from kai_py.api.podgroup import PodGroup
-from kai_py.api.queue import MAX_QUEUE_DEPTH
+from kai_py.api.queue import MAX_QUEUE_DEPTH, queue_warnings, quota_above_limit
 from kai_py.api.queue import Queue as QueueModel
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
 from kai_py.gpu import hami, inventory, pins
@@ -538,7 +538,12 @@ def build(
             queues[name] = queue_from_model(model)
             queue_sources[name] = doc.source
             events.extend(
-                Event("Queue", "", name, "Warning", "QueueLimitTrap", w) for w in model.warnings()
+                Event("Queue", "", name, "Warning", "QueueLimitTrap", w)
+                for w in queue_warnings(model)
+            )
+            events.extend(
+                Event("Queue", "", name, "Warning", "QuotaAboveLimit", w)
+                for w in quota_above_limit(model)
             )
         elif kind == "PriorityClass":
             value = doc.body.get("value")

@@ -146,9 +146,12 @@ def test_the_webhook_checks_a_5000_deep_tree_without_recursion() -> None:
 
 
 def test_queue_quotas_are_sane_and_an_unset_limit_is_a_warning() -> None:
+    # A quota above its limit is accepted, as KAI does, with a warning that says so.
     over = validation.validate_queue(_queue("q", quota=8, limit=4), {})
-    assert over.errors == [
-        'Queue "q": spec.resources.gpu.quota: 8 is above spec.resources.gpu.limit 4'
+    assert over.errors == []
+    assert over.warnings == [
+        'Queue "q": spec.resources.gpu.quota 8 is above spec.resources.gpu.limit 4: the queue '
+        "is never given more than 4 gpu, the rest of its quota does nothing"
     ]
     bad = validation.validate_queue(_queue("q", quota=-3), {})
     assert len(bad.errors) == 1

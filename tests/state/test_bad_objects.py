@@ -91,3 +91,21 @@ def test_simulate_still_refuses_the_same_objects_as_a_whole() -> None:
     text = str(raised.value)
     assert "Node weird: status.allocatable.nvidia.com/gpu:" in text
     assert "PriorityClass odd: value: must be an integer, got 'high'" in text
+
+
+def test_a_queue_with_its_quota_above_its_limit_is_used_with_a_warning_on_it() -> None:
+    cache = _cache()
+    cache.observe(
+        QUEUES,
+        "MODIFIED",
+        {
+            "metadata": {"name": "q", "uid": "q", "resourceVersion": "2"},
+            "spec": {"resources": {"gpu": {"quota": 8, "limit": 4, "overQuotaWeight": 1}}},
+        },
+    )
+    built = cache.view(NOW).build(NOW)
+    (warning,) = [e for e in built.events if e.reason == "QuotaAboveLimit"]
+    assert (warning.kind, warning.name, warning.type) == ("Queue", "q", "Warning")
+    assert "spec.resources.gpu.quota 8 is above spec.resources.gpu.limit 4" in warning.message
+    assert [q.name for q in built.snapshot.queues] == ["q"]
+    assert [(t.name, t.node_name) for t in run_cycle(built.snapshot).binds] == [("p", "good")]

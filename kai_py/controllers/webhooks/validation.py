@@ -14,7 +14,7 @@ from typing import Any
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import WorkloadError
 from kai_py.api.podgroup import PodGroup
-from kai_py.api.queue import MAX_QUEUE_DEPTH, UNLIMITED, Queue, queue_warnings
+from kai_py.api.queue import MAX_QUEUE_DEPTH, Queue
 from kai_py.state.convert import gpu_share
 from kai_py.state.queuetree import level_text, levels
 
@@ -25,10 +25,6 @@ Json = Mapping[str, Any]
 class Verdict:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-def _show(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict:
@@ -72,15 +68,8 @@ def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict
                 current = parents[current]
             if not verdict.errors:
                 verdict.errors.extend(_too_deep(name, parent, parents))
-    for resource, settings in queue.spec.resources.items():
-        limited = settings.limit_is_set and settings.limit != UNLIMITED
-        if limited and settings.quota != UNLIMITED and settings.quota > settings.limit:
-            verdict.errors.append(
-                f'Queue "{name}": spec.resources.{resource}.quota: '
-                f"{_show(settings.quota)} is above spec.resources.{resource}.limit "
-                f"{_show(settings.limit)}"
-            )
-    verdict.warnings.extend(queue_warnings(queue))
+    # A quota above its limit is a warning, not a refusal: KAI accepts it.
+    verdict.warnings.extend(queue.warnings())
     return verdict
 
 
