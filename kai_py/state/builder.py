@@ -302,6 +302,19 @@ class ParseMemo:
         self._nodes.done()
 
 
+#: What reading one object raises: a bad value (``WorkloadError``, a ValueError), or a
+#: field of the wrong shape (a string where a map or a list belongs), which a real API
+#: server refuses but which must not stop every cycle when one gets in anyway.
+UNREADABLE: Final = (ValueError, TypeError, AttributeError, KeyError)
+
+
+def unreadable(who: str, exc: Exception) -> str:
+    """The message of an ``UNREADABLE`` error of ``who`` ("Node n1", "Pod ns/p")."""
+    if isinstance(exc, WorkloadError):
+        return str(exc)
+    return f"{who}: cannot be read, a field has the wrong type ({type(exc).__name__}: {exc})"
+
+
 #: What changes in a PodGroup's metadata with every write, and is not read by its Job.
 _VOLATILE_METADATA: Final = frozenset({"resourceVersion", "managedFields"})
 
@@ -521,8 +534,8 @@ def build(
         if kind == "Node":
             try:
                 nodes.append(memo.node(doc.body))
-            except WorkloadError as exc:
-                refuse("Node", name, "InvalidNode", _at(doc.source, str(exc)))
+            except UNREADABLE as exc:
+                refuse("Node", name, "InvalidNode", _at(doc.source, unreadable(f"Node {name}", exc)))
                 continue
             inventory_warning(doc, name, events)
         elif kind == "Queue":
@@ -838,9 +851,9 @@ def _add_pod(
             built.events.append(
                 Event("Pod", ns, name, "Warning", "GpuPinIgnored", f"{doc.source}: {note}")
             )
-    except WorkloadError as exc:
+    except UNREADABLE as exc:
         m, spec = meta(body), body.get("spec") or {}
-        message = _at(doc.source, str(exc))
+        message = _at(doc.source, unreadable(f"Pod {ns}/{name}", exc))
         job.errors.append(message)
         built.events.append(Event("Pod", ns, name, "Warning", "InvalidPod", message))
         task = Task(

@@ -109,3 +109,54 @@ def test_a_queue_with_its_quota_above_its_limit_is_used_with_a_warning_on_it() -
     assert "spec.resources.gpu.quota 8 is above spec.resources.gpu.limit 4" in warning.message
     assert [q.name for q in built.snapshot.queues] == ["q"]
     assert [(t.name, t.node_name) for t in run_cycle(built.snapshot).binds] == [("p", "good")]
+
+
+def test_objects_of_the_wrong_shape_are_left_out_or_not_scheduled_and_the_rest_is() -> None:
+    # A real API server refuses these shapes; one that got in must not stop the cycle.
+    cache = _cache()
+    for name, status in (
+        ("words", {"allocatable": "lots"}),  # a string where the map of quantities belongs
+        ("odd-conditions", {"allocatable": {"nvidia.com/gpu": "1"}, "conditions": ["Ready"]}),
+    ):
+        cache.observe(NODES, "ADDED", {**_node(name, "1"), "status": status})
+    cache.observe(
+        PODGROUPS,
+        "ADDED",
+        {
+            "metadata": {"name": "pg2", "namespace": "ns", "uid": "pg2", "resourceVersion": "1"},
+            "spec": {"minMember": 1, "queue": "q"},
+        },
+    )
+    cache.observe(
+        PODS,
+        "ADDED",
+        {
+            "metadata": {
+                "name": "p2",
+                "namespace": "ns",
+                "uid": "p2",
+                "resourceVersion": "1",
+                "annotations": {"pod-group-name": "pg2"},
+            },
+            "spec": {
+                "schedulerName": "kai-scheduler",
+                "tolerations": ["all"],
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            "status": {"phase": "Pending"},
+        },
+    )
+    built = cache.view(NOW).build(NOW)
+    assert [n.name for n in built.snapshot.nodes] == ["good"]
+    warnings = {(e.reason, e.name): e.message for e in built.events if e.type == "Warning"}
+    assert warnings[("InvalidNode", "words")] == (
+        "Node words: status.allocatable: must be a map of resource quantities, got 'lots'; "
+        "it is left out"
+    )
+    assert warnings[("InvalidNode", "odd-conditions")].startswith(
+        "Node odd-conditions: cannot be read, a field has the wrong type (AttributeError: "
+    )
+    assert warnings[("InvalidPod", "p2")].startswith(
+        "Pod ns/p2: cannot be read, a field has the wrong type (AttributeError: "
+    )
+    assert [(t.name, t.node_name) for t in run_cycle(built.snapshot).binds] == [("p", "good")]
