@@ -38,22 +38,27 @@ def levels(parents: Mapping[str, str | None]) -> dict[str, int]:
     """Each queue's level, 1 for a root: of the queues whose parents lead to a root
     (not those in a loop or under a parent missing from ``parents``). Linear time."""
     found: dict[str, int] = {}
+    lost: set[str] = set()  # no level: each queue is walked over once either way
     for name in parents:
         path: list[str] = []
         on_path: set[str] = set()
         up: str | None = name
-        while up is not None and up in parents and up not in found and up not in on_path:
+        while (
+            up is not None
+            and up in parents
+            and up not in found
+            and up not in lost
+            and up not in on_path
+        ):
             path.append(up)
             on_path.add(up)
             up = parents[up]
-        if up is None:
-            above = 0
-        elif up in found:
-            above = found[up]
-        else:
-            continue  # a missing parent or a loop: no level for the whole path
-        for member in reversed(path):
-            above = found[member] = above + 1
+        if up is None or up in found:
+            above = 0 if up is None else found[up]
+            for member in reversed(path):
+                above = found[member] = above + 1
+        else:  # a missing parent, a loop, or a queue under one: none on the path has a level
+            lost.update(path)
     return found
 
 

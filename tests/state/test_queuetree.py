@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from kai_py.state.queuetree import levels, loop_text, parent_loops
 
 
@@ -28,3 +30,12 @@ def test_levels_of_a_5000_deep_chain_given_leaf_first() -> None:
     found = levels(parents)
     assert found["q4999"] == 5_000 and found["q0"] == 1
     assert len(found) == 5_000
+
+
+def test_levels_of_a_5000_deep_chain_under_a_missing_parent_take_linear_time() -> None:
+    parents: dict[str, str | None] = {f"q{i}": f"q{i - 1}" for i in range(4_999, 0, -1)}
+    parents["q0"] = "gone"
+    started = time.perf_counter()
+    assert levels(parents) == {}
+    # Each queue walked to the top again would be 12.5 million steps (seconds).
+    assert time.perf_counter() - started < 0.5
