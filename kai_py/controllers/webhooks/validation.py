@@ -55,6 +55,7 @@ def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict
             }
             parents[name] = parent
             chain, current = [name], parent
+            seen = {name}  # what ``chain`` holds: a set, as the tree may be deep
             while current in parents:
                 if current == name:
                     verdict.errors.append(
@@ -62,9 +63,10 @@ def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict
                         f"cycle: {' -> '.join([*chain, name])}"
                     )
                     break
-                if current in chain:
+                if current in seen:
                     break  # a cycle above that does not pass through this queue
                 chain.append(current)
+                seen.add(current)
                 current = parents[current]
             if not verdict.errors:
                 verdict.errors.extend(_too_deep(name, parent, parents))
