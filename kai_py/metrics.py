@@ -14,6 +14,7 @@ writes, which count their calls here too. Wall-clock timing happens here, never 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -164,6 +165,15 @@ CACHE_OBJECTS: Final = Gauge(
     "kai_py_cache_objects", "Objects in the scheduler's watch cache, by kind", ["kind"]
 )
 CYCLES: Final = Counter("kai_py_scheduling_cycles", "Scheduling cycles, by result", ["result"])
+OBJECTS_LEFT_OUT: Final = Gauge(
+    "kai_py_objects_left_out",
+    "Objects the last cycle left out of its snapshot because they cannot be read, by kind "
+    "(each has a Warning Event saying why)",
+    ["kind"],
+)
+#: The kinds an operator's cycle leaves out when one cannot be read (pods and PodGroups
+#: stay in, as workloads that are not scheduled, each with its own Warning Event).
+LEFT_OUT_KINDS: Final = ("Node", "PriorityClass", "Queue")
 
 _PER_QUEUE: Final = (
     QUEUE_FAIR_SHARE_CPU,
@@ -316,3 +326,11 @@ def record_binder(phase: str, retry_in: float | None) -> None:
 
 def record_api_error(verb: str, code: int) -> None:
     API_ERRORS.labels(verb.upper(), str(code)).inc()
+
+
+def record_left_out(kinds: Iterable[str]) -> None:
+    """The kind of each object the last cycle left out (``OBJECTS_LEFT_OUT``); every
+    kind that can be left out is set, 0 included, so an alert on > 0 clears by itself."""
+    counts = collections.Counter(kinds)
+    for kind in {*LEFT_OUT_KINDS, *counts}:
+        OBJECTS_LEFT_OUT.labels(kind).set(counts[kind])

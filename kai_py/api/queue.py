@@ -20,6 +20,11 @@ from kai_py.api.common import (
 from kai_py.api.durations import parse_duration
 
 UNLIMITED: float = -1.0
+#: The deepest queue tree kai-py takes: a root queue is level 1, its children level 2.
+#: KAI has no limit. The webhook refuses a Queue that would be deeper and the operator
+#: leaves out one that is (created while the webhook was down), with a Warning Event.
+#: Without a limit a chain of 1,000 Queues, each level accepted, was every cycle's work.
+MAX_QUEUE_DEPTH: int = 32
 
 
 def _minus_one_or_non_negative(value: float) -> float:
@@ -167,7 +172,7 @@ class Queue(KubeObject):
 
     def warnings(self) -> list[str]:
         """Settings that are valid but almost certainly not what the user meant."""
-        return queue_warnings(self)
+        return [*queue_warnings(self), *quota_above_limit(self)]
 
 
 def queue_warnings(queue: Queue) -> list[str]:
@@ -183,4 +188,19 @@ def queue_warnings(queue: Queue) -> list[str]:
             f"be given any {name} (quota {_show(res.quota)} does not help). "
             f"Set limit: -1 for no limit."
         )
+    return found
+
+
+def quota_above_limit(queue: Queue) -> list[str]:
+    """A quota above its (non-zero) limit: KAI accepts it, and the queue is never given
+    more than the limit, so the part of the quota above it does nothing. (A limit of
+    0 is the trap above, said by ``queue_warnings``.)"""
+    found = []
+    for name, res in queue.spec.resources.items():
+        if res.limit > 0 and res.quota != UNLIMITED and res.quota > res.limit:
+            found.append(
+                f'Queue "{queue.ref}": spec.resources.{name}.quota {_show(res.quota)} is above '
+                f"spec.resources.{name}.limit {_show(res.limit)}: the queue is never given more "
+                f"than {_show(res.limit)} {name}, the rest of its quota does nothing"
+            )
     return found

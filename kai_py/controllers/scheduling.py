@@ -361,9 +361,13 @@ async def _one_cycle(s: LoopState) -> Outcome:
     try:
         built = await asyncio.to_thread(view.build, now, config)
     except InputError as exc:
-        # The cluster's objects as a whole cannot be scheduled (e.g. a queue cycle).
+        # Not expected: the view builds with strict=False (one unreadable object is left
+        # out with a Warning Event) and leaves bad queue trees out before the builder.
         raise RuntimeError(f"cannot build a snapshot: {exc}") from None
     metrics.record_open_session(time.perf_counter() - opened)
+    metrics.record_left_out(
+        [*(kind for kind, _, _ in built.left_out), *("Queue" for _ in view.left_out)]
+    )
     actions = metrics.timed_actions(configured_actions(config))
     decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions)
     closing = time.perf_counter()

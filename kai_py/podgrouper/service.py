@@ -35,7 +35,7 @@ from kai_py.api.objects import meta
 from kai_py.apiclient.eventpost import apost_event
 from kai_py.apiclient.kube import MERGE_PATCH, Kube, KubeError, list_all, path_of, send
 from kai_py.podgrouper.grouping import owner_walk
-from kai_py.podgrouper.rules import Grouped, GrouperWarning, GroupingFailed, group_pod
+from kai_py.podgrouper.rules import Grouped, GrouperWarning, GroupingFailed, ObjectRef, group_pod
 
 Json = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -177,6 +177,16 @@ class GroupingOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
+def _pod_waits(pod: Mapping[str, Any], ns: str, uid: str, why: GrouperWarning) -> GrouperWarning:
+    """The pod's own warning when its workload cannot be grouped (``why``)."""
+    name = str(meta(pod).get("name"))
+    return GrouperWarning(
+        ObjectRef("v1", "Pod", name, ns, uid),
+        f'metadata.annotations["{keys.POD_GROUP_ANNOTATION}"]',
+        f"not set, so the pod is not scheduled, until its PodGroup can be made: {why.message}",
+    )
+
+
 def warning_ref(warning: GrouperWarning) -> Json:
     obj = warning.involved
     ref: Json = {"apiVersion": obj.api_version, "kind": obj.kind, "name": obj.name}
@@ -185,6 +195,10 @@ def warning_ref(warning: GrouperWarning) -> Json:
     if obj.uid:
         ref["uid"] = obj.uid
     return ref
+
+
+#: The reason of the Warning on a pod whose workload cannot be grouped.
+POD_WAITS_REASON: Final = "PodGroupNotCreated"
 
 
 class PodGrouperService:
@@ -327,6 +341,11 @@ class PodGrouperService:
             await self._warn(warning)
         if isinstance(result, GroupingFailed):
             outcome.skipped = "grouping failed"
+            # The warning is on the workload (once); the pod waits without a PodGroup,
+            # so the scheduler never sees it: the pod itself says why, where its user
+            # looks (kubectl describe pod).
+            for warning in result.warnings:
+                await self._warn(_pod_waits(pod, ns, uid, warning), POD_WAITS_REASON)
             return outcome
         if not isinstance(result, Grouped):
             outcome.skipped = "left alone"
@@ -372,7 +391,7 @@ class PodGrouperService:
         self._groups.put((namespace, name), True)
         return created
 
-    async def _warn(self, warning: GrouperWarning) -> None:
+    async def _warn(self, warning: GrouperWarning, reason: str = GrouperWarning.REASON) -> None:
         # Once per object and message: a Job with a bad annotation and 100 pods gets one.
         key = (warning.involved.uid or warning.involved.ref, warning.message)
         if self._warned.get(key):
@@ -382,7 +401,7 @@ class PodGrouperService:
             self.kube,
             warning_ref(warning),
             GrouperWarning.EVENT_TYPE,
-            GrouperWarning.REASON,
+            reason,
             warning.message,
             COMPONENT,
         )

@@ -19,15 +19,27 @@ from kai_py.scheduler.resources import EPS, INF, RESOURCE_NAMES, Res
 
 
 def compute_fair_shares(queues: Mapping[str, Queue], roots: Sequence[str], total: Res) -> None:
-    """Set ``deserved`` and ``fair_share`` on every queue (``request`` must be set)."""
+    """Set ``deserved`` and ``fair_share`` on every queue (``request`` must be set).
+
+    Level by level with a list of parents still to divide, not by recursion: a queue
+    tree is user data, and a chain of 1,000 Queues made every cycle fail with
+    RecursionError. Each parent's share is divided among its own children only, so
+    the order the parents are taken in does not change the result."""
     for name in RESOURCE_NAMES:
-        _divide(queues, roots, total.get(name), name)
+        todo: list[tuple[Sequence[str], float]] = [(roots, total.get(name))]
+        while todo:
+            names, amount = todo.pop()
+            for child in _divide(queues, names, amount, name):
+                todo.append((child.children, child.fair_share.get(name)))
 
 
-def _divide(queues: Mapping[str, Queue], names: Sequence[str], amount: float, res: str) -> None:
+def _divide(
+    queues: Mapping[str, Queue], names: Sequence[str], amount: float, res: str
+) -> list[Queue]:
+    """Divide ``amount`` among the queues ``names`` (siblings); returns them."""
     children = [queues[n] for n in names]
     if not children:
-        return
+        return children
     shares: dict[str, float] = {}
     for child in children:
         quota = child.quota.get(res)
@@ -42,7 +54,7 @@ def _divide(queues: Mapping[str, Queue], names: Sequence[str], amount: float, re
         remaining = _over_quota(bucket, shares, remaining, res)
     for child in children:
         setattr(child.fair_share, res, shares[child.name])
-        _divide(queues, child.children, shares[child.name], res)
+    return children
 
 
 def _requestable(queue: Queue, res: str) -> float:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from kai_py.scheduler.fairshare import allocatable_share
 from kai_py.scheduler.model import PENDING, Job, Queue
@@ -185,6 +187,18 @@ class _Pick:
         self.key: tuple[object, ...] | None = None
 
 
+@dataclass(slots=True)
+class _Scan:
+    """One level of ``JobPicker._best`` in progress: siblings still to look at, the best
+    so far, and the sibling whose own children are being scanned (``waiting``)."""
+
+    names: Iterator[str]
+    generation: int
+    best: _Pick | None = None
+    best_key: tuple[object, ...] | None = None
+    waiting: str | None = None
+
+
 class JobPicker:
     """Hands out the next job to try, by queue order then job order.
 
@@ -324,22 +338,23 @@ class JobPicker:
             pick.key = key
         return pick.key
 
-    def _fresh(self, name: str) -> _Pick:
-        """``name``'s candidate, found again."""
+    def _fresh(self, name: str, found: _Pick | None) -> _Pick:
+        """``name``'s candidate, found again: ``found``, its children's best (when a job
+        waits in its subtree and it has children), else the head of its own jobs if
+        one waits there (a job waits in a subtree: asked for every queue on the
+        changed path of a pick)."""
         queue = self.session.queues[name]
         job: Job | None = None
         want: Res | None = None
-        # A job waits in its subtree (asked for every queue on the changed path of a pick).
         line = self._line
-        if self._pending.get(name) or (line is not None and name in line.subtrees):
-            if queue.children:
-                found = self._best(queue.children)
-                if found is not None:
-                    job, want = found.job, found.want
-            else:
-                head = self._head(name)
-                if head is not None:
-                    job = head[1]
+        if found is not None:
+            job, want = found.job, found.want
+        elif not queue.children and (
+            self._pending.get(name) or (line is not None and name in line.subtrees)
+        ):
+            head = self._head(name)
+            if head is not None:
+                job = head[1]
         # Read after _head, which may have dropped finished jobs from the line.
         pick = _Pick(queue, job, -1 if self._line is None else self._line.generation, want)
         self._picks[name] = pick
@@ -348,32 +363,58 @@ class JobPicker:
     def _best(self, names: Iterable[str]) -> _Pick | None:
         """The best candidate of ``names``: the first with the smallest key. A lone
         candidate needs no key. Kept candidates are checked inline: this loop runs
-        for every sibling on the changed path of every pick."""
-        picks = self._picks
-        generation = -1 if self._line is None else self._line.generation
-        best: _Pick | None = None
-        best_key: tuple[object, ...] | None = None
-        for name in names:
-            pick = picks.get(name)
-            if (
-                pick is None
-                or pick.version != pick.queue.version
-                or pick.generation != generation
-                or (pick.job is not None and pick.job.version != pick.job_version)
-            ):
-                pick = self._fresh(name)
-                generation = -1 if self._line is None else self._line.generation
-            if pick.job is None:
+        for every sibling on the changed path of every pick.
+
+        A stale candidate with children is their best, found first: the scans of the
+        levels in progress are kept on a list (``_Scan``), not on the call stack, as a
+        queue tree is user data and may be thousands of levels deep."""
+        picks, pending, line, queues = self._picks, self._pending, self._line, self.session.queues
+        stack = [_Scan(iter(names), -1 if line is None else line.generation)]
+        found: _Pick | None = None  # the best of the scan that just ended
+        while True:
+            scan = stack[-1]
+            if scan.waiting is not None:
+                # Its children's scan has ended: its candidate is ``found``, looked at
+                # next as a kept one (``_fresh`` keeps it).
+                self._fresh(scan.waiting, found)
+                scan.names = itertools.chain((scan.waiting,), scan.names)
+                scan.waiting = None
+                scan.generation = -1 if line is None else line.generation
+            generation, best, best_key = scan.generation, scan.best, scan.best_key
+            for name in scan.names:
+                pick = picks.get(name)
+                if (
+                    pick is None
+                    or pick.version != pick.queue.version
+                    or pick.generation != generation
+                    or (pick.job is not None and pick.job.version != pick.job_version)
+                ):
+                    if queues[name].children and (
+                        pending.get(name) or (line is not None and name in line.subtrees)
+                    ):  # its candidate is its children's best: scanned first
+                        scan.waiting = name
+                        break
+                    pick = self._fresh(name, None)
+                    generation = -1 if line is None else line.generation
+                if pick.job is None:
+                    continue
+                if best is None:
+                    best = pick
+                    continue
+                if best_key is None:
+                    best_key = best.key if best.key is not None else self._key(best)
+                key = pick.key if pick.key is not None else self._key(pick)
+                if key < best_key:
+                    best, best_key = pick, key
+            scan.generation, scan.best, scan.best_key = generation, best, best_key
+            if scan.waiting is not None:
+                children = queues[scan.waiting].children
+                stack.append(_Scan(iter(children), -1 if line is None else line.generation))
                 continue
-            if best is None:
-                best = pick
-                continue
-            if best_key is None:
-                best_key = best.key if best.key is not None else self._key(best)
-            key = pick.key if pick.key is not None else self._key(pick)
-            if key < best_key:
-                best, best_key = pick, key
-        return best
+            stack.pop()
+            found = best
+            if not stack:
+                return found
 
     def pop(self) -> Job | None:
         found = self._best(self.session.roots)

@@ -1,10 +1,16 @@
 """Manifests -> a scheduler Snapshot, sorting problems into fatal and per-workload.
 
 Fatal (the input as a whole is unusable, ``InputError``): unknown kinds,
-objects without a name, invalid Queues and a broken queue tree. Per
-workload (``Job.errors`` plus a Warning event; everything else is still
-scheduled): bad pod annotations and quantities, invalid PodGroups, pods that
-name a missing PodGroup, unknown priority classes.
+objects without a name, unreadable Nodes and PriorityClasses, invalid Queues
+and a broken queue tree. Per workload (``Job.errors`` plus a Warning event;
+everything else is still scheduled): bad pod annotations and quantities,
+invalid PodGroups, pods that name a missing PodGroup, unknown priority classes.
+
+``kai-py simulate`` refuses a file with a fatal problem as a whole (the file is
+to be fixed). The operator builds with ``strict=False``: an object with such a
+problem is left out of the snapshot with a Warning event on it (``Built.left_out``)
+and everything else is scheduled, since one bad object in a cluster must not
+stop every cycle (its queues are sorted out before, by ``cache.usable_queues``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from kai_py.api import jsoncodec, keys
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import WorkloadError, meta, parse_time
 from kai_py.api.podgroup import PodGroup
+from kai_py.api.queue import MAX_QUEUE_DEPTH, queue_warnings, quota_above_limit
 from kai_py.api.queue import Queue as QueueModel
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
 from kai_py.gpu import hami, inventory, pins
@@ -44,7 +51,7 @@ from kai_py.state.convert import (
 )
 from kai_py.state.documents import Document, InputError
 from kai_py.state.passmemo import PassMemo
-from kai_py.state.queuetree import loop_text, parent_loops
+from kai_py.state.queuetree import level_text, levels, loop_text, parent_loops
 from kai_py.state.workloads import expand
 
 OWNER_KINDS = frozenset(
@@ -71,6 +78,8 @@ class Built:
     events: list[Event] = field(default_factory=list)
     job_of_task: dict[str, str] = field(default_factory=dict)
     other_scheduler_pods: int = 0
+    #: Objects left out of the snapshot (``strict=False``): (kind, namespace, name).
+    left_out: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -293,6 +302,19 @@ class ParseMemo:
         self._nodes.done()
 
 
+#: What reading one object raises: a bad value (``WorkloadError``, a ValueError), or a
+#: field of the wrong shape (a string where a map or a list belongs), which a real API
+#: server refuses but which must not stop every cycle when one gets in anyway.
+UNREADABLE: Final = (ValueError, TypeError, AttributeError, KeyError)
+
+
+def unreadable(who: str, exc: Exception) -> str:
+    """The message of an ``UNREADABLE`` error of ``who`` ("Node n1", "Pod ns/p")."""
+    if isinstance(exc, WorkloadError):
+        return str(exc)
+    return f"{who}: cannot be read, a field has the wrong type ({type(exc).__name__}: {exc})"
+
+
 #: What changes in a PodGroup's metadata with every write, and is not read by its Job.
 _VOLATILE_METADATA: Final = frozenset({"resourceVersion", "managedFields"})
 
@@ -439,11 +461,24 @@ def check_queue_tree(queues: dict[str, Queue], sources: dict[str, str]) -> None:
         for q in queues.values()
         if q.parent is not None and q.parent not in queues
     ]
-    for loop in parent_loops({q.name: q.parent for q in queues.values()}):
+    parents = {q.name: q.parent for q in queues.values()}
+    for loop in parent_loops(parents):
         problems.append(
             f"{sources[loop[0]]}: Queue {loop[0]}: spec.parentQueue: parents form a cycle: "
             f"{loop_text(loop)}"
         )
+    if problems:
+        raise InputError(problems)
+    # The first queue too deep on each branch says so (not every queue under it).
+    problems = [
+        _at(
+            sources[name],
+            f"Queue {name}: spec.parentQueue: "
+            + level_text(name, parents[name], level, MAX_QUEUE_DEPTH),
+        )
+        for name, level in levels(parents).items()
+        if level == MAX_QUEUE_DEPTH + 1
+    ]
     if problems:
         raise InputError(problems)
 
@@ -455,12 +490,15 @@ def build(
     memo: ParseMemo | None = None,
     workloads: bool = True,
     pods: Iterable[tuple[Document, PodFacts]] = (),
+    strict: bool = True,
 ) -> Built:
     """The Snapshot of ``docs``. ``workloads``: make the pods of owners (Jobs, Deployments,
     ...) given without them, as ``kai-py simulate`` does; the operator's view holds
     only pods that exist, so it saves the look at every document. ``pods``: pods
     already read, with their facts (the operator's cache reads each manifest once),
-    taken before the pods of ``docs``; the build then does not look at each again."""
+    taken before the pods of ``docs``; the build then does not look at each again.
+    ``strict=False`` (the operator): an unreadable Node or PriorityClass is left out
+    with a Warning event instead of refusing the whole input (see the module's doc)."""
     if workloads:
         docs = expand(docs)
     memo = memo if memo is not None else ParseMemo()
@@ -473,6 +511,16 @@ def build(
     pod_docs: list[Document] = []
     owners: dict[tuple[str, str], Mapping[str, Any]] = {}  # (namespace, uid or kind/name)
     events: list[Event] = []
+    left_out: list[tuple[str, str, str]] = []
+
+    def refuse(kind: str, name: str, reason: str, message: str) -> None:
+        """One cluster-scoped object's fatal problem: the input's, or (not strict) its own."""
+        if strict:
+            fatal.append(message)
+            return
+        left_out.append((kind, "", name))
+        events.append(Event(kind, "", name, "Warning", reason, f"{message}; it is left out"))
+
     for doc in docs:
         kind = doc.body.get("kind")
         if kind == "Pod" and meta(doc.body).get("name"):
@@ -486,8 +534,9 @@ def build(
         if kind == "Node":
             try:
                 nodes.append(memo.node(doc.body))
-            except WorkloadError as exc:
-                fatal.append(f"{doc.source}: {exc}")
+            except UNREADABLE as exc:
+                refuse("Node", name, "InvalidNode", _at(doc.source, unreadable(f"Node {name}", exc)))
+                continue
             inventory_warning(doc, name, events)
         elif kind == "Queue":
             try:
@@ -502,13 +551,24 @@ def build(
             queues[name] = queue_from_model(model)
             queue_sources[name] = doc.source
             events.extend(
-                Event("Queue", "", name, "Warning", "QueueLimitTrap", w) for w in model.warnings()
+                Event("Queue", "", name, "Warning", "QueueLimitTrap", w)
+                for w in queue_warnings(model)
+            )
+            events.extend(
+                Event("Queue", "", name, "Warning", "QuotaAboveLimit", w)
+                for w in quota_above_limit(model)
             )
         elif kind == "PriorityClass":
             value = doc.body.get("value")
             if not isinstance(value, int) or isinstance(value, bool):
-                fatal.append(
-                    f"{doc.source}: PriorityClass {name}: value: must be an integer, got {value!r}"
+                refuse(
+                    "PriorityClass",
+                    name,
+                    "InvalidPriorityClass",
+                    _at(
+                        doc.source,
+                        f"PriorityClass {name}: value: must be an integer, got {value!r}",
+                    ),
                 )
             else:
                 priority_classes[name] = value
@@ -556,7 +616,9 @@ def build(
         jobs[(job.namespace, job.name)] = job
 
     built = Built(
-        Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()), events
+        Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()),
+        events,
+        left_out=left_out,
     )
     nodes_by_name: dict[str, Node] = {}
     for n in nodes:
@@ -789,9 +851,9 @@ def _add_pod(
             built.events.append(
                 Event("Pod", ns, name, "Warning", "GpuPinIgnored", f"{doc.source}: {note}")
             )
-    except WorkloadError as exc:
+    except UNREADABLE as exc:
         m, spec = meta(body), body.get("spec") or {}
-        message = _at(doc.source, str(exc))
+        message = _at(doc.source, unreadable(f"Pod {ns}/{name}", exc))
         job.errors.append(message)
         built.events.append(Event("Pod", ns, name, "Warning", "InvalidPod", message))
         task = Task(
@@ -808,9 +870,10 @@ def _add_pod(
     if status is PENDING:
         _warn_unapplied(body, ns, name, doc.source, built)
     if task.node_name is not None and task.node_name not in node_names:
-        message = _at(
-            doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} does not exist"
-        )
+        gone = "is left out (see its events)"
+        if ("Node", "", task.node_name) not in built.left_out:
+            gone = "does not exist"
+        message = _at(doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} {gone}")
         built.events.append(Event("Pod", ns, name, "Warning", "NodeNotFound", message))
         return
     job.tasks.append(task)

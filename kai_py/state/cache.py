@@ -42,6 +42,7 @@ from typing import Any, Final
 from kai_py.api import jsoncodec, keys
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import is_newer, meta, parse_time, resource_version
+from kai_py.api.queue import MAX_QUEUE_DEPTH
 from kai_py.api.queue import Queue as QueueModel
 from kai_py.gpu import groups, hami, pins
 from kai_py.scheduler.model import Config
@@ -51,7 +52,7 @@ from kai_py.state.builder import Built, ParseMemo, PodFacts, build
 from kai_py.state.documents import Document
 from kai_py.state.foreign import ForeignPods
 from kai_py.state.passmemo import PassMemo
-from kai_py.state.queuetree import loop_text, parent_loops
+from kai_py.state.queuetree import level_text, levels, loop_text, parent_loops
 
 Json = dict[str, Any]
 Key = tuple[str, str]  # (namespace or "", name)
@@ -329,7 +330,13 @@ class View:
 
     def build(self, now: float, config: Config | None = None) -> Built:
         built = build(
-            self.documents, now, config, self.memo, workloads=False, pods=self.pod_documents
+            self.documents,
+            now,
+            config,
+            self.memo,
+            workloads=False,
+            pods=self.pod_documents,
+            strict=False,  # one unreadable object is left out, not the whole cycle
         )
         for node in built.snapshot.nodes:
             used = self.used_by_others.get(node.name)
@@ -635,11 +642,14 @@ def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Ev
 
     ``kai-py simulate`` refuses a bad Queue or queue tree as a whole; in a
     cluster one bad Queue must not stop scheduling, so it is left out here
-    (its workloads then meet ``QueueDoesNotExist``) with an event that says why.
+    (its workloads then meet ``QueueDoesNotExist``) with an event that says why:
+    an invalid field, a parent loop, a queue deeper than ``MAX_QUEUE_DEPTH`` (the
+    webhook refuses it, but one may have come in while the webhook was down), and
+    every queue under a missing or left-out parent. The rest of the tree is used.
     """
     events: list[Event] = []
-    good: dict[str, Json] = {}
     parents: dict[str, str | None] = {}
+    bodies: dict[str, Json] = {}
     for (_, name), body in objects.items():
         try:
             model = QueueModel.from_manifest(_with_type(body, *_KIND_NAMES[QUEUES]))
@@ -647,30 +657,32 @@ def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Ev
             message = f"Queue {name} is not used: {'; '.join(str(exc).splitlines())}"
             events.append(Event("Queue", "", name, "Warning", "InvalidQueue", message))
             continue
-        good[name] = body
+        bodies[name] = body
         parents[name] = model.spec.parent_queue or None
-    changed = True
-    while changed:  # a queue under a left-out or missing parent is left out too
-        changed = False
-        for name in list(good):
-            parent = parents[name]
-            if parent is not None and parent not in good:
-                del good[name]
-                message = (
-                    f"Queue {name} is not used: spec.parentQueue: queue {parent!r} "
-                    "does not exist or is not used"
-                )
-                events.append(Event("Queue", "", name, "Warning", "InvalidQueue", message))
-                changed = True
-    for loop in parent_loops({name: parents[name] for name in good}):
+    why: dict[str, str] = {}  # left out: the message
+    for loop in parent_loops(parents):
         for member in loop:
-            del good[member]
-            message = (
+            why[member] = (
                 f"Queue {member} is not used: spec.parentQueue: parents form a cycle: "
                 f"{loop_text(loop)}"
             )
-            events.append(Event("Queue", "", member, "Warning", "InvalidQueue", message))
-    return good, events
+    level = levels({name: parent for name, parent in parents.items() if name not in why})
+    for name, parent in parents.items():
+        found = level.get(name, 0)
+        if name in why or 0 < found <= MAX_QUEUE_DEPTH:
+            continue
+        if found == MAX_QUEUE_DEPTH + 1:
+            text = level_text(name, parent, found, MAX_QUEUE_DEPTH)
+            why[name] = f"Queue {name} is not used: spec.parentQueue: {text}"
+        else:  # under a missing, left-out or too deep parent
+            why[name] = (
+                f"Queue {name} is not used: spec.parentQueue: queue {parent!r} "
+                "does not exist or is not used"
+            )
+    for name in parents:
+        if name in why:
+            events.append(Event("Queue", "", name, "Warning", "InvalidQueue", why[name]))
+    return {name: body for name, body in bodies.items() if name not in why}, events
 
 
 def _with_group_cards(node: Json, cards: Mapping[str, str]) -> Json:

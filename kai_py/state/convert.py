@@ -39,6 +39,8 @@ def _quantity(obj: str, path: str, value: object) -> float:
 def resource_vector(obj: str, path: str, values: Mapping[str, Any] | None) -> Res:
     """A requests/allocatable map -> Res (cpu in millicores, memory in bytes, whole GPUs)."""
     values = values or {}
+    if not isinstance(values, Mapping):
+        raise WorkloadError(obj, path, f"must be a map of resource quantities, got {values!r}")
     res = Res()
     if "cpu" in values:
         res.cpu = _quantity(obj, f"{path}.cpu", values["cpu"]) * 1000

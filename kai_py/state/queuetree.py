@@ -1,7 +1,10 @@
-"""Loops in a queue tree: queues whose parents lead back to themselves.
+"""Loops in a queue tree (queues whose parents lead back to themselves) and the
+level of each queue.
 
-``kai-py simulate`` refuses an input with such a loop; the operator leaves the
-queues of the loop out and schedules the rest. Both name a loop the same way.
+``kai-py simulate`` refuses an input with such a loop or a tree deeper than
+``MAX_QUEUE_DEPTH``; the operator leaves those queues out and schedules the
+rest. Both name a loop and a level the same way. Nothing here recurses on the
+depth of the tree: it is user data, and may be thousands of levels deep.
 """
 
 from __future__ import annotations
@@ -29,3 +32,39 @@ def parent_loops(parents: Mapping[str, str | None]) -> list[list[str]]:
 def loop_text(loop: list[str]) -> str:
     """``a -> b -> c -> a``."""
     return " -> ".join([*loop, loop[0]])
+
+
+def levels(parents: Mapping[str, str | None]) -> dict[str, int]:
+    """Each queue's level, 1 for a root: of the queues whose parents lead to a root
+    (not those in a loop or under a parent missing from ``parents``). Linear time."""
+    found: dict[str, int] = {}
+    lost: set[str] = set()  # no level: each queue is walked over once either way
+    for name in parents:
+        path: list[str] = []
+        on_path: set[str] = set()
+        up: str | None = name
+        while (
+            up is not None
+            and up in parents
+            and up not in found
+            and up not in lost
+            and up not in on_path
+        ):
+            path.append(up)
+            on_path.add(up)
+            up = parents[up]
+        if up is None or up in found:
+            above = 0 if up is None else found[up]
+            for member in reversed(path):
+                above = found[member] = above + 1
+        else:  # a missing parent, a loop, or a queue under one: none on the path has a level
+            lost.update(path)
+    return found
+
+
+def level_text(name: str, parent: str | None, level: int, limit: int) -> str:
+    """Why a queue is too deep (for a ``spec.parentQueue`` problem)."""
+    return (
+        f"{parent!r} makes Queue {name} level {level} of the queue tree; kai-py takes "
+        f"queue trees at most {limit} levels deep (a root queue is level 1)"
+    )

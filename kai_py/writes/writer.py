@@ -84,6 +84,7 @@ _API_VERSIONS: Final = {
     "Pod": "v1",
     "PodGroup": f"{keys.GROUP}/{keys.PODGROUP_VERSION}",
     "Queue": f"{keys.GROUP}/{keys.QUEUE_VERSION}",
+    "PriorityClass": "scheduling.k8s.io/v1",
 }
 
 
@@ -882,12 +883,12 @@ class ObjectUids:
     the lookups)."""
 
     def __init__(self, view: View) -> None:
-        self._queues = view.queues
+        self._by_name = {"Queue": view.queues, "Node": view.nodes}  # cluster-scoped
         self._stores = {"Pod": view.pods_by_name, "PodGroup": view.podgroups_by_name}
 
     def body(self, kind: str, namespace: str, name: str) -> Json | None:
-        if kind == "Queue":
-            return self._queues.get(name)
+        if kind in self._by_name:
+            return self._by_name[kind].get(name)
         store = self._stores.get(kind)
         if store is None:
             return None

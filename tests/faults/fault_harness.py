@@ -309,6 +309,14 @@ class Checker:
         self.figures.stuck_bindrequests = len(self.stuck)
 
 
+def _gpus(value: object) -> float:
+    """A node's GPUs; 0 for a value that is no number (a bad node holds nothing)."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def overcommitted(pods: list[Json], nodes: list[Json]) -> list[str]:
     """Cards over 100 % and nodes over their GPUs, among bound unfinished pods.
 
@@ -339,7 +347,7 @@ def overcommitted(pods: list[Json], nodes: list[Json]) -> list[str]:
             card_load[card] = card_load.get(card, 0.0) + share
     over = [f"card {c}: {load:g}" for c, load in card_load.items() if load > 1.0 + 1e-6]
     capacity = {
-        n["metadata"]["name"]: float(
+        n["metadata"]["name"]: _gpus(
             ((n.get("status") or {}).get("allocatable") or {}).get(keys.GPU_RESOURCE, 0)
         )
         for n in nodes

@@ -123,6 +123,28 @@ def test_two_replicas_and_the_leader_is_killed(tmp_path: Path) -> None:
         _assert_clean(run.finish(since=killed_at), run)
 
 
+def test_a_node_with_an_unreadable_allocatable_joins_mid_burst(tmp_path: Path) -> None:
+    with Run("a Node with allocatable 'lots'", tmp_path) as run:
+        run.operator()
+        run.burst()
+        time.sleep(run.random.uniform(0.5, 2.0))
+        # A real API server refuses this quantity; the emulator's store keeps it. Before,
+        # every cycle failed from here on ("cannot build a snapshot"): 0 binds.
+        store = run.cluster.store
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "weird-572"}}
+        run.call(store.create("nodes", node))
+        status = {"status": {"allocatable": {keys.GPU_RESOURCE: "lots", "cpu": "8"}}}
+        run.call(store.patch("nodes", None, "weird-572", status, subresource="status"))
+        run.burst(jobs=1, gang=0, halves=2, quarters=0, tag="-b")  # decided while it is there
+        _assert_clean(run.finish(since=time.monotonic()), run)
+        events, _ = run.call(
+            store.list("events", "default", field_selector="involvedObject.name=weird-572")
+        )
+        invalid = [e for e in events if e.get("reason") == "InvalidNode"]
+        assert invalid and "'lots'" in invalid[0]["message"], events
+        assert "cannot build a snapshot" not in run.logs
+
+
 #: Seconds after the binder made a reservation pod that the scenario deletes it: before
 #: it reports its card, while the (slowed) Binding is under way, around the end of the
 #: Binding, and under a shared pod that runs.

@@ -167,6 +167,36 @@ def test_a_bad_min_member_is_a_warning_event_and_no_group(
     assert not [pg for pg in listed(cluster, "podgroups") if "broken" in pg["metadata"]["name"]]
 
 
+def test_a_bad_min_member_tells_each_waiting_pod_why_it_waits(
+    cluster: ThreadedDevCluster, operator: KopfRunner
+) -> None:
+    cluster.call(cluster.store.create("jobs", job("broken-pods", "abc", parallelism=2)))
+    pods = wait_for(
+        lambda: (lambda p: p if len(p) == 2 else None)(pods_of_job(cluster, "broken-pods")),
+        what="the Job's two pods",
+    )
+    for p in pods:
+        name = p["metadata"]["name"]
+
+        def warned(name: str = name) -> list[dict[str, Any]] | None:
+            events = listed(cluster, "events", field_selector=f"involvedObject.name={name}")
+            return [e for e in events if e.get("reason") == "PodGroupNotCreated"] or None
+
+        events = wait_for(warned, what=f"a PodGroupNotCreated event on {name}")
+        assert events[0]["type"] == "Warning"
+        assert events[0]["involvedObject"]["kind"] == "Pod"
+        assert events[0]["involvedObject"]["uid"] == p["metadata"]["uid"]
+        message = events[0]["message"]
+        assert message.startswith(
+            f'Pod "{NS}/{name}": metadata.annotations["pod-group-name"]: not set, so the pod '
+            "is not scheduled, until its PodGroup can be made: "
+        )
+        assert f'Job "{NS}/broken-pods"' in message
+        assert "batch-min-member" in message and '"abc"' in message
+    time.sleep(0.3)
+    assert all(len(warned(p["metadata"]["name"]) or []) == 1 for p in pods)
+
+
 def test_deployment_pods_get_a_group_each_owned_by_the_pod(
     cluster: ThreadedDevCluster, operator: KopfRunner
 ) -> None:

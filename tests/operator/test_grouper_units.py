@@ -202,11 +202,15 @@ def test_a_bad_annotation_warns_once_on_the_job_and_groups_nothing() -> None:
     for name in ("train-0", "train-1", "train-0"):
         outcome = run(grouper.handle(job_pod(name)))
         assert outcome.skipped == "grouping failed"
-    (event,) = kube.writes("POST", "/events")
-    body = event[2]
+    events = [e[2] for e in kube.writes("POST", "/events")]
+    (body,) = [e for e in events if e["involvedObject"]["kind"] == "Job"]
     assert (body["reason"], body["type"]) == ("PodGrouperWarning", "Warning")
-    assert body["involvedObject"]["kind"] == "Job" and body["involvedObject"]["name"] == "train"
+    assert body["involvedObject"]["name"] == "train"
     assert '"abc"' in body["message"]
+    # Each waiting pod is told why, once (train-0 was handled twice).
+    pods = [e for e in events if e["involvedObject"]["kind"] == "Pod"]
+    assert sorted(e["involvedObject"]["name"] for e in pods) == ["train-0", "train-1"]
+    assert all(e["reason"] == "PodGroupNotCreated" and '"abc"' in e["message"] for e in pods)
     assert not kube.writes("POST", "/podgroups") and not kube.writes("PATCH")
 
 

@@ -161,3 +161,34 @@ def test_the_dashboard_only_queries_exported_metrics() -> None:
         n for n in used if not {n, n.removesuffix("_bucket"), n.removesuffix("_total")} & defined
     }
     assert not unknown, unknown
+
+
+def test_objects_left_out_counts_an_unreadable_node_until_it_is_fixed(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    def patch_gpus(value: str) -> None:
+        # The emulator's store does not check quantities as a real API server does.
+        status = {"status": {"allocatable": {"nvidia.com/gpu": value}}}
+        cluster.call(cluster.store.patch("nodes", None, "gpu-1", status, subresource="status"))
+
+    def left_out(expected: float) -> dict[str, Any]:
+        return wait_for(
+            lambda: (
+                lambda s: s if _value(s, "kai_py_objects_left_out", kind="Node") == expected else None
+            )(_scrape()),
+            timeout=10,
+            what=f"kai_py_objects_left_out{{kind=Node}} == {expected}\n{operator.log}",
+        )
+
+    create_queues(custom, queue("root"), queue("team-a", parent="root"))
+    patch_gpus("lots")
+    create_podgroup(custom, podgroup("fine", NS, "team-a"))
+    create_pod(core, pod("fine-0", NS, "fine", gpus=1))
+    wait_for(lambda: bindrequests(custom, NS).get("fine-0"), timeout=15, what="fine-0 bound")
+    samples = left_out(1)
+    assert _value(samples, "kai_py_objects_left_out", kind="Queue") == 0
+    patch_gpus("4")
+    left_out(0)

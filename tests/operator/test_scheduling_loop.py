@@ -19,6 +19,7 @@ from operator_helpers import (
     wait_for,
 )
 
+from kai_py.api.queue import MAX_QUEUE_DEPTH
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 
 NS = "team-a"
@@ -331,3 +332,68 @@ def test_pause_after_a_cycle_counts_its_own_work_not_its_writes() -> None:
     assert pause_after(16.0, 15.0, 1.0) == 1.0
     # Never negative, also when a clock step makes the writes look longer.
     assert pause_after(2.0, 3.0, 1.0) == 0.0
+
+
+def test_a_node_with_unreadable_allocatable_is_left_out_and_the_rest_schedules(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _queues(custom)
+    # A real API server refuses this quantity; the emulator's store does not check it, as
+    # no store of a custom kind would: the one bad object must not stop every cycle.
+    cluster.call(
+        cluster.store.patch(
+            "nodes",
+            None,
+            "gpu-1",
+            {"status": {"allocatable": {"nvidia.com/gpu": "lots"}}},
+            subresource="status",
+        )
+    )
+    create_podgroup(custom, podgroup("fine", NS, "team-a"))
+    create_pod(core, pod("fine-0", NS, "fine", gpus=1))
+    br = wait_for(
+        lambda: bindrequests(custom, NS).get("fine-0"),
+        timeout=15,
+        what=f"fine-0 bound\n{operator.log}",
+    )
+    assert br["spec"]["selectedNode"] == "gpu-0"
+    warning = wait_for(
+        lambda: [e for e in events_of(core, "default", "gpu-1") if e.reason == "InvalidNode"],
+        what=f"an InvalidNode event\n{operator.log}",
+    )
+    assert warning[0].type == "Warning"
+    assert warning[0].involved_object.kind == "Node"
+    assert "status.allocatable.nvidia.com/gpu" in warning[0].message
+    assert "'lots'" in warning[0].message
+    assert "cannot build a snapshot" not in operator.log
+
+
+def test_queues_deeper_than_the_limit_are_left_out_with_a_warning_and_the_rest_schedules(
+    cluster: ThreadedDevCluster,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    # Created while no webhook checked them (the emulator runs none).
+    _queues(custom)
+    deep = MAX_QUEUE_DEPTH + 2
+    create_queues(custom, queue("level-1"))
+    create_queues(
+        custom, *(queue(f"level-{i}", parent=f"level-{i - 1}") for i in range(2, deep + 1))
+    )
+    create_podgroup(custom, podgroup("too-deep", NS, f"level-{deep}"))
+    create_pod(core, pod("too-deep-0", NS, "too-deep", gpus=1))
+    create_podgroup(custom, podgroup("fine", NS, "team-a"))
+    create_pod(core, pod("fine-0", NS, "fine", gpus=1))
+    wait_for(lambda: bindrequests(custom, NS).get("fine-0"), timeout=15, what="fine-0 bound")
+    first = f"level-{MAX_QUEUE_DEPTH + 1}"
+    warning = wait_for(
+        lambda: [e for e in events_of(core, "default", first) if e.reason == "InvalidQueue"],
+        what=f"an InvalidQueue event\n{operator.log}",
+    )
+    assert warning[0].type == "Warning"
+    assert f"level {MAX_QUEUE_DEPTH + 1} of the queue tree" in warning[0].message
+    assert "too-deep-0" not in bindrequests(custom, NS)

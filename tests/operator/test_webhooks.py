@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client as k8s
 from operator_helpers import Operator, pod, queue, start_operator, stop_operator, wait_for
 
+from kai_py.api.queue import MAX_QUEUE_DEPTH
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 
 NS = "team-a"
@@ -146,3 +147,27 @@ def test_bad_objects_are_refused_with_object_field_and_value(
     assert 'spec.queue: queue \\"ghost\\" does not exist' in ghost.value.body
     group["spec"]["queue"] = "root"
     custom.create_namespaced_custom_object("scheduling.run.ai", "v2alpha2", NS, "podgroups", group)
+
+
+def test_a_quota_above_its_limit_is_admitted_with_a_warning_and_a_too_deep_queue_is_not(
+    cluster: ThreadedDevCluster,
+    webhooks: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _wait_until_served(cluster, core, webhooks)
+    # Accepted, as KAI accepts it; the warning is the webhook's (test_webhooks_rules.py):
+    # the emulator's API server does not pass a webhook's warnings on.
+    over = queue("over", gpu_quota=8, gpu_limit=4)
+    custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", over)
+
+    custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue("level-1"))
+    for i in range(2, MAX_QUEUE_DEPTH + 1):
+        body = queue(f"level-{i}", parent=f"level-{i - 1}")
+        custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", body)
+    deeper = queue("deeper", parent=f"level-{MAX_QUEUE_DEPTH}")
+    with pytest.raises(k8s.ApiException) as refused:
+        custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", deeper)
+    assert refused.value.status == 422
+    assert f"level {MAX_QUEUE_DEPTH + 1} of the queue tree" in refused.value.body
+    assert f"at most {MAX_QUEUE_DEPTH} levels deep" in refused.value.body

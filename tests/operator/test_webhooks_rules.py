@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kai_py.api.queue import MAX_QUEUE_DEPTH
 from kai_py.controllers.webhooks import deviceaccess, validation
 
 Json = dict[str, Any]
@@ -115,10 +116,42 @@ def test_queue_parent_must_exist_and_form_no_cycle() -> None:
     assert validation.validate_queue(_queue("c", "nope"), None).errors == []
 
 
+def test_a_queue_tree_deeper_than_the_limit_is_refused_with_the_level() -> None:
+    limit = MAX_QUEUE_DEPTH
+    known = {"level-1": _queue("level-1")}
+    known |= {f"level-{i}": _queue(f"level-{i}", f"level-{i - 1}") for i in range(2, limit + 1)}
+    assert validation.validate_queue(_queue("last", f"level-{limit - 1}"), known).errors == []
+    assert validation.validate_queue(_queue("deeper", f"level-{limit}"), known).errors == [
+        f'Queue "deeper": spec.parentQueue: \'level-{limit}\' makes Queue deeper level '
+        f"{limit + 1} of the queue tree; kai-py takes queue trees at most {limit} levels "
+        "deep (a root queue is level 1)"
+    ]
+    # Moving a queue moves the queues under it: level-3 (with 29 levels below it) under
+    # other-5 would be level 6 and put level-32 at level 35.
+    known |= {"other-1": _queue("other-1")}
+    known |= {f"other-{i}": _queue(f"other-{i}", f"other-{i - 1}") for i in range(2, 6)}
+    moved = validation.validate_queue(_queue("level-3", "other-5"), known)
+    assert moved.errors == [
+        "Queue \"level-3\": spec.parentQueue: 'other-5' makes Queue level-32 level 35 of the "
+        f"queue tree; kai-py takes queue trees at most {limit} levels deep (a root queue is "
+        "level 1)"
+    ]
+
+
+def test_the_webhook_checks_a_5000_deep_tree_without_recursion() -> None:
+    # Created while the webhook was down: checking a new queue under it still answers.
+    known = {"q0": _queue("q0")} | {f"q{i}": _queue(f"q{i}", f"q{i - 1}") for i in range(1, 5000)}
+    errors = validation.validate_queue(_queue("new", "q4999"), known).errors
+    assert len(errors) == 1 and "level 5001 of the queue tree" in errors[0]
+
+
 def test_queue_quotas_are_sane_and_an_unset_limit_is_a_warning() -> None:
+    # A quota above its limit is accepted, as KAI does, with a warning that says so.
     over = validation.validate_queue(_queue("q", quota=8, limit=4), {})
-    assert over.errors == [
-        'Queue "q": spec.resources.gpu.quota: 8 is above spec.resources.gpu.limit 4'
+    assert over.errors == []
+    assert over.warnings == [
+        'Queue "q": spec.resources.gpu.quota 8 is above spec.resources.gpu.limit 4: the queue '
+        "is never given more than 4 gpu, the rest of its quota does nothing"
     ]
     bad = validation.validate_queue(_queue("q", quota=-3), {})
     assert len(bad.errors) == 1

@@ -14,8 +14,9 @@ from typing import Any
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import WorkloadError
 from kai_py.api.podgroup import PodGroup
-from kai_py.api.queue import UNLIMITED, Queue, queue_warnings
+from kai_py.api.queue import MAX_QUEUE_DEPTH, Queue
 from kai_py.state.convert import gpu_share
+from kai_py.state.queuetree import level_text, levels
 
 Json = Mapping[str, Any]
 
@@ -24,10 +25,6 @@ Json = Mapping[str, Any]
 class Verdict:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-
-
-def _show(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
 
 
 def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict:
@@ -58,6 +55,7 @@ def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict
             }
             parents[name] = parent
             chain, current = [name], parent
+            seen = {name}  # what ``chain`` holds: a set, as the tree may be deep
             while current in parents:
                 if current == name:
                     verdict.errors.append(
@@ -65,20 +63,35 @@ def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict
                         f"cycle: {' -> '.join([*chain, name])}"
                     )
                     break
-                if current in chain:
+                if current in seen:
                     break  # a cycle above that does not pass through this queue
                 chain.append(current)
+                seen.add(current)
                 current = parents[current]
-    for resource, settings in queue.spec.resources.items():
-        limited = settings.limit_is_set and settings.limit != UNLIMITED
-        if limited and settings.quota != UNLIMITED and settings.quota > settings.limit:
-            verdict.errors.append(
-                f'Queue "{name}": spec.resources.{resource}.quota: '
-                f"{_show(settings.quota)} is above spec.resources.{resource}.limit "
-                f"{_show(settings.limit)}"
-            )
-    verdict.warnings.extend(queue_warnings(queue))
+            if not verdict.errors:
+                verdict.errors.extend(_too_deep(name, parent, parents))
+    # A quota above its limit is a warning, not a refusal: KAI accepts it.
+    verdict.warnings.extend(queue.warnings())
     return verdict
+
+
+def _too_deep(name: str, parent: str, parents: dict[str, str]) -> list[str]:
+    """The queue, or the deepest of the queues under it, past ``MAX_QUEUE_DEPTH`` with
+    this parent (KAI has no limit; a deeper tree would be left out by the scheduler)."""
+    level = levels({n: p or None for n, p in parents.items()})
+    children: dict[str, list[str]] = {}
+    for child, up in parents.items():
+        children.setdefault(up, []).append(child)
+    deepest, todo = name, [name]  # the subtree, with a list: the tree may be deep
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
+            if level.get(child, 0) > level.get(deepest, 0):
+                deepest = child
+    if level.get(deepest, 0) <= MAX_QUEUE_DEPTH:
+        return []
+    text = level_text(deepest, parent, level[deepest], MAX_QUEUE_DEPTH)
+    return [f'Queue "{name}": spec.parentQueue: {text}']
 
 
 def validate_podgroup(manifest: Json, queue_exists: Callable[[str], bool]) -> Verdict:
