@@ -142,7 +142,25 @@ def _shared_pod() -> dict[str, Any]:
         },
         "spec": {
             "schedulerName": "kai-scheduler",
-            "containers": [{"name": "main", "image": "busybox"}],
+            # As the device-access webhook wires it (no webhook pod runs here): the binder
+            # binds no shared pod whose container does not read its card from <pod>-gpu.
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "env": [
+                        {
+                            "name": "NVIDIA_VISIBLE_DEVICES",
+                            "valueFrom": {
+                                "configMapKeyRef": {
+                                    "name": "notebook-gpu",
+                                    "key": "NVIDIA_VISIBLE_DEVICES",
+                                }
+                            },
+                        }
+                    ],
+                }
+            ],
         },
     }
 
