@@ -24,7 +24,7 @@ import asyncio
 import collections
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Final, cast
@@ -242,9 +242,12 @@ class HttpPool:
         body: bytes | None = None,
         *,
         timeout: float = 10.0,
+        check: Callable[[], None] | None = None,
     ) -> Answer:
         """One request (``target``: path and query); ``TimeoutError`` or ``OSError``
-        when no whole answer came."""
+        when no whole answer came. ``check`` is called right before each time the
+        request is written to a connection (after waiting for a free one), and may
+        raise to keep it from being sent (a leader's fence)."""
         data = self._head(method, target, headers, body)
         loop = asyncio.get_running_loop()
         async with self._slots, asyncio.timeout(timeout):
@@ -255,6 +258,8 @@ class HttpPool:
                     conn = await self._open()
                 answer: asyncio.Future[Answer] = loop.create_future()
                 try:
+                    if check is not None:
+                        check()
                     conn.send(data, answer)
                     result = await answer
                 except ProtocolError:

@@ -85,7 +85,7 @@ BIND_WORKERS: Final = 64
 async def start(memo: Any, **_: Any) -> None:
     # Transient API errors are asked again in place, so they rarely cost an attempt
     # (each of which counts towards the request's backoffLimit).
-    kube = RetryingKube(await asyncio.to_thread(load_api_client))
+    kube = RetryingKube(await asyncio.to_thread(load_api_client), fence=leadership.fence)
     memo[_TRANSPORT_KEY] = attach_transport(kube)
     hints = PodHints(lambda: settings.current().scheduler_name)
     binder = Binder(

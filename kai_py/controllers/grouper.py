@@ -60,7 +60,7 @@ def configure(retry_period: float = 15.0, owner_ttl: float = 10.0) -> None:
 
 
 async def start(memo: Any, **_: Any) -> None:
-    kube = Kube(load_api_client())
+    kube = Kube(load_api_client(), fence=leadership.fence)
     memo[_TRANSPORT_KEY] = attach_transport(kube)
     service = PodGrouperService(
         kube,

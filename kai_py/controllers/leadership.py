@@ -4,7 +4,9 @@ With ``--leader-elect`` a Lease (``kai_py.apiclient.leader``) decides; without
 it this process always leads. The scheduling loop, the binder and the
 pod-grouper ask ``current()`` before they act and wait on it while they
 do not lead; each keeps watching (so a standby's watches are open) but
-starts from a fresh LIST when it takes over.
+starts from a fresh LIST when it takes over. Their API clients are made with
+``fence``, so each write is refused at the moment it would be sent once this
+process does not lead, whatever work it comes from.
 """
 
 from __future__ import annotations
@@ -44,10 +46,21 @@ def leading() -> bool:
     return _leadership.is_leader
 
 
+def fence(method: str, path: str) -> None:
+    """The roles' ``Kube(fence=...)``: refuse a write while this process does not lead
+    (always the current ``Leadership``: ``configure`` may replace it)."""
+    _leadership.fence(method, path)
+
+
 async def start(memo: Any, **_: Any) -> None:
     if not _leadership.elected or _config is None:
         return
-    elector = LeaderElector(Kube(await asyncio.to_thread(load_api_client)), _config, _leadership)
+    # Election requests time out well within the renew deadline, and are never sent
+    # again by the client itself: the elector decides what to do about a failed one.
+    kube = Kube(
+        await asyncio.to_thread(load_api_client), timeout=_config.request_timeout, retries=False
+    )
+    elector = LeaderElector(kube, _config, _leadership)
     memo[_ELECTOR_KEY] = elector
     memo[_TASK_KEY] = asyncio.create_task(elector.run(), name="kai-py-leader-election")
     log.info(

@@ -14,13 +14,19 @@ Invariants (sampled every ``SAMPLE_SECONDS`` and checked at the end):
   every ``OutOfnvidia.com/gpu`` rejection by the kubelet counts too;
 - every schedulable pod is eventually bound and finishes ("lost" otherwise);
 - no reservation pod without a shared pod once the clean-up has run;
-- no BindRequest non-terminal for longer than ``STUCK_SECONDS``.
+- no BindRequest non-terminal for longer than ``STUCK_SECONDS``;
+- with leader election, no write accepted from a replica after it lost the Lease
+  (from the API server's record of accepted writes: the replica is the pid in
+  kai-py's User-Agent, the Lease's holder the replica whose Lease write was
+  accepted last); the figures also give the longest time two replicas wrote at
+  once (the old leader's last accepted write minus the new leader's first).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -203,11 +209,17 @@ class Figures:
     complete_seconds: float | None = None
     failover_seconds: float | None = None
     deleted_by_binder: int = 0
+    #: Writes accepted from a replica that did not hold the Lease any more.
+    writes_after_lost_lease: int = 0
+    #: Per change of leader: the old leader's last accepted write minus the new
+    #: leader's first, in seconds (the longest; below 0: a gap, nobody wrote twice).
+    two_writers_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def clean(self) -> bool:
         return not (
-            self.double_binds
+            self.writes_after_lost_lease
+            or self.double_binds
             or self.over_card_seconds
             or self.rejections
             or self.lost_pods
@@ -368,6 +380,7 @@ class Run:
         store = self.cluster.store
         for q in (queue("root"), queue("team-a", "root"), queue("team-b", "root")):
             self.cluster.call(store.create("queues", q))
+        self.cluster.cluster.server.accepted_writes = []
         self.checker = Checker(self.cluster, self.figures)
         self.checker.start()
         return self
@@ -546,8 +559,18 @@ class Run:
             self.figures.notes.append(f"over 100 %: {sorted(set(self.checker.over))[:5]}")
         if self.checker.stuck:
             self.figures.notes.append(f"stuck: {sorted(self.checker.stuck)[:5]}")
+        self.check_fencing()
         record(self.figures)
         return self.figures
+
+    def check_fencing(self) -> None:
+        """Writes of replicas that no longer held the Lease, and the overlap of two
+        leaders' writes, from the API server's record of accepted writes."""
+        writes = list(self.cluster.cluster.server.accepted_writes or [])
+        lost, overlap, notes = fencing(writes)
+        self.figures.writes_after_lost_lease = lost
+        self.figures.two_writers_seconds = overlap
+        self.figures.notes.extend(notes)
 
     def wait_for(self, check: Callable[[], Any], timeout: float, what: str) -> Any:
         deadline = time.monotonic() + timeout
@@ -558,6 +581,53 @@ class Run:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}\n{self.logs}")
             time.sleep(0.05)
+
+
+_PID = re.compile(r"kai-py/(\d+)")
+
+
+def fencing(writes: list[tuple[float, str, str, str]]) -> tuple[int, float | None, list[str]]:
+    """From accepted writes ``(time, User-Agent, method, path)``: how many came from a
+    replica (a pid that wrote the Lease) while another held the Lease; per change of
+    holder, the old holder's last accepted write minus the new one's first (the max);
+    notes on the writes refused by the invariant."""
+    holder: str | None = None
+    late: list[str] = []
+    last_write: dict[str, float] = {}
+    changes: list[tuple[str, str, float]] = []  # (old, new, when the new one took it)
+    firsts: dict[tuple[str, float], float] = {}
+    electing: set[str] = set()
+    for when, agent, method, path in sorted(writes):
+        match = _PID.search(agent)
+        if match is None:
+            continue
+        pid = match.group(1)
+        if "/leases" in path:
+            electing.add(pid)
+            if holder is not None and pid != holder:
+                changes.append((holder, pid, when))
+            holder = pid
+            continue
+        if pid in electing and pid != holder:
+            late.append(f"{time.strftime('%H:%M:%S', time.localtime(when))} {pid} {method} {path}")
+        last_write[pid] = when
+        if changes and changes[-1][1] == pid:
+            firsts.setdefault((pid, changes[-1][2]), when)
+    overlaps = []
+    for old, new, taken in changes:
+        first = firsts.get((new, taken))
+        old_last = max(
+            (
+                w
+                for w, agent, _, path in writes
+                if f"kai-py/{old}" in agent and "/leases" not in path
+            ),
+            default=None,
+        )
+        if first is not None and old_last is not None:
+            overlaps.append(old_last - first)
+    notes = [f"write accepted after its replica lost the Lease: {w}" for w in late[:10]]
+    return len(late), max(overlaps) if overlaps else None, notes
 
 
 def created_age(obj: Json) -> float:
@@ -591,6 +661,12 @@ def table(results: list[Figures] | None = None, seed: int = SEED) -> str:
             completes.setdefault(f.scenario, []).append(f.complete_seconds)
         if f.failover_seconds is not None:
             m.failover_seconds = max(m.failover_seconds or 0.0, f.failover_seconds)
+        m.writes_after_lost_lease += f.writes_after_lost_lease
+        if f.two_writers_seconds is not None:
+            m.two_writers_seconds = max(
+                m.two_writers_seconds if m.two_writers_seconds is not None else -1e9,
+                f.two_writers_seconds,
+            )
     head = (
         "scenario | runs | double binds | card-seconds over 100 % | kubelet GPU rejections | "
         "lost pods | leftover reservation pods | stuck BindRequests | "
@@ -614,6 +690,12 @@ def table(results: list[Figures] | None = None, seed: int = SEED) -> str:
     for name, m in merged.items():
         if m.failover_seconds is not None:
             lines.append(f"failover with two replicas ({name}): {m.failover_seconds:.1f} s")
+        if m.two_writers_seconds is not None:
+            lines.append(
+                f"{name}: writes accepted after the Lease was lost: "
+                f"{m.writes_after_lost_lease}; old leader's last write - new leader's "
+                f"first: {m.two_writers_seconds:+.2f} s (max; above 0: both wrote)"
+            )
         if m.deleted_by_binder:
             lines.append(
                 f"{name}: {m.deleted_by_binder} shared pods deleted because their card went"

@@ -8,6 +8,8 @@ Randomness is seeded (``KAI_PY_FAULT_SEED``, printed with the figures table).
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -119,6 +121,43 @@ def test_two_replicas_and_the_leader_is_killed(tmp_path: Path) -> None:
         run.figures.failover_seconds = time.monotonic() - killed_at
         assert run.figures.failover_seconds < 15
         _assert_clean(run.finish(since=killed_at), run)
+
+
+def test_two_replicas_and_the_leader_is_paused_for_20_s(tmp_path: Path) -> None:
+    """SIGSTOP for 20 s, then SIGCONT: the paused leader's Lease runs out and the other
+    replica leads; the resumed one must not get a single write accepted (its timers,
+    in-flight binds and queued writes all fire at once when it resumes)."""
+    with Run("two replicas, leader paused 20 s", tmp_path) as run:
+        args = ("--leader-elect", "--lease-namespace", "kai-scheduler")
+        a, b = run.operator(*args), run.operator(*args)
+        store = run.cluster.store
+
+        def holder() -> str | None:
+            try:
+                lease = run.call(store.get("leases", "kai-scheduler", "kai-py-operator"))
+            except Exception:
+                return None
+            return (lease.get("spec") or {}).get("holderIdentity")
+
+        first = run.wait_for(holder, 20, "a leader")
+        run.burst()
+        # Paused mid-bind (a Fraction bind waits for its reservation pod): the worst
+        # moment, with work in flight in every part.
+        run.wait_for(lambda: _fraction_bind_pending(run), 30, "a Fraction bind under way")
+        leader = next(op for op in (a, b) if f"_{op.process.pid}_" in str(first))
+        paused_at = time.monotonic()
+        os.kill(leader.process.pid, signal.SIGSTOP)
+        try:
+            run.wait_for(lambda: holder() not in (None, first), 20, "the other replica leading")
+            run.figures.failover_seconds = time.monotonic() - paused_at
+            # Work for both: the paused leader's watches hold it when it resumes.
+            run.burst(jobs=1, gang=0, halves=2, quarters=2, tag="-b")
+            time.sleep(max(0.0, 20.0 - (time.monotonic() - paused_at)))
+        finally:
+            os.kill(leader.process.pid, signal.SIGCONT)
+        _assert_clean(run.finish(since=time.monotonic()), run)
+        assert run.figures.two_writers_seconds is not None, run.logs
+        run.wait_for(lambda: "no longer leading" in leader.log, 10, "the paused leader's step-down")
 
 
 def test_reservation_pods_deleted_mid_bind(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ JSON = dict[str, Any]
 
 _CORE_PREFIX = ("api", "v1")
 _TRUE = ("1", "true", "True")
+_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def _dumps(body: Any) -> bytes:
@@ -177,6 +178,10 @@ class EmulatedAPIServer:
         #: Resource requests served, by "client verb resource" (client: the User-Agent's
         #: product token, e.g. ``kopf``, ``OpenAPI-Generator``), for benchmarks.
         self.request_counts: Counter[str] = Counter()
+        #: When a list: every write it accepted (2xx to POST, PUT, PATCH, DELETE), as
+        #: ``(time.time() when answered, User-Agent, method, path)`` (the fault suite
+        #: tells replicas apart by the pid in kai-py's User-Agent).
+        self.accepted_writes: list[tuple[float, str, str, str]] | None = None
         #: Stored objects the store hands over shared (read-only), serialized once.
         self._encoded = EncodedObjects()
 
@@ -246,7 +251,21 @@ class EmulatedAPIServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests_served += 1
         try:
-            return await self._route(request)
+            response = await self._route(request)
+            if (
+                self.accepted_writes is not None
+                and request.method in _WRITE_METHODS
+                and 200 <= response.status < 300
+            ):
+                self.accepted_writes.append(
+                    (
+                        time.time(),
+                        request.headers.get("User-Agent", ""),
+                        request.method,
+                        request.path,
+                    )
+                )
+            return response
         except ApiError as err:
             return error_response(err)
         except (ConnectionResetError, asyncio.CancelledError):
