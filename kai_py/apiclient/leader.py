@@ -59,7 +59,7 @@ class ElectionConfig:
     identity: str = field(default_factory=default_identity)
     lease_duration: float = 8.0
     renew_deadline: float = 6.0
-    retry_period: float = 1.0
+    retry_period: float = 0.5
 
     @property
     def request_timeout(self) -> float:
