@@ -154,6 +154,10 @@ class AsyncTransport:
         parsed = jsoncodec.loads(raw)
         return parsed if isinstance(parsed, dict) else {"value": parsed}
 
+    def abort_writes(self) -> int:
+        """Reset the connections of the writes in flight (``HttpPool.abort_writes``)."""
+        return self._pool.abort_writes() if self._pool is not None else 0
+
     async def watch(self, path: str, version: str) -> AsyncIterator[Json]:
         """The events of one watch request from ``version`` (raises ``_Gone`` on a 410)."""
         query = [

@@ -16,8 +16,10 @@ replica can take the Lease. Each renewal request has a timeout of a third of
 cut-off leader leading for 10 s), and a round is abandoned at the deadline.
 ``Leadership.fence``, set on the roles' API clients (``Kube(fence=...)``),
 refuses every write at the moment it would be sent once this process does not
-lead. What it cannot stop: a write sent just before the deadline that the
-network holds for longer than ``lease_duration - renew_deadline``.
+lead; at the loss the roles reset their writes still in flight
+(``HttpPool.abort_writes``), so the kernel does not send them on. What it cannot
+stop: a write whose bytes the network itself delays for longer than
+``lease_duration - renew_deadline``.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import kopf
 
+from kai_py.apiclient.informer import AsyncTransport
 from kai_py.apiclient.kube import Kube, load_api_client
 from kai_py.apiclient.leader import ElectionConfig, LeaderElector, Leadership
 from kai_py.controllers.settings import OperatorSettings
@@ -50,6 +51,20 @@ def fence(method: str, path: str) -> None:
     """The roles' ``Kube(fence=...)``: refuse a write while this process does not lead
     (always the current ``Leadership``: ``configure`` may replace it)."""
     _leadership.fence(method, path)
+
+
+def abort_writes_on_loss(transport: AsyncTransport) -> None:
+    """When this process stops leading, reset the connections of ``transport``'s writes
+    still in flight: what a partition holds of them must not reach the API server
+    after another replica took over (a write not answered by the deadline is given up)."""
+
+    def listener(leading: bool) -> None:
+        if not leading:
+            aborted = transport.abort_writes()
+            if aborted:
+                log.warning("not leading: %d writes in flight abandoned", aborted)
+
+    _leadership.on_change(listener)
 
 
 async def start(memo: Any, **_: Any) -> None:

@@ -194,6 +194,7 @@ async def start_loop(**_: Any) -> None:
     metrics.serve(settings.metrics_port)
     s.kube = Kube(await asyncio.to_thread(load_api_client), fence=leadership.fence)
     s.transport = attach_transport(s.kube)
+    leadership.abort_writes_on_loss(s.transport)
     s.background = BackgroundWriter(s.kube)
     s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
     log.info(

@@ -24,10 +24,15 @@ Invariants (sampled every ``SAMPLE_SECONDS`` and checked at the end):
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import random
 import re
+import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -177,6 +182,110 @@ class OperatorProcess:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
                 self.kill9()
+
+
+_WRITES = (b"POST", b"PUT", b"PATCH", b"DELETE")
+
+
+class PartitionProxy:
+    """A TCP proxy to the API server for one replica, that ``cut`` partitions: no
+    byte passes either way until ``heal`` (what was sent meanwhile is held, as a
+    network that retransmits delivers it late). A side that reset its connection
+    (RST) during the cut has its held bytes dropped, as a kernel drops unsent data on
+    a reset; one that closed it gracefully has them delivered."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.rsplit("//", 1)[-1].rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.healed = threading.Event()
+        self.healed.set()
+        self.dropped = 0  # connections whose held bytes were dropped (a reset)
+        self.held_write = b""  # the request line of the write ``cut_at_next_write`` held
+        self._cut_at_write = False
+        self._cut_path = b""
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self) -> None:
+        self.healed.clear()
+
+    def cut_at_next_write(self, path_part: bytes = b"") -> None:
+        """Cut as the next write (POST, PUT, PATCH, DELETE) from the replica whose
+        request line holds ``path_part`` comes, and hold it: a write in flight when the
+        partition starts."""
+        self._cut_at_write = True
+        self._cut_path = path_part
+
+    def heal(self) -> None:
+        self.healed.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            for src, dst, up in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pump, args=(src, dst, up), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, up: bool) -> None:
+        try:
+            while True:
+                if not self._through_cut(src):
+                    break
+                ready, _, _ = select.select([src], [], [], 0.05)
+                if not ready:
+                    continue
+                data = src.recv(65536)
+                line = data.split(b"\r\n", 1)[0]
+                if (
+                    up
+                    and self._cut_at_write
+                    and line.split(b" ", 1)[0] in _WRITES
+                    and self._cut_path in line
+                ):
+                    self._cut_at_write = False
+                    self.held_write = line
+                    self.healed.clear()
+                if not self._through_cut(src):
+                    break
+                if not data:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):  # a reset: pass it on (SO_LINGER 0), nothing more
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.close()
+
+    def _through_cut(self, src: socket.socket) -> bool:
+        """Wait out a cut; False when ``src`` reset its connection meanwhile: what it
+        sent is dropped (its kernel would not send it again), though still readable
+        here."""
+        if self.healed.is_set():
+            return True
+        self.healed.wait()
+        if src.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ECONNRESET:
+            self.dropped += 1
+            return False
+        return True
+
+    def kubeconfig(self, original: str, path: Path) -> str:
+        text = Path(original).read_text()
+        host, port = self.upstream
+        path.write_text(text.replace(f"{host}:{port}", f"127.0.0.1:{self.port}"))
+        return str(path)
+
+    def close(self) -> None:
+        self.listener.close()
 
 
 def start_operator(kubeconfig: str, log_path: Path, *args: str) -> OperatorProcess:
@@ -392,9 +501,11 @@ class Run:
             op.stop()
         self.cluster.stop()
 
-    def operator(self, *args: str) -> OperatorProcess:
+    def operator(self, *args: str, kubeconfig: str | None = None) -> OperatorProcess:
         op = start_operator(
-            self.cluster.kubeconfig_path, self.tmp / f"operator-{len(self.operators)}.log", *args
+            kubeconfig or self.cluster.kubeconfig_path,
+            self.tmp / f"operator-{len(self.operators)}.log",
+            *args,
         )
         self.operators.append(op)
         return op

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_harness import SEED, Figures, Run, created_age
+from fault_harness import SEED, Figures, PartitionProxy, Run, created_age
 
 from kai_py.api import keys
 
@@ -158,6 +158,52 @@ def test_two_replicas_and_the_leader_is_paused_for_20_s(tmp_path: Path) -> None:
         _assert_clean(run.finish(since=time.monotonic()), run)
         assert run.figures.two_writers_seconds is not None, run.logs
         run.wait_for(lambda: "no longer leading" in leader.log, 10, "the paused leader's step-down")
+
+
+def test_two_replicas_and_the_leader_is_partitioned_for_20_s(tmp_path: Path) -> None:
+    """The leader's connections to the API server hold every byte for 20 s (a TCP
+    proxy), from the moment one of its writes is under way, then let them through:
+    what it sent before the deadline must not be accepted after the other replica
+    took the Lease (the client must reset, not close, what it gave up)."""
+    with Run("two replicas, leader partitioned 20 s", tmp_path) as run:
+        args = ("--leader-elect", "--lease-namespace", "kai-scheduler")
+        proxy = PartitionProxy(run.cluster.cluster.url)
+        store = run.cluster.store
+
+        def holder() -> str | None:
+            try:
+                lease = run.call(store.get("leases", "kai-scheduler", "kai-py-operator"))
+            except Exception:
+                return None
+            return (lease.get("spec") or {}).get("holderIdentity")
+
+        try:
+            kubeconfig = proxy.kubeconfig(run.cluster.kubeconfig_path, tmp_path / "kc-proxied")
+            leader = run.operator(*args, kubeconfig=kubeconfig)
+            first = run.wait_for(holder, 20, "a leader")
+            run.operator(*args)
+            run.burst()
+            run.wait_for(lambda: _fraction_bind_pending(run), 30, "a Fraction bind under way")
+            # An Event: the API server accepts one whenever it comes, so one delivered
+            # late is seen (a late bind of a pod the other replica bound is refused).
+            proxy.cut_at_next_write(b"/events")
+            run.wait_for(lambda: proxy.held_write, 10, "a write held by the partition")
+            cut_at = time.monotonic()
+            try:
+                run.wait_for(lambda: holder() not in (None, first), 20, "the other leading")
+                run.figures.failover_seconds = time.monotonic() - cut_at
+                run.burst(jobs=1, gang=0, halves=2, quarters=2, tag="-b")
+                time.sleep(max(0.0, 20.0 - (time.monotonic() - cut_at)))
+            finally:
+                proxy.heal()
+            run.wait_for(lambda: "no longer leading" in leader.log, 10, "the step-down")
+            run.figures.notes.append(
+                f"held at the cut: {proxy.held_write.decode()}; "
+                f"connections reset during the cut: {proxy.dropped}"
+            )
+            _assert_clean(run.finish(since=time.monotonic()), run)
+        finally:
+            proxy.close()
 
 
 def test_reservation_pods_deleted_mid_bind(tmp_path: Path) -> None:
