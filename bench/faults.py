@@ -104,7 +104,8 @@ def main() -> int:
         )
     if failovers:
         print(
-            f"failover with two replicas (leader kill -9 -> the other holds the Lease), s: {_spread(failovers)}"
+            f"failover with two replicas (the leader killed, paused or cut off -> the other "
+            f"holds the Lease), s: {_spread(failovers)}"
         )
     if overlaps:
         late = sum(r.get("writes_after_lost_lease", 0) for r in rows)
