@@ -6,7 +6,9 @@ mid-bind) a number of times with different seeds and print the table:
     lost pods | leftover reservation pods | stuck BindRequests |
     time to complete after faults stop (min / median / max)
 
-and the failover time with two replicas (min / median / max).
+and the failover time with two replicas (min / median / max), the writes accepted
+from a replica after it lost the Lease, and the longest time two replicas both
+wrote (the old leader's last accepted write minus the new leader's first).
 
     python bench/faults.py               # 3 runs, seeds 8, 9, 10 (about 4 minutes each)
     python bench/faults.py --runs 1 --seed 42
@@ -87,10 +89,14 @@ def main() -> int:
     )
     print("|".join(["---"] * 9))
     failovers: list[float] = []
+    overlaps: list[float] = []
     for name, group in by_scenario.items():
         sums = {k: sum(r[k] for r in group) for k in COUNTS}
         completes = [r["complete_seconds"] for r in group if r["complete_seconds"] is not None]
         failovers += [r["failover_seconds"] for r in group if r["failover_seconds"] is not None]
+        overlaps += [
+            r["two_writers_seconds"] for r in group if r.get("two_writers_seconds") is not None
+        ]
         print(
             f"{name} | {len(group)} | {sums['double_binds']} | {sums['over_card_seconds']:g} | "
             f"{sums['rejections']} | {sums['lost_pods']} | {sums['leftover_reservations']} | "
@@ -98,7 +104,15 @@ def main() -> int:
         )
     if failovers:
         print(
-            f"failover with two replicas (leader kill -9 -> the other holds the Lease), s: {_spread(failovers)}"
+            f"failover with two replicas (the leader killed, paused or cut off -> the other "
+            f"holds the Lease), s: {_spread(failovers)}"
+        )
+    if overlaps:
+        late = sum(r.get("writes_after_lost_lease", 0) for r in rows)
+        print(
+            f"writes accepted from a replica after it lost the Lease: {late}; old leader's "
+            f"last write - new leader's first, s (min / median / max, above 0: both wrote): "
+            f"{_spread(overlaps)}"
         )
     deleted = sum(r["undecided_deletions"] for r in rows)
     if deleted:

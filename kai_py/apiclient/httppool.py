@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import socket
 import ssl
+import struct
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Final, cast
@@ -38,6 +41,8 @@ IDLE_SECONDS: Final = 30.0
 #: Lines of a stream read ahead of its reader before the socket is paused.
 STREAM_READ_AHEAD: Final = 1000
 _REPEATABLE: Final = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE"})
+#: SO_LINGER on, 0 s: close() resets the connection and drops unsent data.
+_RESET: Final = struct.pack("ii", 1, 0)
 
 
 class ProtocolError(ConnectionError):
@@ -176,6 +181,20 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
+    def abort(self) -> None:
+        """Reset the connection (RST): what the kernel still holds of a request is
+        dropped, not sent again. A plain close (FIN) lets the kernel go on sending it,
+        so a write held by a partition could reach the server long after we gave it
+        up (and another replica took over)."""
+        self.closed = True
+        if self.transport is None:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+        self.transport.abort()
+
 
 class HttpPool:
     """Requests to one server (``url``: scheme, host and port), ``size`` at once."""
@@ -197,6 +216,8 @@ class HttpPool:
         self._slots = asyncio.Semaphore(size)
         self._idle: list[_Connection] = []
         self._streams: set[_Connection] = set()
+        #: Connections with a write in flight (``abort_writes``).
+        self._writing: set[_Connection] = set()
         self.closed = False
         self.opened = 0  # connections opened so far (tests, metrics)
 
@@ -242,9 +263,12 @@ class HttpPool:
         body: bytes | None = None,
         *,
         timeout: float = 10.0,
+        check: Callable[[], None] | None = None,
     ) -> Answer:
         """One request (``target``: path and query); ``TimeoutError`` or ``OSError``
-        when no whole answer came."""
+        when no whole answer came. ``check`` is called right before each time the
+        request is written to a connection (after waiting for a free one), and may
+        raise to keep it from being sent (a leader's fence)."""
         data = self._head(method, target, headers, body)
         loop = asyncio.get_running_loop()
         async with self._slots, asyncio.timeout(timeout):
@@ -254,18 +278,31 @@ class HttpPool:
                 if conn is None:
                     conn = await self._open()
                 answer: asyncio.Future[Answer] = loop.create_future()
+                writing = method not in ("GET", "HEAD")
+                if check is not None:
+                    try:
+                        check()
+                    except BaseException:  # refused: nothing was sent on it
+                        conn.idle_since = time.monotonic()
+                        self._idle.append(conn)
+                        raise
                 try:
+                    if writing:
+                        self._writing.add(conn)
                     conn.send(data, answer)
                     result = await answer
                 except ProtocolError:
                     conn.close()
+                    self._writing.discard(conn)
                     if attempt == 1 and reused and not conn.received and method in _REPEATABLE:
                         conn = None  # the server had closed it: once more, on a new one
                         continue
                     raise
                 except BaseException:  # timeout, cancel: the answer may still come
-                    conn.close()
+                    conn.abort()
+                    self._writing.discard(conn)
                     raise
+                self._writing.discard(conn)
                 if conn.keep_alive and not conn.closed and not self.closed:
                     conn.idle_since = time.monotonic()
                     self._idle.append(conn)
@@ -305,6 +342,15 @@ class HttpPool:
         finally:
             self._streams.discard(conn)
             conn.close()
+
+    def abort_writes(self) -> int:
+        """Reset every connection with a write in flight (this process stopped leading:
+        what the network still holds of them must not reach the server later); their
+        requests fail (``ProtocolError``). Returns how many."""
+        writing = list(self._writing)
+        for conn in writing:
+            conn.abort()
+        return len(writing)
 
     async def close(self) -> None:
         self.closed = True

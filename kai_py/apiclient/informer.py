@@ -36,10 +36,13 @@ from kai_py.apiclient.httppool import HttpPool
 from kai_py.apiclient.kube import (
     CONNECTION_POOL_SIZE,
     LIST_PAGE_SIZE,
+    MUTATING,
     BearerToken,
+    Fence,
     Kube,
     KubeError,
     _error,
+    user_agent,
 )
 
 log = logging.getLogger(__name__)
@@ -68,8 +71,11 @@ class AsyncTransport:
         *,
         pool_size: int = CONNECTION_POOL_SIZE,
         timeout: float = 10.0,
+        fence: Fence | None = None,
     ) -> None:
         self.configuration = configuration
+        #: Asked right before each write is sent (``Kube.fence``).
+        self.fence = fence
         self.base = str(configuration.host).rstrip("/")
         self.pool_size = pool_size
         self.timeout = timeout
@@ -99,7 +105,7 @@ class AsyncTransport:
         return self._pool
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": "kai-py"}
+        headers = {"Accept": "application/json", "User-Agent": user_agent()}
         if content_type:
             headers["Content-Type"] = content_type
         token = self._token()
@@ -120,6 +126,13 @@ class AsyncTransport:
         """As ``Kube.request``: the JSON answer, or ``KubeError`` (code 0: no answer)."""
         target = f"{path}?{urlencode(query)}" if query else path
         data = jsoncodec.dumps(body) if body is not None else None
+        fence = self.fence
+        check = None
+        if fence is not None and method in MUTATING:
+
+            def check() -> None:
+                fence(method, path)
+
         try:
             answer = await self._pool_now().request(
                 method,
@@ -127,6 +140,7 @@ class AsyncTransport:
                 self._headers(content_type if data is not None else None),
                 data,
                 timeout=timeout or self.timeout,
+                check=check,
             )
         except (TimeoutError, OSError) as exc:
             metrics.record_api_error(method, 0)
@@ -139,6 +153,10 @@ class AsyncTransport:
             return {}
         parsed = jsoncodec.loads(raw)
         return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+    def abort_writes(self) -> int:
+        """Reset the connections of the writes in flight (``HttpPool.abort_writes``)."""
+        return self._pool.abort_writes() if self._pool is not None else 0
 
     async def watch(self, path: str, version: str) -> AsyncIterator[Json]:
         """The events of one watch request from ``version`` (raises ``_Gone`` on a 410)."""
@@ -179,7 +197,9 @@ class AsyncTransport:
 def attach_transport(kube: Kube) -> AsyncTransport:
     """Send ``kube``'s requests over a new ``AsyncTransport`` on the running loop (close
     it when the part stops)."""
-    transport = AsyncTransport(kube.api_client.configuration, timeout=kube.timeout)
+    transport = AsyncTransport(
+        kube.api_client.configuration, timeout=kube.timeout, fence=kube.fence
+    )
     kube.attach(transport)
     return transport
 

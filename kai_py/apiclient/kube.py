@@ -43,6 +43,26 @@ class KubeError(Exception):
         self.message = message
 
 
+class NotLeader(KubeError):
+    """A write refused before it was sent: this replica does not lead (its fence said so)."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(0, "NotLeader", f"{method} {path}: not sent, this replica does not lead")
+
+
+#: Requests that change the cluster: a fence is asked before each is sent.
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: Asked with the method and path of a write at the moment it is sent; raises
+#: ``NotLeader`` to refuse it (``leader.Leadership.fence``).
+Fence = Callable[[str, str], None]
+
+
+def user_agent() -> str:
+    """The User-Agent of kai-py's requests: the process id tells replicas apart in an
+    API server's audit log (and in the fault suite's record of accepted writes)."""
+    return f"kai-py/{os.getpid()}"
+
+
 #: Connections kept open per ``ApiClient`` and per ``AsyncTransport``: as many as
 #: requests sent at once (the binder's 64 bind workers, the grouper's 48, the write
 #: lanes' 32 + 8, Kopf's handler threads; more wait for a free connection). urllib3's
@@ -126,9 +146,21 @@ class Kube:
     the loop thread through ``request``, which cannot wait there) still use.
     """
 
-    def __init__(self, api_client: k8s.ApiClient, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        api_client: k8s.ApiClient,
+        timeout: float = 10.0,
+        *,
+        fence: Fence | None = None,
+        retries: bool = True,
+    ) -> None:
         self.api_client = api_client
         self.timeout = timeout
+        #: Asked before every write is sent (here, or by the attached async stack).
+        self.fence = fence
+        #: urllib3's own retries of a request that got no answer (GETs only when a
+        #: fence is set: a write sent again by urllib3 would pass no fence).
+        self.retries = retries
         self._sender: AsyncSender | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._host = str(api_client.configuration.host).rstrip("/")
@@ -186,6 +218,9 @@ class Kube:
         if query:
             url += "?" + urlencode(query)
         headers = {**self.api_client.default_headers, "Accept": "application/json"}
+        # The client's own product first (how its requests are counted apart from the
+        # async stack's), then ours with the process id.
+        headers["User-Agent"] = f"{headers.get('User-Agent') or 'kubernetes'} {user_agent()}"
         data: bytes | None = None
         if body is not None:
             headers["Content-Type"] = content_type
@@ -193,6 +228,10 @@ class Kube:
         token = self._token()
         if token:
             headers["Authorization"] = token
+        retries: Any = None if self.retries else False
+        if method in MUTATING and self.fence is not None:
+            self.fence(method, path)  # as late as can be: right before it is sent
+            retries = False
         try:
             response = self.api_client.rest_client.pool_manager.request(
                 method,
@@ -200,6 +239,7 @@ class Kube:
                 body=data,
                 headers=headers,
                 timeout=urllib3.Timeout(total=self.timeout),
+                retries=retries,
                 preload_content=True,
             )
         except Exception as exc:  # connection refused, timeouts, TLS
@@ -436,11 +476,12 @@ class RetryingKube(Kube):
         api_client: k8s.ApiClient,
         timeout: float = 10.0,
         *,
+        fence: Fence | None = None,
         tries: int = 3,
         delay: float = 0.2,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        super().__init__(api_client, timeout)
+        super().__init__(api_client, timeout, fence=fence)
         self.tries = max(1, tries)
         self.delay = delay
         self._sleep = sleep
@@ -458,7 +499,11 @@ class RetryingKube(Kube):
             try:
                 return super().request(method, path, body, content_type=content_type, query=query)
             except KubeError as exc:
-                if exc.code not in TRANSIENT_CODES or attempt == self.tries:
+                if (
+                    exc.code not in TRANSIENT_CODES
+                    or attempt == self.tries
+                    or isinstance(exc, NotLeader)
+                ):
                     raise
                 self._sleep(self.delay * attempt)
         raise AssertionError("unreachable")

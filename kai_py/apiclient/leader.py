@@ -1,28 +1,43 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease, as client-go does it.
 
 One replica holds the Lease and renews it every ``retry_period``; the others
-watch it. A holder whose renewals stop (killed, partitioned) is replaced once
-the Lease has not changed for ``lease_duration`` by the observer's own clock
-(no trust in the holder's clock). A leader that could not renew for
-``renew_deadline`` stops leading at once (it may no longer be the only one);
-it competes again like any other replica. Every write names the
-``resourceVersion`` it read, so two replicas never both win one Lease.
+watch it. A holder whose renewals stop (killed, partitioned, paused) is replaced
+once the Lease has not changed for ``lease_duration`` by the observer's own clock
+(no trust in the holder's clock). Every write names the ``resourceVersion`` it
+read, so two replicas never both win one Lease.
+
+Fencing: a leader is deposed ``renew_deadline`` after the START of its last
+successful renewal, by its own monotonic clock, whether or not its elector got
+to run (``Leadership.is_leader`` reads the clock). The renewal reached the API
+server after it started and others measure ``lease_duration`` from when they saw
+it change, so this is at least ``lease_duration - renew_deadline`` before another
+replica can take the Lease. Each renewal request has a timeout of a third of
+``renew_deadline`` and no client retries (a renewal stuck in retries kept a
+cut-off leader leading for 10 s), and a round is abandoned at the deadline.
+``Leadership.fence``, set on the roles' API clients (``Kube(fence=...)``),
+refuses every write at the moment it would be sent once this process does not
+lead; at the loss the roles reset their writes still in flight
+(``HttpPool.abort_writes``), so the kernel does not send them on. What it cannot
+stop: a write whose bytes the network itself delays for longer than
+``lease_duration - renew_deadline``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from kai_py.apiclient.kube import Kube, KubeError, path_of
+from kai_py.apiclient.kube import Kube, KubeError, NotLeader, path_of
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
@@ -46,20 +61,55 @@ class ElectionConfig:
     identity: str = field(default_factory=default_identity)
     lease_duration: float = 8.0
     renew_deadline: float = 6.0
-    retry_period: float = 1.0
+    retry_period: float = 0.5
+
+    @property
+    def request_timeout(self) -> float:
+        """Each election request's timeout: two (a GET and a PUT) fit in a deadline."""
+        return self.renew_deadline / 3
 
 
 class Leadership:
-    """Whether this process leads, and a way to wait for it. Without election: always."""
+    """Whether this process leads, and a way to wait for it. Without election: always.
 
-    def __init__(self, elected: bool = False) -> None:
+    An elected leader leads until ``renewed``'s deadline by ``clock`` (monotonic),
+    even when nobody calls ``set(False)`` in time (the event loop busy, the process
+    paused): ``is_leader`` and ``fence`` read the clock each time.
+    """
+
+    def __init__(self, elected: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         self.elected = elected
-        self.is_leader = not elected
+        self._leading = not elected
+        self._clock = clock
+        #: Until when (by ``clock``) the leadership holds; None: no deadline.
+        self.deadline: float | None = None
         #: Bumped each time leadership is taken: work of an earlier term is stale.
         self.term = 0 if elected else 1
         # Set (and replaced) at every change; asyncio.Event binds to no loop until awaited.
         self._changed = asyncio.Event()
         self._listeners: list[Callable[[bool], None]] = []
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading and (self.deadline is None or self._clock() < self.deadline)
+
+    @property
+    def lapsed(self) -> bool:
+        """Led until a deadline that passed, and not yet told (``set(False)``)."""
+        return self._leading and not self.is_leader
+
+    def fence(self, method: str, path: str) -> None:
+        """Refuse (``NotLeader``) a write about to be sent while this process does not lead."""
+        if not self.is_leader:
+            raise NotLeader(method, path)
+
+    def renewed(self, deadline: float) -> None:
+        """The Lease was renewed: lead until ``deadline`` (a lapsed leadership renewed
+        late starts a new term: work of the lapsed one was cancelled)."""
+        if self.lapsed:
+            self.set(False)
+        self.deadline = deadline
+        self.set(True)
 
     def _event(self) -> asyncio.Event:
         return self._changed
@@ -68,9 +118,9 @@ class Leadership:
         self._listeners.append(listener)
 
     def set(self, leading: bool) -> None:
-        if leading == self.is_leader:
+        if leading == self._leading:
             return
-        self.is_leader = leading
+        self._leading = leading
         if leading:
             self.term += 1
         event, self._changed = self._changed, asyncio.Event()
@@ -89,6 +139,28 @@ class Leadership:
 
     async def wait_change(self) -> None:
         await self._event().wait()
+
+    async def while_leading(self, work: Awaitable[None], term: int) -> None:
+        """Run ``work`` until it ends or term ``term`` does (the process stops leading,
+        or leads again in a new term); then it is cancelled, so no work of a lapsed
+        term goes on (its writes would be refused by the fence anyway)."""
+        task = asyncio.ensure_future(work)
+        try:
+            while not task.done():
+                if not self.is_leader or self.term != term:
+                    return
+                changed = asyncio.ensure_future(self._event().wait())
+                # Also at the deadline: the elector marks the loss then, but may be late.
+                left = None if self.deadline is None else max(0.0, self.deadline - self._clock())
+                await asyncio.wait(
+                    {task, changed}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
+                changed.cancel()
+        finally:
+            if not task.done():
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 class LeaderElector:
@@ -109,6 +181,11 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None  # (holder, renewTime, resourceVersion)
         self._observed_at = 0.0
         self._renewed_at: float | None = None
+        self._observed_duration = config.lease_duration
+        # Threads of its own: the loop's default pool may be busy with others' work
+        # (a renewal waiting there for a free thread would let the leadership lapse).
+        # Two: a round abandoned at the deadline may still hold one until it times out.
+        self._threads = ThreadPoolExecutor(2, thread_name_prefix="kai-py-leader-election")
 
     @property
     def path(self) -> str:
@@ -167,6 +244,7 @@ class LeaderElector:
         if seen != self._observed:
             self._observed, self._observed_at = seen, self._clock()
         duration = float(spec.get("leaseDurationSeconds") or c.lease_duration)
+        self._observed_duration = duration
         expired = self._clock() - self._observed_at >= duration
         if holder and holder != c.identity and not expired:
             return False
@@ -213,21 +291,42 @@ class LeaderElector:
     async def run(self) -> None:
         """Forever: keep or seek the Lease and tell ``leadership`` what is true."""
         c = self.config
+        lead = self.leadership
         while True:
+            started = self._clock()
+            # A round may take until the deadline while leading (then the leadership
+            # lapses); its requests time out sooner (the elector's Kube).
+            limit = 2 * c.renew_deadline
+            if lead.is_leader and lead.deadline is not None:
+                limit = max(0.0, lead.deadline - started)
             try:
-                held = await asyncio.to_thread(self.try_once)
-            except KubeError as exc:
-                log.debug("leader election: %s", exc)
+                round_ = asyncio.get_running_loop().run_in_executor(self._threads, self.try_once)
+                held = await asyncio.wait_for(round_, limit)
+            except (KubeError, TimeoutError) as exc:
+                log.debug("leader election: %s", exc or "no answer before the deadline")
                 held = False
-            now = self._clock()
             if held:
-                self._renewed_at = now
-                if not self.leadership.is_leader:
+                if not lead.is_leader:
                     log.info("leading (lease %s/%s as %s)", c.namespace, c.name, c.identity)
-                self.leadership.set(True)
-            elif self.leadership.is_leader and (
-                self._renewed_at is None or now - self._renewed_at >= c.renew_deadline
-            ):
-                log.warning("lost the lease %s/%s: no longer leading", c.namespace, c.name)
-                self.leadership.set(False)
-            await asyncio.sleep(c.retry_period)
+                # From the round's start: the renewal reached the API server after it.
+                lead.renewed(started + c.renew_deadline)
+                self._renewed_at = started
+            elif lead.lapsed:
+                log.warning(
+                    "lost the lease %s/%s: no renewal for %.1f s, no longer leading",
+                    c.namespace,
+                    c.name,
+                    self._clock() - (self._renewed_at or started),
+                )
+                lead.set(False)
+            pause = c.retry_period - (self._clock() - started)
+            if lead.is_leader and lead.deadline is not None:
+                # Wake at the deadline at the latest, to mark the loss on time.
+                pause = min(pause, lead.deadline - self._clock())
+            elif self._observed is not None and self._observed[0] not in (None, c.identity):
+                # A standby tries again the moment another's Lease expires, not up to
+                # a retry_period later.
+                left = self._observed_at + self._observed_duration - self._clock()
+                if left > 0:
+                    pause = min(pause, left + 0.01)
+            await asyncio.sleep(max(0.0, pause))

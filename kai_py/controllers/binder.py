@@ -85,8 +85,9 @@ BIND_WORKERS: Final = 64
 async def start(memo: Any, **_: Any) -> None:
     # Transient API errors are asked again in place, so they rarely cost an attempt
     # (each of which counts towards the request's backoffLimit).
-    kube = RetryingKube(await asyncio.to_thread(load_api_client))
-    memo[_TRANSPORT_KEY] = attach_transport(kube)
+    kube = RetryingKube(await asyncio.to_thread(load_api_client), fence=leadership.fence)
+    memo[_TRANSPORT_KEY] = transport = attach_transport(kube)
+    leadership.abort_writes_on_loss(transport)
     hints = PodHints(lambda: settings.current().scheduler_name)
     binder = Binder(
         kube, _config, events=EventPoster(kube, COMPONENT, background=True), hints=hints

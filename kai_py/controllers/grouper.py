@@ -60,8 +60,9 @@ def configure(retry_period: float = 15.0, owner_ttl: float = 10.0) -> None:
 
 
 async def start(memo: Any, **_: Any) -> None:
-    kube = Kube(load_api_client())
-    memo[_TRANSPORT_KEY] = attach_transport(kube)
+    kube = Kube(load_api_client(), fence=leadership.fence)
+    memo[_TRANSPORT_KEY] = transport = attach_transport(kube)
+    leadership.abort_writes_on_loss(transport)
     service = PodGrouperService(
         kube,
         scheduler_name=lambda: settings.current().scheduler_name,

@@ -4,7 +4,9 @@ With ``--leader-elect`` a Lease (``kai_py.apiclient.leader``) decides; without
 it this process always leads. The scheduling loop, the binder and the
 pod-grouper ask ``current()`` before they act and wait on it while they
 do not lead; each keeps watching (so a standby's watches are open) but
-starts from a fresh LIST when it takes over.
+starts from a fresh LIST when it takes over. Their API clients are made with
+``fence``, so each write is refused at the moment it would be sent once this
+process does not lead, whatever work it comes from.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Final
 
 import kopf
 
+from kai_py.apiclient.informer import AsyncTransport
 from kai_py.apiclient.kube import Kube, load_api_client
 from kai_py.apiclient.leader import ElectionConfig, LeaderElector, Leadership
 from kai_py.controllers.settings import OperatorSettings
@@ -44,10 +47,35 @@ def leading() -> bool:
     return _leadership.is_leader
 
 
+def fence(method: str, path: str) -> None:
+    """The roles' ``Kube(fence=...)``: refuse a write while this process does not lead
+    (always the current ``Leadership``: ``configure`` may replace it)."""
+    _leadership.fence(method, path)
+
+
+def abort_writes_on_loss(transport: AsyncTransport) -> None:
+    """When this process stops leading, reset the connections of ``transport``'s writes
+    still in flight: what a partition holds of them must not reach the API server
+    after another replica took over (a write not answered by the deadline is given up)."""
+
+    def listener(leading: bool) -> None:
+        if not leading:
+            aborted = transport.abort_writes()
+            if aborted:
+                log.warning("not leading: %d writes in flight abandoned", aborted)
+
+    _leadership.on_change(listener)
+
+
 async def start(memo: Any, **_: Any) -> None:
     if not _leadership.elected or _config is None:
         return
-    elector = LeaderElector(Kube(await asyncio.to_thread(load_api_client)), _config, _leadership)
+    # Election requests time out well within the renew deadline, and are never sent
+    # again by the client itself: the elector decides what to do about a failed one.
+    kube = Kube(
+        await asyncio.to_thread(load_api_client), timeout=_config.request_timeout, retries=False
+    )
+    elector = LeaderElector(kube, _config, _leadership)
     memo[_ELECTOR_KEY] = elector
     memo[_TASK_KEY] = asyncio.create_task(elector.run(), name="kai-py-leader-election")
     log.info(

@@ -192,8 +192,9 @@ async def start_loop(**_: Any) -> None:
         recorder=EventRecorder(refresh=settings.event_refresh),
     )
     metrics.serve(settings.metrics_port)
-    s.kube = Kube(await asyncio.to_thread(load_api_client))
+    s.kube = Kube(await asyncio.to_thread(load_api_client), fence=leadership.fence)
     s.transport = attach_transport(s.kube)
+    leadership.abort_writes_on_loss(s.transport)
     s.background = BackgroundWriter(s.kube)
     s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
     log.info(
@@ -265,7 +266,10 @@ async def run_loop(s: LoopState) -> None:
     lead = leadership.current()
     while True:
         term = await lead.wait_leading()
-        await _lead_term(s, lead, term)
+        # Cancelled the moment the term ends: a cycle of a lapsed term writes nothing more.
+        await lead.while_leading(_lead_term(s, lead, term), term)
+        if lead.term == term:
+            log.info("not leading any more: scheduling stops until this process leads again")
 
 
 async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
@@ -302,7 +306,6 @@ async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
         metrics.record_cycle(elapsed, ok=s.last_error is None)
         metrics.record_cache({kind: len(objs) for kind, objs in s.cache.objects.items()})
         await asyncio.sleep(pause_after(elapsed, s.write_seconds, s.settings.schedule_period))
-    log.info("not leading any more: scheduling stops until this process leads again")
 
 
 def pause_after(elapsed: float, write_seconds: float, period: float) -> float:

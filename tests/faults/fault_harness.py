@@ -19,14 +19,25 @@ Invariants (sampled every ``SAMPLE_SECONDS`` and checked at the end):
   an eviction (``pods/eviction``, the scheduler's decision), never a plain
   DELETE (``undecided_deletions``, with who asked in the notes);
 - no reservation pod without a shared pod once the clean-up has run;
-- no BindRequest non-terminal for longer than ``STUCK_SECONDS``.
+- no BindRequest non-terminal for longer than ``STUCK_SECONDS``;
+- with leader election, no write accepted from a replica after it lost the Lease
+  (from the API server's record of accepted writes: the replica is the pid in
+  kai-py's User-Agent, the Lease's holder the replica whose Lease write was
+  accepted last); the figures also give the longest time two replicas wrote at
+  once (the old leader's last accepted write minus the new leader's first).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import random
+import re
+import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -178,6 +189,110 @@ class OperatorProcess:
                 self.kill9()
 
 
+_WRITES = (b"POST", b"PUT", b"PATCH", b"DELETE")
+
+
+class PartitionProxy:
+    """A TCP proxy to the API server for one replica, that ``cut`` partitions: no
+    byte passes either way until ``heal`` (what was sent meanwhile is held, as a
+    network that retransmits delivers it late). A side that reset its connection
+    (RST) during the cut has its held bytes dropped, as a kernel drops unsent data on
+    a reset; one that closed it gracefully has them delivered."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.rsplit("//", 1)[-1].rsplit(":", 1)
+        self.upstream = (host, int(port))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.healed = threading.Event()
+        self.healed.set()
+        self.dropped = 0  # connections whose held bytes were dropped (a reset)
+        self.held_write = b""  # the request line of the write ``cut_at_next_write`` held
+        self._cut_at_write = False
+        self._cut_path = b""
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self) -> None:
+        self.healed.clear()
+
+    def cut_at_next_write(self, path_part: bytes = b"") -> None:
+        """Cut as the next write (POST, PUT, PATCH, DELETE) from the replica whose
+        request line holds ``path_part`` comes, and hold it: a write in flight when the
+        partition starts."""
+        self._cut_at_write = True
+        self._cut_path = path_part
+
+    def heal(self) -> None:
+        self.healed.set()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream)
+            except OSError:
+                client.close()
+                continue
+            for src, dst, up in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pump, args=(src, dst, up), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, up: bool) -> None:
+        try:
+            while True:
+                if not self._through_cut(src):
+                    break
+                ready, _, _ = select.select([src], [], [], 0.05)
+                if not ready:
+                    continue
+                data = src.recv(65536)
+                line = data.split(b"\r\n", 1)[0]
+                if (
+                    up
+                    and self._cut_at_write
+                    and line.split(b" ", 1)[0] in _WRITES
+                    and self._cut_path in line
+                ):
+                    self._cut_at_write = False
+                    self.held_write = line
+                    self.healed.clear()
+                if not self._through_cut(src):
+                    break
+                if not data:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):  # a reset: pass it on (SO_LINGER 0), nothing more
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.close()
+
+    def _through_cut(self, src: socket.socket) -> bool:
+        """Wait out a cut; False when ``src`` reset its connection meanwhile: what it
+        sent is dropped (its kernel would not send it again), though still readable
+        here."""
+        if self.healed.is_set():
+            return True
+        self.healed.wait()
+        if src.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ECONNRESET:
+            self.dropped += 1
+            return False
+        return True
+
+    def kubeconfig(self, original: str, path: Path) -> str:
+        text = Path(original).read_text()
+        host, port = self.upstream
+        path.write_text(text.replace(f"{host}:{port}", f"127.0.0.1:{self.port}"))
+        return str(path)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
 def start_operator(kubeconfig: str, log_path: Path, *args: str) -> OperatorProcess:
     env = {**os.environ, "KUBECONFIG": kubeconfig, **BINDER_ENV}
     for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
@@ -208,11 +323,17 @@ class Figures:
     complete_seconds: float | None = None
     failover_seconds: float | None = None
     undecided_deletions: int = 0
+    #: Writes accepted from a replica that did not hold the Lease any more.
+    writes_after_lost_lease: int = 0
+    #: Per change of leader: the old leader's last accepted write minus the new
+    #: leader's first, in seconds (the longest; below 0: a gap, nobody wrote twice).
+    two_writers_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
 
     def clean(self) -> bool:
         return not (
-            self.double_binds
+            self.writes_after_lost_lease
+            or self.double_binds
             or self.over_card_seconds
             or self.rejections
             or self.lost_pods
@@ -382,6 +503,7 @@ class Run:
         store = self.cluster.store
         for q in (queue("root"), queue("team-a", "root"), queue("team-b", "root")):
             self.cluster.call(store.create("queues", q))
+        self.cluster.cluster.server.accepted_writes = []
         self.checker = Checker(self.cluster, self.figures)
         self.checker.start()
         return self
@@ -393,9 +515,11 @@ class Run:
             op.stop()
         self.cluster.stop()
 
-    def operator(self, *args: str) -> OperatorProcess:
+    def operator(self, *args: str, kubeconfig: str | None = None) -> OperatorProcess:
         op = start_operator(
-            self.cluster.kubeconfig_path, self.tmp / f"operator-{len(self.operators)}.log", *args
+            kubeconfig or self.cluster.kubeconfig_path,
+            self.tmp / f"operator-{len(self.operators)}.log",
+            *args,
         )
         self.operators.append(op)
         return op
@@ -572,8 +696,18 @@ class Run:
             self.figures.notes.append(f"over 100 %: {sorted(set(self.checker.over))[:5]}")
         if self.checker.stuck:
             self.figures.notes.append(f"stuck: {sorted(self.checker.stuck)[:5]}")
+        self.check_fencing()
         record(self.figures)
         return self.figures
+
+    def check_fencing(self) -> None:
+        """Writes of replicas that no longer held the Lease, and the overlap of two
+        leaders' writes, from the API server's record of accepted writes."""
+        writes = list(self.cluster.cluster.server.accepted_writes or [])
+        lost, overlap, notes = fencing(writes)
+        self.figures.writes_after_lost_lease = lost
+        self.figures.two_writers_seconds = overlap
+        self.figures.notes.extend(notes)
 
     def wait_for(self, check: Callable[[], Any], timeout: float, what: str) -> Any:
         deadline = time.monotonic() + timeout
@@ -584,6 +718,53 @@ class Run:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting for {what}\n{self.logs}")
             time.sleep(0.05)
+
+
+_PID = re.compile(r"kai-py/(\d+)")
+
+
+def fencing(writes: list[tuple[float, str, str, str]]) -> tuple[int, float | None, list[str]]:
+    """From accepted writes ``(time, User-Agent, method, path)``: how many came from a
+    replica (a pid that wrote the Lease) while another held the Lease; per change of
+    holder, the old holder's last accepted write minus the new one's first (the max);
+    notes on the writes refused by the invariant."""
+    holder: str | None = None
+    late: list[str] = []
+    last_write: dict[str, float] = {}
+    changes: list[tuple[str, str, float]] = []  # (old, new, when the new one took it)
+    firsts: dict[tuple[str, float], float] = {}
+    electing: set[str] = set()
+    for when, agent, method, path in sorted(writes):
+        match = _PID.search(agent)
+        if match is None:
+            continue
+        pid = match.group(1)
+        if "/leases" in path:
+            electing.add(pid)
+            if holder is not None and pid != holder:
+                changes.append((holder, pid, when))
+            holder = pid
+            continue
+        if pid in electing and pid != holder:
+            late.append(f"{time.strftime('%H:%M:%S', time.localtime(when))} {pid} {method} {path}")
+        last_write[pid] = when
+        if changes and changes[-1][1] == pid:
+            firsts.setdefault((pid, changes[-1][2]), when)
+    overlaps = []
+    for old, new, taken in changes:
+        first = firsts.get((new, taken))
+        old_last = max(
+            (
+                w
+                for w, agent, _, path in writes
+                if f"kai-py/{old}" in agent and "/leases" not in path
+            ),
+            default=None,
+        )
+        if first is not None and old_last is not None:
+            overlaps.append(old_last - first)
+    notes = [f"write accepted after its replica lost the Lease: {w}" for w in late[:10]]
+    return len(late), max(overlaps) if overlaps else None, notes
 
 
 def created_age(obj: Json) -> float:
@@ -617,6 +798,12 @@ def table(results: list[Figures] | None = None, seed: int = SEED) -> str:
             completes.setdefault(f.scenario, []).append(f.complete_seconds)
         if f.failover_seconds is not None:
             m.failover_seconds = max(m.failover_seconds or 0.0, f.failover_seconds)
+        m.writes_after_lost_lease += f.writes_after_lost_lease
+        if f.two_writers_seconds is not None:
+            m.two_writers_seconds = max(
+                m.two_writers_seconds if m.two_writers_seconds is not None else -1e9,
+                f.two_writers_seconds,
+            )
     head = (
         "scenario | runs | double binds | card-seconds over 100 % | kubelet GPU rejections | "
         "lost pods | leftover reservation pods | stuck BindRequests | "
@@ -640,6 +827,12 @@ def table(results: list[Figures] | None = None, seed: int = SEED) -> str:
     for name, m in merged.items():
         if m.failover_seconds is not None:
             lines.append(f"failover with two replicas ({name}): {m.failover_seconds:.1f} s")
+        if m.two_writers_seconds is not None:
+            lines.append(
+                f"{name}: writes accepted after the Lease was lost: "
+                f"{m.writes_after_lost_lease}; old leader's last write - new leader's "
+                f"first: {m.two_writers_seconds:+.2f} s (max; above 0: both wrote)"
+            )
         if m.undecided_deletions:
             lines.append(
                 f"{name}: {m.undecided_deletions} pods deleted by the operator, no eviction"

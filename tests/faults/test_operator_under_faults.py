@@ -9,11 +9,13 @@ Randomness is seeded (``KAI_PY_FAULT_SEED``, printed with the figures table).
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 
 import pytest
-from fault_harness import NS, SEED, Figures, Json, Run, gpu_job
+from fault_harness import NS, SEED, Figures, Json, PartitionProxy, Run, gpu_job
 
 from kai_py.api import keys
 from kai_py.emulator.storage.errors import ApiError
@@ -121,6 +123,89 @@ def test_two_replicas_and_the_leader_is_killed(tmp_path: Path) -> None:
         run.figures.failover_seconds = time.monotonic() - killed_at
         assert run.figures.failover_seconds < 15
         _assert_clean(run.finish(since=killed_at), run)
+
+
+def test_two_replicas_and_the_leader_is_paused_for_20_s(tmp_path: Path) -> None:
+    """SIGSTOP for 20 s, then SIGCONT: the paused leader's Lease runs out and the other
+    replica leads; the resumed one must not get a single write accepted (its timers,
+    in-flight binds and queued writes all fire at once when it resumes)."""
+    with Run("two replicas, leader paused 20 s", tmp_path) as run:
+        args = ("--leader-elect", "--lease-namespace", "kai-scheduler")
+        a, b = run.operator(*args), run.operator(*args)
+        store = run.cluster.store
+
+        def holder() -> str | None:
+            try:
+                lease = run.call(store.get("leases", "kai-scheduler", "kai-py-operator"))
+            except Exception:
+                return None
+            return (lease.get("spec") or {}).get("holderIdentity")
+
+        first = run.wait_for(holder, 20, "a leader")
+        run.burst()
+        # Paused mid-bind (a Fraction bind waits for its reservation pod): the worst
+        # moment, with work in flight in every part.
+        run.wait_for(lambda: _fraction_bind_pending(run), 30, "a Fraction bind under way")
+        leader = next(op for op in (a, b) if f"_{op.process.pid}_" in str(first))
+        paused_at = time.monotonic()
+        os.kill(leader.process.pid, signal.SIGSTOP)
+        try:
+            run.wait_for(lambda: holder() not in (None, first), 20, "the other replica leading")
+            run.figures.failover_seconds = time.monotonic() - paused_at
+            # Work for both: the paused leader's watches hold it when it resumes.
+            run.burst(jobs=1, gang=0, halves=2, quarters=2, tag="-b")
+            time.sleep(max(0.0, 20.0 - (time.monotonic() - paused_at)))
+        finally:
+            os.kill(leader.process.pid, signal.SIGCONT)
+        _assert_clean(run.finish(since=time.monotonic()), run)
+        assert run.figures.two_writers_seconds is not None, run.logs
+        run.wait_for(lambda: "no longer leading" in leader.log, 10, "the paused leader's step-down")
+
+
+def test_two_replicas_and_the_leader_is_partitioned_for_20_s(tmp_path: Path) -> None:
+    """The leader's connections to the API server hold every byte for 20 s (a TCP
+    proxy), from the moment one of its writes is under way, then let them through:
+    what it sent before the deadline must not be accepted after the other replica
+    took the Lease (the client must reset, not close, what it gave up)."""
+    with Run("two replicas, leader partitioned 20 s", tmp_path) as run:
+        args = ("--leader-elect", "--lease-namespace", "kai-scheduler")
+        proxy = PartitionProxy(run.cluster.cluster.url)
+        store = run.cluster.store
+
+        def holder() -> str | None:
+            try:
+                lease = run.call(store.get("leases", "kai-scheduler", "kai-py-operator"))
+            except Exception:
+                return None
+            return (lease.get("spec") or {}).get("holderIdentity")
+
+        try:
+            kubeconfig = proxy.kubeconfig(run.cluster.kubeconfig_path, tmp_path / "kc-proxied")
+            leader = run.operator(*args, kubeconfig=kubeconfig)
+            first = run.wait_for(holder, 20, "a leader")
+            run.operator(*args)
+            run.burst()
+            run.wait_for(lambda: _fraction_bind_pending(run), 30, "a Fraction bind under way")
+            # An Event: the API server accepts one whenever it comes, so one delivered
+            # late is seen (a late bind of a pod the other replica bound is refused).
+            proxy.cut_at_next_write(b"/events")
+            run.wait_for(lambda: proxy.held_write, 10, "a write held by the partition")
+            cut_at = time.monotonic()
+            try:
+                run.wait_for(lambda: holder() not in (None, first), 20, "the other leading")
+                run.figures.failover_seconds = time.monotonic() - cut_at
+                run.burst(jobs=1, gang=0, halves=2, quarters=2, tag="-b")
+                time.sleep(max(0.0, 20.0 - (time.monotonic() - cut_at)))
+            finally:
+                proxy.heal()
+            run.wait_for(lambda: "no longer leading" in leader.log, 10, "the step-down")
+            run.figures.notes.append(
+                f"held at the cut: {proxy.held_write.decode()}; "
+                f"connections reset during the cut: {proxy.dropped}"
+            )
+            _assert_clean(run.finish(since=time.monotonic()), run)
+        finally:
+            proxy.close()
 
 
 def test_a_node_with_an_unreadable_allocatable_joins_mid_burst(tmp_path: Path) -> None:

@@ -254,3 +254,47 @@ def test_bad_urls_and_header_values_are_refused_with_their_value() -> None:
             await pool.request("GET", "/", {"Authorization": "Bearer a\r\nX: y"})
 
     asyncio.run(main())
+
+
+def test_writes_given_up_are_reset_not_closed_and_a_refused_check_sends_nothing() -> None:
+    """A write in flight reset by ``abort_writes`` (the leader lost the Lease) or given
+    up on its timeout ends with a reset the server sees (ECONNRESET), not an
+    end of stream after which a kernel may still deliver what a partition held; a
+    GET in flight is left alone; a request whose ``check`` raises is never sent."""
+    ends: list[str] = []
+    heads: list[bytes] = []
+
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            heads.append(await _read_request(reader))
+            if heads[-1].startswith(b"GET"):
+                await asyncio.sleep(0.5)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                await writer.drain()
+            await reader.read()  # never answers a write: waits for the client's end
+            ends.append("closed")
+        except ConnectionResetError:
+            ends.append("reset")
+        writer.close()
+
+    def refuse() -> None:
+        raise PermissionError("not leading")
+
+    async def main() -> None:
+        async with _pool_on_raw(on_connection) as pool:
+            get = asyncio.create_task(pool.request("GET", "/a", {}))
+            write = asyncio.create_task(pool.request("POST", "/b", {}, b"{}"))
+            await asyncio.sleep(0.2)
+            assert pool.abort_writes() == 1
+            with pytest.raises(ProtocolError):
+                await write
+            assert (await get).status == 200
+            with pytest.raises(TimeoutError):
+                await pool.request("PATCH", "/c", {}, b"{}", timeout=0.2)
+            with pytest.raises(PermissionError):
+                await pool.request("DELETE", "/d", {}, check=refuse)
+            await asyncio.sleep(0.2)
+
+    asyncio.run(main())
+    assert not any(h.startswith(b"DELETE") for h in heads)
+    assert ends.count("reset") == 2, ends

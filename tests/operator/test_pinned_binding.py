@@ -135,3 +135,50 @@ def test_blocker_sweep_keeps_this_process_s_live_blockers(cluster: ThreadedDevCl
     ns = keys.RESERVATION_NAMESPACE
     assert sweep_blockers(kube, ns, startup=False, now=2e9) == [expired["metadata"]["name"]]
     assert sweep_blockers(kube, ns, startup=True, now=2e9) == [theirs["metadata"]["name"]]
+
+
+def test_a_standby_leaves_the_leader_s_blockers_and_sweeps_them_once_it_leads(
+    cluster: ThreadedDevCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica that starts while another leads must not delete the leader's blockers
+    (its start-up sweep did: they belong to another process); it deletes them at the
+    start of its own term, when the old leader no longer binds."""
+    import asyncio
+
+    from kai_py.binder.pinned_binding import blocker_manifest
+    from kai_py.controllers import leadership, pinning
+    from kai_py.controllers.settings import OperatorSettings
+
+    theirs = blocker_manifest(
+        NODE, "a/b", 1, image="x", namespace=keys.RESERVATION_NAMESPACE, ttl=600, now=4e9
+    )
+    theirs["metadata"]["annotations"]["kai.scheduler/blocker-holder"] = "the-leader"
+    cluster.call(cluster.store.create("pods", theirs))
+    name = theirs["metadata"]["name"]
+
+    def present() -> bool:
+        pods, _ = cluster.call(cluster.store.list("pods", keys.RESERVATION_NAMESPACE))
+        return any(p["metadata"]["name"] == name for p in pods)
+
+    monkeypatch.setenv("KUBECONFIG", str(cluster.kubeconfig_path))
+    leadership.configure(OperatorSettings(leader_elect=True))
+
+    async def main() -> None:
+        memo: dict[str, Any] = {}
+        await pinning.start(memo)  # a standby
+        try:
+            await asyncio.sleep(0.3)
+            assert present()
+            leadership.current().set(True)  # its term starts
+            for _ in range(50):
+                if not present():
+                    break
+                await asyncio.sleep(0.1)
+            assert not present()
+        finally:
+            await pinning.stop(memo)
+
+    try:
+        asyncio.run(main())
+    finally:
+        leadership.configure(OperatorSettings())

@@ -45,6 +45,7 @@ JSON = dict[str, Any]
 
 _CORE_PREFIX = ("api", "v1")
 _TRUE = ("1", "true", "True")
+_WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 def _dumps(body: Any) -> bytes:
@@ -181,6 +182,10 @@ class EmulatedAPIServer:
         #: namespace, name), so a test can tell who deleted what (the fault suite checks
         #: that the operator deletes no pod it did not decide to evict).
         self.deletions: list[tuple[str, str, str, str]] = []
+        #: When a list: every write it accepted (2xx to POST, PUT, PATCH, DELETE), as
+        #: ``(time.time() when answered, User-Agent, method, path)`` (the fault suite
+        #: tells replicas apart by the pid in kai-py's User-Agent).
+        self.accepted_writes: list[tuple[float, str, str, str]] | None = None
         #: Stored objects the store hands over shared (read-only), serialized once.
         self._encoded = EncodedObjects()
 
@@ -250,7 +255,21 @@ class EmulatedAPIServer:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         self.requests_served += 1
         try:
-            return await self._route(request)
+            response = await self._route(request)
+            if (
+                self.accepted_writes is not None
+                and request.method in _WRITE_METHODS
+                and 200 <= response.status < 300
+            ):
+                self.accepted_writes.append(
+                    (
+                        time.time(),
+                        request.headers.get("User-Agent", ""),
+                        request.method,
+                        request.path,
+                    )
+                )
+            return response
         except ApiError as err:
             return error_response(err)
         except (ConnectionResetError, asyncio.CancelledError):
