@@ -53,6 +53,7 @@ from kai_py.apiclient.kube import (
     TRANSIENT_CODES,
     Kube,
     KubeError,
+    NotLeader,
     path_of,
     send,
 )
@@ -991,7 +992,10 @@ class Writer:
 def retried(write: Write, error: KubeError) -> bool:
     """Whether a failed write is sent again by the background writer: one that asks
     for it, after no answer or a server error (a refusal on its merits, a 403 or a
-    400, would be refused again)."""
+    400, would be refused again). Never one the leadership fence refused: this
+    replica was deposed, and whoever leads now decides that pod afresh."""
+    if isinstance(error, NotLeader):
+        return False
     return write.retry is not None and error.code in TRANSIENT_CODES
 
 

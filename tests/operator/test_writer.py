@@ -10,7 +10,7 @@ import pytest
 
 from kai_py.api.bindrequest import BindRequest
 from kai_py.api.quantities import format_quantity, parse_quantity
-from kai_py.apiclient.kube import KubeError
+from kai_py.apiclient.kube import KubeError, NotLeader
 from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.reasons import Reason
@@ -917,5 +917,13 @@ def test_an_eviction_is_not_sent_again_once_the_pod_is_gone_or_refused_on_its_me
     assert sent_then and len(kube.sent) == sent_then[0]
     # A 403 would be refused again: left to the next cycle, which decides anew.
     kube = ScriptedKube(KubeError(403, "Forbidden", "no"))
+    background = asyncio.run(_evict(kube, _running_cache(), lambda: False, rounds=20))
+    assert kube.sent == [EVICTION] and background.retried == 0
+
+
+def test_an_eviction_the_leadership_fence_refused_is_not_sent_again() -> None:
+    # Deposed: whoever leads now decides that pod afresh; an old decision sent again
+    # after this replica led again would evict on a term that did not decide it.
+    kube = ScriptedKube(NotLeader("POST", EVICTION), *[KubeError(500, "InternalError", "x")] * 5)
     background = asyncio.run(_evict(kube, _running_cache(), lambda: False, rounds=20))
     assert kube.sent == [EVICTION] and background.retried == 0
