@@ -139,6 +139,9 @@ class Session:
         self.jobs: dict[str, Job] = {j.uid: j for j in snapshot.jobs}
         self.committed: list[Record] = []
         self.decisions = Decisions()
+        #: Task uid -> why an avoided node that would have taken it was passed over
+        #: (``Node.avoided``), for the task's Scheduled Event.
+        self.passed_over: dict[str, str] = {}
         # Bumped whenever resources are freed, so cached "does not fit" answers expire.
         self.release_generation = 0
         # Per-session memo of derived values, keyed with the versions they depend on.
