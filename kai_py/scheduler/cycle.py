@@ -102,7 +102,7 @@ def close(session: Session) -> Decisions:
             session.event("PodGroup", job.namespace, job.name, "Normal", "Evict", message)
         elif rec.op is allocate and not task.shadow:
             placed[task.uid] = task
-    avoiding = any(n.avoided is not None for n in session.nodes.values())
+    avoided = session.passed_over
     for task in placed.values():
         if task.status is ALLOCATED:
             d.binds.append(task)
@@ -110,8 +110,8 @@ def close(session: Session) -> Decisions:
                 f"Successfully assigned pod {task.namespace}/{task.name} to node "
                 f"{task.node_name}"
             )
-            if avoiding:  # looked at only then: this runs for every pod bound
-                message += _avoidance(session, task)
+            if avoided and task.uid in avoided:  # first a cheap check: this runs per bind
+                message += f" ({avoided[task.uid]})"
             emit(Event("Pod", task.namespace, task.name, "Normal", "Scheduled", message))
         elif task.status is PIPELINED:
             d.pipelined.append(task)
@@ -211,12 +211,3 @@ def eviction_message(session: Session, action: str, task: Task, by: Job | None) 
         f"workload {by.key} fits"
     )
 
-
-def _avoidance(session: Session, task: Task) -> str:
-    """What the Scheduled Event adds when an avoided node mattered to this task: it was
-    passed over for another, or the task went there as no other node fitted."""
-    where = session.nodes.get(task.node_name or "")
-    if where is not None and where.avoided is not None:
-        return f" ({where.avoided}; no other node fits)"
-    why = session.passed_over.get(task.uid)
-    return f" ({why})" if why else ""

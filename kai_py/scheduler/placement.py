@@ -7,8 +7,9 @@ per-node checks are cheap.
 A node marked ``avoided`` (a bind there timed out recently) is tried only after
 every other node, releasing ones included: the search runs once without such
 nodes and, only if that finds nothing, again with them. When a task lands
-elsewhere while an avoided node would have taken it, the session notes why
-(``Session.passed_over``) for the task's Event.
+elsewhere while an avoided node would have taken it, or on an avoided node as
+nothing else fits, the session notes why (``Session.passed_over``) for the
+task's Event.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ class Placer:
         if task.nominated_node is not None:
             nominated = self._on_nominated(task)
             if nominated is not None:
+                if self._avoided:
+                    self.session.passed_over.pop(task.uid, None)  # no choice was made
                 return nominated
         key = self._demand_of.get(task.uid)  # most tasks are looked for once: no try
         if key is None:
@@ -140,10 +143,17 @@ class Placer:
         avoiding = bool(self._avoided)
         found = self._search(task, avoiding)
         if avoiding:
+            note: str | None
             if found is None:
                 found = self._search(task, False)  # an avoided node is better than none
+                why = found.node.avoided if found is not None else None
+                note = f"{why}; no other node fits" if why else None
             else:
-                self._note_passed_over(task)
+                note = self._passed_over(task)
+            if note:
+                self.session.passed_over[task.uid] = note
+            else:
+                self.session.passed_over.pop(task.uid, None)
         if found is None and key >= 0:
             self._failed[key] = generation
         return found
@@ -153,18 +163,17 @@ class Placer:
             return self._find_scan(task, skip_avoided)
         return self._find_whole(task, skip_avoided)
 
-    def _note_passed_over(self, task: Task) -> None:
-        """Note, for the task's Event, an avoided node that would have taken it now."""
+    def _passed_over(self, task: Task) -> str | None:
+        """Why an avoided node that would have taken the task now was not chosen."""
         for node in self._avoided:
             fits = (
                 self._shared_groups(task, node, False) is not None
                 if task.is_shared
                 else self._fits_whole(task, node, False)
             )
-            if fits and self.predicates.check(task, node) is None and node.avoided:
-                self.session.passed_over[task.uid] = node.avoided
-                return
-        self.session.passed_over.pop(task.uid, None)
+            if fits and self.predicates.check(task, node) is None:
+                return node.avoided
+        return None
 
     def _demand_id(self, task: Task) -> int:
         """What decides whether a task fits anywhere, when that can only get worse while

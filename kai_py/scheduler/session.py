@@ -139,8 +139,8 @@ class Session:
         self.jobs: dict[str, Job] = {j.uid: j for j in snapshot.jobs}
         self.committed: list[Record] = []
         self.decisions = Decisions()
-        #: Task uid -> why an avoided node that would have taken it was passed over
-        #: (``Node.avoided``), for the task's Scheduled Event.
+        #: Task uid -> what an avoided node (``Node.avoided``) had to do with where the
+        #: placer put it (passed over, or used as nothing else fits), for its Event.
         self.passed_over: dict[str, str] = {}
         # Bumped whenever resources are freed, so cached "does not fit" answers expire.
         self.release_generation = 0
