@@ -20,6 +20,11 @@ from kai_py.api.common import (
 ReceivedResourceType = Literal["Regular", "Fraction"]
 BindRequestPhase = Literal["Pending", "Succeeded", "Failed"]
 
+#: How ``status.reason`` begins when the binder's reservation pod did not report its
+#: card in time: the node's kubelet starts nothing (or too slowly). The scheduler's
+#: cache reads it to try that node last for a while (docs/scheduling.md).
+RESERVATION_TIMEOUT_REASON = "ReservationTimeout:"
+
 
 def _portion_in(value: Any) -> float:
     # KAI writes the portion as a string ("0.5"); accept a number too.

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kai_py.api import keys
+from kai_py.api.bindrequest import RESERVATION_TIMEOUT_REASON
 from kai_py.api.objects import parse_time
 from kai_py.apiclient.eventpost import EventPoster, involved
 from kai_py.apiclient.kube import Kube, KubeError, list_all, path_of
@@ -549,8 +550,8 @@ class Binder:
                 raise BindError(f"reservation pod {ns}/{name} for GPU group {group}: {failure}")
             if self._clock() >= deadline:
                 raise BindError(
-                    f"reservation pod {ns}/{name} did not report its GPU within "
-                    f"{self.config.reservation_timeout:g}s"
+                    f"{RESERVATION_TIMEOUT_REASON} reservation pod {ns}/{name} did not "
+                    f"report its GPU within {self.config.reservation_timeout:g}s"
                 )
             self._sleep(self.config.poll_interval)
             try:

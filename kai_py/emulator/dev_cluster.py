@@ -144,6 +144,11 @@ class DevCluster:
         assert self.fleet is not None, "not started"
         await self.fleet.fail_node(node)
 
+    def wedge_node(self, node: str, wedged: bool = True) -> None:
+        """Keep a node Ready while its kubelet starts nothing new (False: starts again)."""
+        assert self.fleet is not None, "not started"
+        self.fleet.wedge_node(node, wedged)
+
     async def recover_node(self, node: str) -> None:
         """Bring an unreachable node back; its kubelet takes up its pods again."""
         assert self.fleet is not None, "not started"

@@ -102,20 +102,17 @@ def close(session: Session) -> Decisions:
             session.event("PodGroup", job.namespace, job.name, "Normal", "Evict", message)
         elif rec.op is allocate and not task.shadow:
             placed[task.uid] = task
+    avoided = session.passed_over
     for task in placed.values():
         if task.status is ALLOCATED:
             d.binds.append(task)
-            emit(
-                Event(
-                    "Pod",
-                    task.namespace,
-                    task.name,
-                    "Normal",
-                    "Scheduled",
-                    f"Successfully assigned pod {task.namespace}/{task.name} to node "
-                    f"{task.node_name}",
-                )
+            message = (
+                f"Successfully assigned pod {task.namespace}/{task.name} to node "
+                f"{task.node_name}"
             )
+            if avoided and task.uid in avoided:  # first a cheap check: this runs per bind
+                message += f" ({avoided[task.uid]})"
+            emit(Event("Pod", task.namespace, task.name, "Normal", "Scheduled", message))
         elif task.status is PIPELINED:
             d.pipelined.append(task)
             session.event(
@@ -213,3 +210,4 @@ def eviction_message(session: Session, action: str, task: Task, by: Job | None) 
         f"Pod {pod} was evicted to be placed again elsewhere (consolidation), so that "
         f"workload {by.key} fits"
     )
+

@@ -194,6 +194,9 @@ class Node:
     gpu_memory_mib: float = 0.0  # per card, from nvidia.com/gpu.memory; 0 = unknown
     cards: tuple[Card, ...] = ()  # the node's GPU inventory; empty = not published
     group_cards: dict[str, str] = field(default_factory=dict)  # GPU group -> card UUID, when known
+    # Why this node is tried only after every other one (a bind there timed out
+    # recently, so its kubelet may start nothing), or None; said in the pod's Event.
+    avoided: str | None = None
     # session state
     used: Res = field(default_factory=Res)
     releasing: Res = field(default_factory=Res)
@@ -217,6 +220,7 @@ class Node:
         new.gpu_memory_mib = self.gpu_memory_mib
         new.cards = self.cards
         new.group_cards = self.group_cards
+        new.avoided = self.avoided
         new.used = self.used.copy()
         new.releasing = self.releasing.copy()
         new.pipelined = self.pipelined.copy()

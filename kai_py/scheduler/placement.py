@@ -3,6 +3,13 @@
 Whole-GPU tasks use the NodeIndex buckets; CPU-only and shared-GPU tasks scan
 the nodes, which is fine because they are few in GPU clusters and their
 per-node checks are cheap.
+
+A node marked ``avoided`` (a bind there timed out recently) is tried only after
+every other node, releasing ones included: the search runs once without such
+nodes and, only if that finds nothing, again with them. When a task lands
+elsewhere while an avoided node would have taken it, or on an avoided node as
+nothing else fits, the session notes why (``Session.passed_over``) for the
+task's Event.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class Placer:
         # hashing it cost more than the rest of a search that finds a node at once.
         self._demand_of: dict[str, int] = {}
         self._demand_ids: dict[tuple[object, ...], int] = {}
+        self._avoided = [n for n in session.nodes.values() if n.avoided is not None]
 
     # --------------------------------------------------------------- fit
     @staticmethod
@@ -123,6 +131,8 @@ class Placer:
         if task.nominated_node is not None:
             nominated = self._on_nominated(task)
             if nominated is not None:
+                if self._avoided:
+                    self.session.passed_over.pop(task.uid, None)  # no choice was made
                 return nominated
         key = self._demand_of.get(task.uid)  # most tasks are looked for once: no try
         if key is None:
@@ -130,15 +140,40 @@ class Placer:
         generation = self.session.release_generation
         if key >= 0 and self._failed.get(key) == generation:
             return None  # the same demand found no node, and nothing was freed since
-        if task.is_shared:
-            found = self._find_scan(task)
-        elif task.request.gpu > EPS:
-            found = self._find_whole(task)
-        else:
-            found = self._find_scan(task)
+        avoiding = bool(self._avoided)
+        found = self._search(task, avoiding)
+        if avoiding:
+            note: str | None
+            if found is None:
+                found = self._search(task, False)  # an avoided node is better than none
+                why = found.node.avoided if found is not None else None
+                note = f"{why}; no other node fits" if why else None
+            else:
+                note = self._passed_over(task)
+            if note:
+                self.session.passed_over[task.uid] = note
+            else:
+                self.session.passed_over.pop(task.uid, None)
         if found is None and key >= 0:
             self._failed[key] = generation
         return found
+
+    def _search(self, task: Task, skip_avoided: bool) -> Placement | None:
+        if task.is_shared or task.request.gpu <= EPS:
+            return self._find_scan(task, skip_avoided)
+        return self._find_whole(task, skip_avoided)
+
+    def _passed_over(self, task: Task) -> str | None:
+        """Why an avoided node that would have taken the task now was not chosen."""
+        for node in self._avoided:
+            fits = (
+                self._shared_groups(task, node, False) is not None
+                if task.is_shared
+                else self._fits_whole(task, node, False)
+            )
+            if fits and self.predicates.check(task, node) is None:
+                return node.avoided
+        return None
 
     def _demand_id(self, task: Task) -> int:
         """What decides whether a task fits anywhere, when that can only get worse while
@@ -159,7 +194,7 @@ class Placer:
             return Placement(node, groups, False) if groups is not None else None
         return Placement(node, (), False) if self._fits_whole(task, node, False) else None
 
-    def _find_whole(self, task: Task) -> Placement | None:
+    def _find_whole(self, task: Task, skip_avoided: bool) -> Placement | None:
         s = self.session
         need = math.ceil(task.request.gpu - EPS)
         # Resources first: arithmetic that rules out a full node before the predicates'
@@ -169,6 +204,8 @@ class Placer:
         for bucket in s.index.free_gpu_buckets(need, self.spread):
             for name in bucket:
                 node = nodes[name]
+                if skip_avoided and node.avoided is not None:
+                    continue
                 if (
                     self._fits_whole(task, node, False)
                     and self.predicates.check(task, node) is None
@@ -181,6 +218,8 @@ class Placer:
             best: tuple[float, str] | None = None
             for name in bucket:
                 node = s.nodes[name]
+                if skip_avoided and node.avoided is not None:
+                    continue
                 if self._fits_whole(task, node, True) and self.predicates.check(task, node) is None:
                     free = node.free_gpus_future()
                     key = (-free if self.spread else free, name)
@@ -196,12 +235,14 @@ class Placer:
         key = (free_gpu, idle_cpu) if task.is_shared or task.request.gpu > EPS else (idle_cpu,)
         return tuple(-k for k in key) if self.spread else key
 
-    def _find_scan(self, task: Task) -> Placement | None:
+    def _find_scan(self, task: Task, skip_avoided: bool) -> Placement | None:
         s = self.session
         for future in (False, True):
             best: tuple[tuple[object, ...], Placement] | None = None
             nodes = s.nodes.values() if not future else [s.nodes[n] for n in s.index.releasing]
             for node in nodes:
+                if skip_avoided and node.avoided is not None:
+                    continue
                 if task.is_shared:
                     if not self._fits_plain(task, node, future):
                         continue  # resources first, as in _find_whole

@@ -139,6 +139,9 @@ class Session:
         self.jobs: dict[str, Job] = {j.uid: j for j in snapshot.jobs}
         self.committed: list[Record] = []
         self.decisions = Decisions()
+        #: Task uid -> what an avoided node (``Node.avoided``) had to do with where the
+        #: placer put it (passed over, or used as nothing else fits), for its Event.
+        self.passed_over: dict[str, str] = {}
         # Bumped whenever resources are freed, so cached "does not fit" answers expire.
         self.release_generation = 0
         # Per-session memo of derived values, keyed with the versions they depend on.

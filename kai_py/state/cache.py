@@ -15,6 +15,12 @@ takes, after two adjustments:
   as another scheduler's pod holding one whole GPU, until it is gone: its card
   is not free while it exists (while shared pods use the group, they count the
   card, so it is not counted twice);
+- a node where a bind timed out (a BindRequest whose status reason begins
+  ``ReservationTimeout:``: the reservation pod never reported its card, e.g.
+  a kubelet that starts nothing) is marked avoided for
+  ``BIND_TIMEOUT_AVOID_SECONDS`` after the failure was seen, so the scheduler
+  tries it only after every other node (``Node.avoided``); the cache keeps
+  the time itself, since the scheduler deletes a Failed request;
 - a pod that names a PodGroup the cache has not seen yet is held back for a
   short grace period (the pod-grouper creates the group, then annotates the
   pod; the two watches may deliver them in either order).
@@ -35,11 +41,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kai_py.api import jsoncodec, keys
+from kai_py.api.bindrequest import RESERVATION_TIMEOUT_REASON
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import is_newer, meta, parse_time, resource_version
 from kai_py.api.queue import MAX_QUEUE_DEPTH
@@ -79,6 +86,10 @@ _FOREIGN_SCHEDULER: Final = "kai-py/another-scheduler"
 #: How long a pod that names an unseen PodGroup is held back before it is reported.
 PODGROUP_GRACE_SECONDS: Final = 10.0
 _FAILED: Final = "Failed"
+#: How long after a bind on a node timed out the scheduler tries that node last: long
+#: enough for the retries of the pods it failed to land elsewhere, short enough that a
+#: node whose kubelet recovers is used again soon without anyone's help.
+BIND_TIMEOUT_AVOID_SECONDS: Final = 300.0
 
 _META_KEYS: Final = (
     "name",
@@ -299,6 +310,8 @@ class View:
     nodes: dict[str, Json]  # by name
     held_back: int = 0
     failed_bindrequests: list[Key] = field(default_factory=list)
+    #: Nodes the scheduler tries last (a bind there timed out recently): why, by name.
+    avoided: dict[str, str] = field(default_factory=dict)
     #: Problems found before the builder (queues left out), as Warning events.
     events: list[Event] = field(default_factory=list)
     #: Queues left out, by name: why (their workloads are told, not "does not exist").
@@ -342,6 +355,7 @@ class View:
             used = self.used_by_others.get(node.name)
             if used is not None:
                 node.allocatable.sub(used)
+            node.avoided = self.avoided.get(node.name)
         built.other_scheduler_pods += self.others
         for job in built.snapshot.jobs:
             if job.queue in self.left_out:
@@ -354,8 +368,15 @@ class View:
 class ClusterCache:
     """Objects by kind and (namespace, name), updated from watch events."""
 
-    def __init__(self, scheduler_name: str = keys.DEFAULT_SCHEDULER_NAME) -> None:
+    def __init__(
+        self,
+        scheduler_name: str = keys.DEFAULT_SCHEDULER_NAME,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.scheduler_name = scheduler_name
+        self._clock = clock
+        #: Per node: when a bind there last timed out, as the BindRequest's status said.
+        self.bind_timeouts: dict[str, float] = {}
         self.objects: dict[str, dict[Key, Json]] = {kind: {} for kind in KINDS}
         #: Other schedulers' bound pods: what they hold per node.
         self.foreign_pods = ForeignPods()
@@ -402,10 +423,27 @@ class ClusterCache:
             store[key] = project_node(body)
         elif kind == BINDREQUESTS:
             store[key] = project_bindrequest(body)
+            self._note_bind_timeout(body)
         else:
             store[key] = _plain(body)
         self.generation += 1
         return True
+
+    def _note_bind_timeout(self, body: Mapping[str, Any]) -> None:
+        """Remember the node of a bind that timed out (each attempt's status says so,
+        the last one Failed): the request itself is deleted once it has Failed."""
+        reason = (body.get("status") or {}).get("reason")
+        node = (body.get("spec") or {}).get("selectedNode")
+        if isinstance(reason, str) and reason.startswith(RESERVATION_TIMEOUT_REASON) and node:
+            self.bind_timeouts[str(node)] = self._clock()
+
+    def avoided_nodes(self, now: float) -> dict[str, float]:
+        """Nodes to try last, with when that ends; forgets the failures that are over."""
+        until = {n: t + BIND_TIMEOUT_AVOID_SECONDS for n, t in self.bind_timeouts.items()}
+        for node, end in until.items():
+            if end <= now:
+                del self.bind_timeouts[node]
+        return {n: end for n, end in until.items() if end > now}
 
     def _observe_pod(self, key: Key, deleted: bool, body: Mapping[str, Any]) -> bool:
         ours_store, foreign = self.objects[PODS], self.foreign_pods
@@ -615,6 +653,9 @@ class ClusterCache:
                 continue  # its shared pods count the card
             body = {k: v for k, v in reservation.items() if k != "group"}
             docs.append(Document(f"Pod {ns}/{name}", body))
+        avoided = self.avoided_nodes(now)
+        if avoided:
+            wake = min(wake, *avoided.values())  # the node is tried in order again then
         return View(
             documents=docs,
             pods=by_uid,
@@ -623,6 +664,7 @@ class ClusterCache:
             nodes={k[1]: v for k, v in self.objects[NODES].items()},
             held_back=held_back,
             failed_bindrequests=failed,
+            avoided={n: avoided_text(n, end) for n, end in avoided.items()},
             events=events,
             left_out={e.name: e.message for e in events if e.reason == "InvalidQueue"},
             generation=self.generation,
@@ -635,6 +677,12 @@ class ClusterCache:
             status_memo=self.status_memo,
             pod_documents=ours,
         )
+
+
+def avoided_text(node: str, until: float) -> str:
+    """Why ``node`` is tried last, for the Events of the pods it concerns."""
+    clock = time.strftime("%H:%M:%S", time.gmtime(until))
+    return f"node {node} is avoided until {clock} UTC: a bind there timed out"
 
 
 def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Event]]:

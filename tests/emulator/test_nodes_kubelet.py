@@ -496,3 +496,27 @@ def test_fractional_gpu_flow_as_the_binder_drives_it() -> None:
         assert cluster.kubelet("gpu-1").plugin.in_use() == 2
 
     run(check)
+
+
+def test_a_wedged_node_stays_ready_and_starts_nothing_until_unwedged() -> None:
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        await cluster.store.create("pods", pod("before", cpu="100m"))
+        await cluster.wait_pod_phase("default", "before", "Running")
+        cluster.wedge_node("gpu-0")
+        await cluster.store.create("pods", pod("after", cpu="100m"))
+        await settle()
+        assert (await get(cluster, "after"))["status"].get("phase", "Pending") == "Pending"
+        assert (await get(cluster, "before"))["status"]["phase"] == "Running"
+        node = await cluster.store.get("nodes", "", "gpu-0")
+        (ready,) = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready["status"] == "True"
+        # A pod it was asked to start while wedged is deleted as usual.
+        await cluster.store.delete("pods", "default", "after")
+        await settle()
+        with pytest.raises(ApiError):
+            await get(cluster, "after")
+        cluster.wedge_node("gpu-0", False)
+        await cluster.store.create("pods", pod("later", cpu="100m"))
+        await cluster.wait_pod_phase("default", "later", "Running")
+
+    run(check)

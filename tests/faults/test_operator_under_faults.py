@@ -96,6 +96,25 @@ def test_a_node_fails_and_recovers(tmp_path: Path) -> None:
         _assert_clean(run.finish(since=time.monotonic()), run)
 
 
+def test_a_ready_node_that_starts_nothing_is_avoided(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gpu-0 wins every tie by name: before, the shared pods were placed there again
+    # after each Failed bind and never reached gpu-1 or gpu-2.
+    monkeypatch.setenv("KAI_PY_BINDER_RESERVATION_TIMEOUT", "2")
+    with Run("a Ready node that starts nothing", tmp_path) as run:
+        run.cluster.cluster.wedge_node("gpu-0")  # a flag: safe from this thread
+        run.operator()
+        run.burst(jobs=0, gang=0, halves=4, quarters=0)
+        figures = run.finish(since=time.monotonic(), timeout=60.0)
+        _assert_clean(figures, run)
+        pods, _ = run.call(run.cluster.store.list("pods", NS))
+        assert {p["spec"].get("nodeName") for p in pods} <= {"gpu-1", "gpu-2"}
+        events, _ = run.call(run.cluster.store.list("events", NS))
+        scheduled = [e["message"] for e in events if e.get("reason") == "Scheduled"]
+        assert any("node gpu-0 is avoided until" in m for m in scheduled), scheduled
+
+
 def test_two_replicas_and_the_leader_is_killed(tmp_path: Path) -> None:
     with Run("two replicas, leader kill -9", tmp_path) as run:
         args = ("--leader-elect", "--lease-namespace", "kai-scheduler")

@@ -359,6 +359,8 @@ def test_the_wait_for_the_uuid_times_out_and_the_last_attempt_fails() -> None:
     assert (outcome.phase, outcome.failed_attempts, outcome.retry_in) == ("Failed", 2, None)
     assert "did not report its GPU within 5s" in outcome.reason
     assert kube.objects[BR]["status"]["phase"] == "Failed"
+    # The scheduler's cache recognises this failure by the reason's first word.
+    assert kube.objects[BR]["status"]["reason"].startswith("ReservationTimeout: ")
 
 
 def test_a_reservation_pod_another_request_waits_for_is_kept() -> None:

@@ -206,6 +206,16 @@ class NodeFleet:
         ]
         await with_retries(partial(self.client.patch, NODES, name, {"spec": {"taints": taints}}))
 
+    def wedge_node(self, name: str, wedged: bool = True) -> None:
+        """The node stays Ready (its Lease and status are kept up) but its kubelet
+        starts no new pod, until ``wedged`` is False again."""
+        kubelet = self.kubelets[name]
+        kubelet.starts_nothing = wedged
+        if not wedged:
+            for pod in self.pods.values():
+                if (pod.get("spec") or {}).get("nodeName") == name:
+                    self.queue.add(obj_key(pod))
+
     async def recover_node(self, name: str) -> None:
         """The kubelet is back: it takes up its pods from their recorded state."""
         kubelet = self.kubelets[name]

@@ -161,6 +161,9 @@ class Kubelet:
         self.allocatable = parse_resource_map(node_allocatable(group))
         self.labels: dict[str, str] = {}
         self.records: dict[str, PodRecord] = {}
+        #: A wedged node: it stays Ready but admits no new pod (they stay Pending with no
+        #: status), as when the container runtime hangs. Pods it runs carry on.
+        self.starts_nothing = False
         self.recorder = EventRecorder(client, clock, "kubelet", host=name, enabled=events)
 
     # ---- accounting ------------------------------------------------------------------------
@@ -280,6 +283,8 @@ class Kubelet:
                 self._release(record)
             return
         if record is None:
+            if self.starts_nothing:
+                return
             record = await self._admit(pod)
             if record is None:
                 return
