@@ -15,6 +15,7 @@ from kai_py.scheduler import pinning
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 from kai_py.scheduler.predicates import PredicateCache
+from kai_py.scheduler.reasons import TOO_MANY_PODS
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
 
@@ -47,6 +48,11 @@ class Placer:
     # --------------------------------------------------------------- fit
     @staticmethod
     def _fits_plain(task: Task, node: Node, future: bool) -> bool:
+        # Node.pod_slots written out: a pod slot, then resources (every path checks here).
+        slots = node.max_pods - node.pods
+        later = slots + node.pods_releasing - node.pods_pipelined
+        if later < 1 or (not future and slots < 1):
+            return False
         req = task.request
         idle_cpu = node.allocatable.cpu - node.used.cpu
         idle_mem = node.allocatable.memory - node.used.memory
@@ -250,6 +256,8 @@ class Placer:
         return text
 
     def _resource_shortfall(self, task: Task, node: Node) -> str:
+        if node.pod_slots(True) < 1:
+            return TOO_MANY_PODS
         idle = node.idle
         if task.pin is not None and self._fits_plain(task, node, True):
             portion = task.portion_on(node) if task.is_shared else 0.0

@@ -176,6 +176,7 @@ class Session:
                 self.queues[queue.parent].children.append(queue.name)
         for node in self.nodes.values():
             node.used, node.releasing, node.pipelined = Res(), Res(), Res()
+            node.pods = node.pods_releasing = node.pods_pipelined = 0
             node.groups = {}
             node.tasks = {}
         # Every task of every job passes here once per cycle (41,000 running pods at
@@ -232,6 +233,7 @@ class Session:
                 total.cpu += request.cpu
                 total.memory += request.memory
                 total.gpu += request.gpu
+                where.pods += 1
                 where.version += 1
                 where.tasks[task.uid] = task
                 for queue in chain:
@@ -331,8 +333,13 @@ class Session:
         target.cpu += sign * req.cpu
         target.memory += sign * req.memory
         target.gpu += sign * req.gpu
-        if releasing and task.claim_now:
-            _add(node.releasing, req, sign)
+        if task.claim_now:
+            node.pods += int(sign)
+            if releasing:
+                _add(node.releasing, req, sign)
+                node.pods_releasing += int(sign)
+        else:
+            node.pods_pipelined += int(sign)
         if task.gpu_groups:
             portion = task.portion_on(node)
             memory = task.gpu_memory_mib or portion * node.gpu_memory_mib
