@@ -333,13 +333,14 @@ class Session:
         target.cpu += sign * req.cpu
         target.memory += sign * req.memory
         target.gpu += sign * req.gpu
+        step = 1 if sign > 0 else -1
         if task.claim_now:
-            node.pods += int(sign)
+            node.pods += step
             if releasing:
                 _add(node.releasing, req, sign)
-                node.pods_releasing += int(sign)
+                node.pods_releasing += step
         else:
-            node.pods_pipelined += int(sign)
+            node.pods_pipelined += step
         if task.gpu_groups:
             portion = task.portion_on(node)
             memory = task.gpu_memory_mib or portion * node.gpu_memory_mib
