@@ -113,6 +113,8 @@ class Placer:
             free_cards = math.floor(min(node.free_gpus_now(), node.free_gpus_future()) + EPS)
         if pinned:
             free_cards = min(free_cards, len(pinning.free_for_new_group(task, node, future)))
+        # A fresh card brings its reservation pod: a pod slot besides the task's own.
+        free_cards = min(free_cards, node.pod_slots(future) - 1)
         new_ids: list[str] = []
         index = 0
         while len(new_ids) < min(free_cards, task.gpu_devices):
@@ -275,6 +277,8 @@ class Placer:
                     f"less than the {task.gpu_memory_mib:g} MiB requested"
                 )
             if self._shared_groups(task, node, True) is None and self._fits_plain(task, node, True):
+                if node.pod_slots(True) < 2:
+                    return TOO_MANY_PODS  # no slot for a fresh card's reservation pod
                 return f"node(s) had no GPU with {portion:g} free to share"
         elif task.request.gpu > node.free_gpus_future() + EPS:
             return "Insufficient nvidia.com/gpu"

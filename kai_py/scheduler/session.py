@@ -348,6 +348,10 @@ class Session:
                 group = node.groups.get(gid)
                 if group is None:
                     group = node.groups[gid] = GpuGroup(gid)
+                    # A shared card has a reservation pod on the node (the binder makes it
+                    # with the card's first pod): it takes a pod slot while the card is in
+                    # use, counted as staying (it goes only after its last pod).
+                    node.pods += 1
                 before = group.device_flags()
                 if task.claim_now:
                     group.used += sign * portion
@@ -363,6 +367,7 @@ class Session:
                 node.pipelined.gpu += after[2] - before[2]
                 if group.tasks <= 0:
                     del node.groups[gid]
+                    node.pods -= 1  # its reservation pod's slot
         node.version += 1
         if self._indexing:
             self.index.update(node)

@@ -314,8 +314,7 @@ class View:
     used_by_others: dict[str, Res] = field(default_factory=dict)
     #: How many such pods there are.
     others: int = 0
-    #: Per node: how many pods hold one of its pod slots and are not in ``documents``
-    #: (other schedulers' and reservation pods whose card shared pods count).
+    #: Per node: how many of other schedulers' pods (not in ``documents``) are bound there.
     pods_of_others: dict[str, int] = field(default_factory=dict)
     #: Our pods and the PodGroups by (namespace, name), as cached when the view was
     #: taken (held-back pods too): the plan finds an event's object here.
@@ -612,14 +611,13 @@ class ClusterCache:
             by_uid[entry.uid] = pod
             ours.append((entry.document, entry.facts))
         entries.done()
-        pods_of_others = self.foreign_pods.pods_per_node()
         for (ns, name), reservation in self.reservations.items():
             node = str((reservation.get("spec") or {}).get("nodeName"))
             group = str(reservation.get("group"))
             if (node, group) in used_groups or (node, groups.label_value(group)) in used_groups:
-                # Its shared pods count the card, but it is a pod on the node all the
-                # same (one handed to the builder below is counted there).
-                pods_of_others[node] = pods_of_others.get(node, 0) + 1
+                # Its shared pods count the card, and the session counts the card's
+                # reservation pod with it (also before the binder has made it). One
+                # handed to the builder below is counted there as another's pod.
                 continue
             body = {k: v for k, v in reservation.items() if k != "group"}
             docs.append(Document(f"Pod {ns}/{name}", body))
@@ -637,7 +635,7 @@ class ClusterCache:
             wake_at=wake,
             memo=self.memo,
             used_by_others=self.foreign_pods.used(),
-            pods_of_others=pods_of_others,
+            pods_of_others=self.foreign_pods.pods_per_node(),
             others=self.foreign_pods.counted(),
             pods_by_name=dict(self.objects[PODS]),
             podgroups_by_name=dict(self.objects[PODGROUPS]),

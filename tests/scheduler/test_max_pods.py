@@ -40,7 +40,9 @@ def test_a_node_with_pods_2_and_two_running_takes_no_third(shape: str) -> None:
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_the_node_with_a_slot_left_gets_the_pod(shape: str) -> None:
     n1, pods = _full_node()
-    n2 = node("n2", gpus=8, cpu=128_000, max_pods=1)  # binpack prefers n1: fuller
+    # Binpack prefers n1 (fuller). Two slots: a shared pod's fresh card brings a
+    # reservation pod.
+    n2 = node("n2", gpus=8, cpu=128_000, max_pods=2)
     new = SHAPES[shape]()
     jobs = [job("run", "a", pods), job("new", "a", [new])]
     decisions = run_cycle(snapshot([n1, n2], default_queues("a"), jobs))
@@ -115,3 +117,25 @@ def test_a_slot_promised_to_pipelined_tasks_is_not_free_now() -> None:
     assert (n1.pods, n1.pods_releasing, n1.pods_pipelined) == (2, 1, 2)
     assert n1.pod_slots(False) == 0  # one slot free now, but promised
     assert Placer(session).find(empty) is None
+
+
+def test_a_fresh_shared_card_needs_a_slot_for_its_reservation_pod() -> None:
+    """n1 admits 3 pods and runs a half-GPU pod on card 0 (with card 0's reservation
+    pod): a second half joins card 0 (one slot), a 0.75 would need a fresh card and
+    so two slots."""
+    n1 = node("n1", gpus=2, max_pods=3)
+    half = running("n1", fraction=0.5, groups=["0"], name="half")
+    join, fresh = task("join", fraction=0.5), task("fresh", fraction=0.75)
+    jobs = [job("h", "a", [half]), job("j", "a", [join]), job("f", "a", [fresh])]
+    session = open_session(snapshot([n1], default_queues("a"), jobs))
+    assert session.nodes["n1"].pods == 2
+    placer = Placer(session)
+    assert placer.find(fresh) is None
+    assert "1 Too many pods" in placer.explain(fresh)
+    where = placer.find(join)
+    assert where is not None and where.groups == ("0",)
+    stmt = session.statement()
+    stmt.allocate(join, where.node, where.groups, where.pipelined)
+    assert session.nodes["n1"].pods == 3
+    stmt.rollback()
+    assert session.nodes["n1"].pods == 2

@@ -118,15 +118,17 @@ def test_other_schedulers_and_reservation_pods_take_slots_each_once() -> None:
     cache = _cache(pods="6")
     built = cache.view(NOW).build(NOW)
     (n,) = built.snapshot.nodes
-    # 6 slots, less 4 pods that are not ours (2 foreign, 2 reservation).
-    assert n.max_pods == 2
+    # 6 slots, less 3 pods the snapshot holds as others': 2 of other schedulers and the
+    # reservation pod of g2, a card no pod of ours uses.
+    assert n.max_pods == 3
     session = open_session(built.snapshot)
-    assert session.nodes["n"].pods == 1  # the shared pod, ours
+    # Ours: the shared pod, and its card g1's reservation pod, counted with the card.
+    assert session.nodes["n"].pods == 2
     assert session.nodes["n"].pod_slots(False) == 1
 
     cache.observe(PODS, "DELETED", _pod("daemon"))
     (n,) = cache.view(NOW).build(NOW).snapshot.nodes
-    assert n.max_pods == 3
+    assert n.max_pods == 4
 
 
 def test_a_bad_pods_value_leaves_the_node_out_naming_field_and_value() -> None:
