@@ -44,8 +44,9 @@ PIPELINED: Final = TaskStatus.PIPELINED
 EVICTED: Final = TaskStatus.EVICTED
 
 
-#: A node without status.allocatable.pods: no limit on its pods.
-NO_POD_LIMIT: Final = 2**62
+#: A node without status.allocatable.pods: no limit on its pods. Far above any node's
+#: pods, and a machine word in compiled code (mypyc boxes an int from 2**62 on).
+NO_POD_LIMIT: Final = 2**31 - 1
 
 
 @dataclass(slots=True, frozen=True)
