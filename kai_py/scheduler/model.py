@@ -44,6 +44,11 @@ PIPELINED: Final = TaskStatus.PIPELINED
 EVICTED: Final = TaskStatus.EVICTED
 
 
+#: A node without status.allocatable.pods: no limit on its pods. Far above any node's
+#: pods, and a machine word in compiled code (mypyc boxes an int from 2**62 on).
+NO_POD_LIMIT: Final = 2**31 - 1
+
+
 @dataclass(slots=True, frozen=True)
 class Taint:
     key: str
@@ -197,10 +202,18 @@ class Node:
     # Why this node is tried only after every other one (a bind there timed out
     # recently, so its kubelet may start nothing), or None; said in the pod's Event.
     avoided: str | None = None
+    # Pods the kubelet admits (status.allocatable.pods), less other schedulers' pods
+    # on the node: a pod over it is rejected (OutOfpods), as kube-scheduler counts.
+    max_pods: int = NO_POD_LIMIT
     # session state
     used: Res = field(default_factory=Res)
     releasing: Res = field(default_factory=Res)
     pipelined: Res = field(default_factory=Res)
+    # Pods counted like ``used``, ``releasing`` and ``pipelined``: a releasing pod holds
+    # its slot until it is gone, so only a pipelined task may count on that slot.
+    pods: int = 0
+    pods_releasing: int = 0
+    pods_pipelined: int = 0
     groups: dict[str, GpuGroup] = field(default_factory=dict)
     tasks: dict[str, Task] = field(default_factory=dict)
     version: int = 0
@@ -221,9 +234,13 @@ class Node:
         new.cards = self.cards
         new.group_cards = self.group_cards
         new.avoided = self.avoided
+        new.max_pods = self.max_pods
         new.used = self.used.copy()
         new.releasing = self.releasing.copy()
         new.pipelined = self.pipelined.copy()
+        new.pods = self.pods
+        new.pods_releasing = self.pods_releasing
+        new.pods_pipelined = self.pods_pipelined
         new.groups = {gid: replace(g) for gid, g in self.groups.items()}
         new.tasks = dict(self.tasks)
         new.version = self.version
@@ -232,6 +249,15 @@ class Node:
     @property
     def idle(self) -> Res:
         return self.allocatable - self.used
+
+    def pod_slots(self, future: bool) -> int:
+        """Pods the node can take now (also leaving room for those pipelined onto it),
+        or, ``future``, once its releasing pods are gone."""
+        later = self.max_pods - self.pods + self.pods_releasing - self.pods_pipelined
+        if future:
+            return later
+        now = self.max_pods - self.pods
+        return now if now < later else later
 
     def free_gpus_now(self) -> float:
         return self.allocatable.gpu - self.used.gpu

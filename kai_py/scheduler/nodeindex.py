@@ -36,6 +36,12 @@ class NodeIndex:
         now = node.allocatable.gpu - node.used.gpu
         future = now + releasing.gpu - node.pipelined.gpu
         new = max(0, math.floor((future if future < now else now) + EPS))
+        # A node with no pod slot left (status.allocatable.pods) takes no task, whatever
+        # its GPUs: in bucket 0, no whole-GPU search walks it. Node.pod_slots written out.
+        slots = node.max_pods - node.pods
+        slots_later = slots + node.pods_releasing - node.pods_pipelined
+        if slots < 1 or slots_later < 1:
+            new = 0
         old = self._bucket_of.get(node.name)
         if old != new:
             if old is not None:
@@ -52,9 +58,10 @@ class NodeIndex:
             releasing.cpu > EPS
             or releasing.memory > EPS
             or releasing.gpu > EPS
+            or node.pods_releasing  # a pod slot alone frees up when it goes
             or (node.groups and any(g.releasing > EPS for g in node.groups.values()))
         ):
-            later: int | None = max(0, math.floor(future + EPS))
+            later: int | None = max(0, math.floor(future + EPS)) if slots_later >= 1 else 0
         else:
             later = None
         was = self._future_of.get(node.name)

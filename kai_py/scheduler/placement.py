@@ -22,6 +22,7 @@ from kai_py.scheduler import pinning
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 from kai_py.scheduler.predicates import PredicateCache
+from kai_py.scheduler.reasons import TOO_MANY_PODS
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
 
@@ -55,6 +56,13 @@ class Placer:
     # --------------------------------------------------------------- fit
     @staticmethod
     def _fits_plain(task: Task, node: Node, future: bool) -> bool:
+        # A pod slot first (every path checks here). Node.pod_slots written out, with a
+        # short way for the usual node: a slot left even if every promise is kept.
+        slots = node.max_pods - node.pods
+        if slots - node.pods_pipelined < 1:
+            later = slots + node.pods_releasing - node.pods_pipelined
+            if later < 1 or (not future and slots < 1):
+                return False
         req = task.request
         idle_cpu = node.allocatable.cpu - node.used.cpu
         idle_mem = node.allocatable.memory - node.used.memory
@@ -113,6 +121,8 @@ class Placer:
             free_cards = math.floor(min(node.free_gpus_now(), node.free_gpus_future()) + EPS)
         if pinned:
             free_cards = min(free_cards, len(pinning.free_for_new_group(task, node, future)))
+        # A fresh card brings its reservation pod: a pod slot besides the task's own.
+        free_cards = min(free_cards, node.pod_slots(future) - 1)
         new_ids: list[str] = []
         index = 0
         while len(new_ids) < min(free_cards, task.gpu_devices):
@@ -291,6 +301,8 @@ class Placer:
         return text
 
     def _resource_shortfall(self, task: Task, node: Node) -> str:
+        if node.pod_slots(True) < 1:
+            return TOO_MANY_PODS
         idle = node.idle
         if task.pin is not None and self._fits_plain(task, node, True):
             portion = task.portion_on(node) if task.is_shared else 0.0
@@ -306,6 +318,8 @@ class Placer:
                     f"less than the {task.gpu_memory_mib:g} MiB requested"
                 )
             if self._shared_groups(task, node, True) is None and self._fits_plain(task, node, True):
+                if node.pod_slots(True) < 2:
+                    return TOO_MANY_PODS  # no slot for a fresh card's reservation pod
                 return f"node(s) had no GPU with {portion:g} free to share"
         elif task.request.gpu > node.free_gpus_future() + EPS:
             return "Insufficient nvidia.com/gpu"

@@ -20,6 +20,10 @@ NO_RECLAIM: Final = "CannotReclaim"
 NO_PREEMPT: Final = "CannotPreempt"
 STALE_JOB: Final = "StaleJob"
 
+#: A node's cause in "0/N nodes are available": no pod slot left (status.allocatable.pods),
+#: in kube-scheduler's words.
+TOO_MANY_PODS: Final = "Too many pods"
+
 
 @dataclass(slots=True)
 class Reason:

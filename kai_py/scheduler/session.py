@@ -179,6 +179,7 @@ class Session:
                 self.queues[queue.parent].children.append(queue.name)
         for node in self.nodes.values():
             node.used, node.releasing, node.pipelined = Res(), Res(), Res()
+            node.pods = node.pods_releasing = node.pods_pipelined = 0
             node.groups = {}
             node.tasks = {}
         # Every task of every job passes here once per cycle (41,000 running pods at
@@ -235,6 +236,7 @@ class Session:
                 total.cpu += request.cpu
                 total.memory += request.memory
                 total.gpu += request.gpu
+                where.pods += 1
                 where.version += 1
                 where.tasks[task.uid] = task
                 for queue in chain:
@@ -334,8 +336,14 @@ class Session:
         target.cpu += sign * req.cpu
         target.memory += sign * req.memory
         target.gpu += sign * req.gpu
-        if releasing and task.claim_now:
-            _add(node.releasing, req, sign)
+        step = 1 if sign > 0 else -1
+        if task.claim_now:
+            node.pods += step
+            if releasing:
+                _add(node.releasing, req, sign)
+                node.pods_releasing += step
+        else:
+            node.pods_pipelined += step
         if task.gpu_groups:
             portion = task.portion_on(node)
             memory = task.gpu_memory_mib or portion * node.gpu_memory_mib
@@ -343,6 +351,10 @@ class Session:
                 group = node.groups.get(gid)
                 if group is None:
                     group = node.groups[gid] = GpuGroup(gid)
+                    # A shared card has a reservation pod on the node (the binder makes it
+                    # with the card's first pod): it takes a pod slot while the card is in
+                    # use, counted as staying (it goes only after its last pod).
+                    node.pods += 1
                 before = group.device_flags()
                 if task.claim_now:
                     group.used += sign * portion
@@ -358,6 +370,7 @@ class Session:
                 node.pipelined.gpu += after[2] - before[2]
                 if group.tasks <= 0:
                     del node.groups[gid]
+                    node.pods -= 1  # its reservation pod's slot
         node.version += 1
         if self._indexing:
             self.index.update(node)

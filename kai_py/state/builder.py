@@ -799,6 +799,7 @@ def _add_pod(
         spec = body.get("spec") or {}
         node = node_names.get(str(spec.get("nodeName") or ""))
         if node is not None and status is not PENDING:
+            node.max_pods -= 1  # its slot, even when its requests do not parse
             try:
                 used = pod_requests(body)
             except WorkloadError:

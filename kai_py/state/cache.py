@@ -327,6 +327,8 @@ class View:
     used_by_others: dict[str, Res] = field(default_factory=dict)
     #: How many such pods there are.
     others: int = 0
+    #: Per node: how many of other schedulers' pods (not in ``documents``) are bound there.
+    pods_of_others: dict[str, int] = field(default_factory=dict)
     #: Our pods and the PodGroups by (namespace, name), as cached when the view was
     #: taken (held-back pods too): the plan finds an event's object here.
     pods_by_name: dict[Key, Json] = field(default_factory=dict)
@@ -356,6 +358,7 @@ class View:
             if used is not None:
                 node.allocatable.sub(used)
             node.avoided = self.avoided.get(node.name)
+            node.max_pods -= self.pods_of_others.get(node.name, 0)
         built.other_scheduler_pods += self.others
         for job in built.snapshot.jobs:
             if job.queue in self.left_out:
@@ -650,7 +653,10 @@ class ClusterCache:
             node = str((reservation.get("spec") or {}).get("nodeName"))
             group = str(reservation.get("group"))
             if (node, group) in used_groups or (node, groups.label_value(group)) in used_groups:
-                continue  # its shared pods count the card
+                # Its shared pods count the card, and the session counts the card's
+                # reservation pod with it (also before the binder has made it). One
+                # handed to the builder below is counted there as another's pod.
+                continue
             body = {k: v for k, v in reservation.items() if k != "group"}
             docs.append(Document(f"Pod {ns}/{name}", body))
         avoided = self.avoided_nodes(now)
@@ -671,6 +677,7 @@ class ClusterCache:
             wake_at=wake,
             memo=self.memo,
             used_by_others=self.foreign_pods.used(),
+            pods_of_others=self.foreign_pods.pods_per_node(),
             others=self.foreign_pods.counted(),
             pods_by_name=dict(self.objects[PODS]),
             podgroups_by_name=dict(self.objects[PODGROUPS]),

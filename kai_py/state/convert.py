@@ -18,6 +18,7 @@ from kai_py.api.objects import Manifest, WorkloadError, meta, parse_time, ref
 from kai_py.api.quantities import parse_quantity
 from kai_py.gpu import inventory
 from kai_py.scheduler.model import (
+    NO_POD_LIMIT,
     Node,
     PodAffinityTerm,
     SelectorRequirement,
@@ -84,6 +85,7 @@ def node_from_manifest(obj: Manifest) -> Node:
         gpu_memory = inventory.card_memory_mib(cards)
     return Node(
         name=name,
+        max_pods=_max_pods(who, allocatable),
         cards=cards,
         group_cards=inventory.group_cards(meta(obj).get("annotations") or {}),
         allocatable=resource_vector(who, "status.allocatable", allocatable),
@@ -93,6 +95,19 @@ def node_from_manifest(obj: Manifest) -> Node:
         unschedulable=bool(spec.get("unschedulable", False)),
         gpu_memory_mib=gpu_memory,
     )
+
+
+def _max_pods(who: str, allocatable: Mapping[str, Any]) -> int:
+    """status.allocatable.pods: how many pods the node's kubelet admits; none = no limit."""
+    if not isinstance(allocatable, Mapping) or "pods" not in allocatable:
+        return NO_POD_LIMIT  # (a bad map is reported by resource_vector)
+    raw = allocatable["pods"]
+    count = _quantity(who, "status.allocatable.pods", raw)
+    if count < 0 or count != int(count):
+        raise WorkloadError(
+            who, "status.allocatable.pods", f"must be a whole number of pods, got {raw!r}"
+        )
+    return int(count)
 
 
 # ------------------------------------------------------------------- pods

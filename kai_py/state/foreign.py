@@ -40,6 +40,9 @@ class ForeignPods:
         self._by_node: dict[str, dict[Key, Res]] = {}
         self._sums: dict[str, Res] = {}
         self._dirty: set[str] = set()
+        #: Pods per node, every kept pod (one whose requests do not parse still takes
+        #: one of the node's pod slots); a count, so kept by adding and subtracting.
+        self._pods_on: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -68,6 +71,7 @@ class ForeignPods:
             request = None
         pod = ForeignPod(str(meta(body).get("uid") or ""), resource_version(body), node, request)
         self._pods[key] = pod
+        self._pods_on[node] = self._pods_on.get(node, 0) + 1
         if request is not None:
             self._by_node.setdefault(node, {})[key] = request
             self._dirty.add(node)
@@ -78,6 +82,11 @@ class ForeignPods:
         if current is None or (uid and current.uid not in ("", uid)):
             return False
         del self._pods[key]
+        left = self._pods_on[current.node] - 1
+        if left:
+            self._pods_on[current.node] = left
+        else:
+            del self._pods_on[current.node]
         on_node = self._by_node.get(current.node)
         if on_node is not None and on_node.pop(key, None) is not None:
             self._dirty.add(current.node)
@@ -99,6 +108,10 @@ class ForeignPods:
             self._sums[node] = total
         self._dirty.clear()
         return dict(self._sums)
+
+    def pods_per_node(self) -> dict[str, int]:
+        """Per node: how many of these pods are bound there (a copy)."""
+        return dict(self._pods_on)
 
     def counted(self) -> int:
         return sum(len(pods) for pods in self._by_node.values())

@@ -483,12 +483,12 @@ def overcommitted(pods: list[Json], nodes: list[Json]) -> list[str]:
 class Run:
     """One scenario: cluster, operator(s), burst, checker; ``finish`` fills the figures."""
 
-    def __init__(self, scenario: str, tmp: Path, seed: int = SEED) -> None:
+    def __init__(self, scenario: str, tmp: Path, seed: int = SEED, spec: Json | None = None) -> None:
         self.tmp = tmp
         self.random = random.Random(f"{seed}-{scenario}")
         self.figures = Figures(scenario)
         self.cluster = ThreadedDevCluster(
-            parse_cluster(SPEC, "faults"),
+            parse_cluster(spec or SPEC, "faults"),
             kubeconfig_path=tmp / "kubeconfig",
             bookmark_interval=1.0,
             job_failure_backoff=0.5,

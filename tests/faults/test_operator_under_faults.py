@@ -82,6 +82,24 @@ def test_the_emulated_api_server_restarts_mid_burst(tmp_path: Path) -> None:
         _assert_clean(run.finish(since=time.monotonic()), run)
 
 
+def test_a_burst_larger_than_the_nodes_pod_capacity(tmp_path: Path) -> None:
+    """Nodes that admit 3 pods each (status.allocatable.pods): a burst of 8 whole-GPU
+    pods fits the 8 GPUs but not the 6 pod slots, and shared pods bring reservation
+    pods. The kubelet rejects a pod over its node's limit (OutOfpods: a rejection in
+    the figures, and a bare pod lost); none may be sent to it."""
+    spec = {
+        "nodes": [{"name": "small", "count": 2, "gpus": 4, "cpu": "32", "pods": 3}],
+        "namespaces": [NS],
+    }
+    with Run("burst over pods allocatable", tmp_path, spec=spec) as run:
+        run.operator()
+        run.burst(jobs=2, pods=4, gang=0, halves=2, quarters=2)
+        figures = run.finish(since=time.monotonic())
+        assert run.checker is not None
+        assert not run.checker.rejected, f"kubelet rejections: {figures}\n{run.logs}"
+        _assert_clean(figures, run)
+
+
 def test_a_node_fails_and_recovers(tmp_path: Path) -> None:
     with Run("node failure and recovery", tmp_path) as run:
         run.operator()

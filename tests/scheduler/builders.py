@@ -13,6 +13,7 @@ from typing import Any
 
 from kai_py.scheduler.cycle import open_session
 from kai_py.scheduler.model import (
+    NO_POD_LIMIT,
     Config,
     Job,
     Node,
@@ -53,6 +54,7 @@ def node(
     ready: bool = True,
     unschedulable: bool = False,
     gpu_memory_mib: float = 0.0,
+    max_pods: int = NO_POD_LIMIT,
 ) -> Node:
     labels = dict(labels or {})
     if gpu_memory_mib:
@@ -65,6 +67,7 @@ def node(
         ready=ready,
         unschedulable=unschedulable,
         gpu_memory_mib=gpu_memory_mib,
+        max_pods=max_pods,
     )
 
 

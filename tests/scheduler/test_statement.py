@@ -44,6 +44,7 @@ def state(s: Session) -> dict[str, Any]:
                 )
             ),
             tuple(sorted(n.tasks)),
+            (n.pods, n.pods_releasing, n.pods_pipelined),
         )
     out["index"] = (dict(s.index._bucket_of), sorted(s.index.releasing))
     for j in s.jobs.values():
