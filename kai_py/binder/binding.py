@@ -238,7 +238,7 @@ class Binder:
             self._rollback(req, attempt)
             return self._failed(req, pod, attempt, error, attempts_before + 1)
         try:
-            self._write_status(req, {"phase": "Succeeded", "reason": None})
+            written = self._write_status(req, {"phase": "Succeeded", "reason": None})
         except KubeError as exc:
             # The pod is bound; only the status write was lost. The next attempt finds the
             # pod on its node, counts that as done and writes Succeeded again.
@@ -246,10 +246,11 @@ class Binder:
                 "BindRequest %s/%s: Succeeded not written: %s", req.namespace, req.name, exc
             )
             return Outcome("Pending", f"status write failed: {exc}", attempts_before, 1.0)
-        if attempt.names_cards:
-            # A plain bind posts no Event of its own: the scheduler's ``Scheduled``
-            # Event (pod and node) says it all and the BindRequest's status records the
-            # outcome; failures post ``BindingError``. One Event per pod fewer.
+        if attempt.names_cards and written:
+            # A plain bind posts no Event of its own: the scheduler's ``Scheduled`` Event
+            # (pod and node) says it all and the BindRequest's status records the outcome;
+            # failures post ``BindingError``. Nor one whose status was left as it is:
+            # another attempt at the same request finished it and told the pod.
             self.events.post(_pod_ref(req, pod), "Normal", "Bound", message)
         return Outcome("Succeeded", message, attempts_before)
 

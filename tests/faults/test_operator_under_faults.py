@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_harness import NS, SEED, Figures, Json, PartitionProxy, Run, gpu_job
+from fault_harness import NS, SEED, Figures, Json, PartitionProxy, Run, gpu_job, shared_pod
 
 from kai_py.api import keys
 from kai_py.emulator.storage.errors import ApiError
@@ -399,6 +399,44 @@ def test_one_eviction_of_a_reclaimed_gang_answered_500(tmp_path: Path) -> None:
         _assert_clean(figures, run)
         # The reclaim took the whole gang: no member of the first run went on alone.
         assert not first & gang("Succeeded"), f"{figures}\n{run.logs}"
+
+
+def test_a_pod_deleted_and_made_again_under_its_name_while_its_bind_is_in_flight(
+    tmp_path: Path,
+) -> None:
+    """The bind of the old pod must not land on the new one (the Binding carries the
+    old pod's uid), and the new pod is scheduled and bound as a pod of its own."""
+    with Run("pod made again under its name mid-bind", tmp_path) as run:
+        slow = run.cluster.cluster.faults.add(
+            verb="create", resource="pods/binding", latency=SLOW_BINDING_SECONDS
+        )
+        run.operator()
+        run.burst(jobs=1, gang=0, halves=6, quarters=4)
+        store = run.cluster.store
+        remade: set[str] = set()
+        deadline = time.monotonic() + 30
+        while len(remade) < 3 and time.monotonic() < deadline:
+            brs, _ = run.call(store.list("bindrequests", NS))
+            for br in brs:
+                name = str((br.get("spec") or {}).get("podName") or "")
+                phase = (br.get("status") or {}).get("phase")
+                if name in remade or phase not in (None, "", "Pending"):
+                    continue
+                if not name.startswith(("half", "quarter")):
+                    continue  # a Job's pod made again is the Job's to make
+                try:
+                    old = run.call(store.get("pods", NS, name))
+                    run.call(store.delete("pods", NS, name, grace_period_seconds=0))
+                except ApiError:
+                    continue
+                fraction = float(old["metadata"]["annotations"][keys.GPU_FRACTION_ANNOTATION])
+                run.call(store.create("pods", shared_pod(name, fraction, seconds=3)))
+                remade.add(name)
+            time.sleep(0.05)
+        assert remade, "no bind of a shared pod was seen under way"
+        run.cluster.cluster.faults.remove(slow)
+        run.figures.notes.append(f"pods made again under their name mid-bind: {sorted(remade)}")
+        _assert_clean(run.finish(since=time.monotonic()), run)
 
 
 def test_the_seed_is_printed() -> None:

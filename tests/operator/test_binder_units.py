@@ -811,3 +811,22 @@ def test_hints_never_pile_up(monkeypatch: pytest.MonkeyPatch) -> None:
         )
     assert len(hints) <= 3
     assert hints.get("ns", "p4") is not None  # the newest is kept
+
+
+def test_a_request_another_attempt_finished_gets_no_second_bound_event() -> None:
+    # Two attempts at one request (a pod made again under its name brought a second
+    # offer): the second finds the pod bound and the request Succeeded; the pod was told
+    # once, by the first.
+    kube, br = setup()
+
+    def report(pod: Json) -> None:
+        pod["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION] = "GPU-abc"
+
+    kube.on_reservation = report
+    br["metadata"]["resourceVersion"] = "1"
+    kube.objects[BR] = copy.deepcopy(br)
+    kube.objects[BR]["metadata"]["resourceVersion"] = "2"
+    kube.objects[BR]["status"] = {"phase": "Succeeded"}
+    outcome = binder(kube).reconcile(br)
+    assert outcome.phase == "Succeeded"
+    assert events(kube, "Bound") == []
