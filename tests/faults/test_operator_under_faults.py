@@ -133,20 +133,23 @@ def test_a_ready_node_that_starts_nothing_is_avoided(
         assert any("node gpu-0 is avoided until" in m for m in scheduled), scheduled
 
 
+#: Two replicas electing on one Lease.
+LEADER_ARGS = ("--leader-elect", "--lease-namespace", "kai-scheduler")
+
+
+def _lease_holder(run: Run) -> str | None:
+    """Who holds the operator's Lease now (None: nobody yet, or not readable)."""
+    try:
+        lease = run.call(run.cluster.store.get("leases", "kai-scheduler", "kai-py-operator"))
+    except Exception:
+        return None
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
 def test_two_replicas_and_the_leader_is_killed(tmp_path: Path) -> None:
     with Run("two replicas, leader kill -9", tmp_path) as run:
-        args = ("--leader-elect", "--lease-namespace", "kai-scheduler")
-        a, b = run.operator(*args), run.operator(*args)
-        store = run.cluster.store
-
-        def holder() -> str | None:
-            try:
-                lease = run.call(store.get("leases", "kai-scheduler", "kai-py-operator"))
-            except Exception:
-                return None
-            return (lease.get("spec") or {}).get("holderIdentity")
-
-        first = run.wait_for(holder, 20, "a leader")
+        a, b = run.operator(*LEADER_ARGS), run.operator(*LEADER_ARGS)
+        first = run.wait_for(lambda: _lease_holder(run), 20, "a leader")
         run.burst()
         time.sleep(run.random.uniform(1.0, 3.0))
         leader = next(op for op in (a, b) if f"_{op.process.pid}_" in str(first))
@@ -156,7 +159,9 @@ def test_two_replicas_and_the_leader_is_killed(tmp_path: Path) -> None:
             assert mark not in standby.log, standby.log
         killed_at = time.monotonic()
         leader.kill9()
-        run.wait_for(lambda: holder() not in (None, first), 20, "the other replica leading")
+        run.wait_for(
+            lambda: _lease_holder(run) not in (None, first), 20, "the other replica leading"
+        )
         run.figures.failover_seconds = time.monotonic() - killed_at
         assert run.figures.failover_seconds < 15
         _assert_clean(run.finish(since=killed_at), run)
@@ -167,18 +172,8 @@ def test_two_replicas_and_the_leader_is_paused_for_20_s(tmp_path: Path) -> None:
     replica leads; the resumed one must not get a single write accepted (its timers,
     in-flight binds and queued writes all fire at once when it resumes)."""
     with Run("two replicas, leader paused 20 s", tmp_path) as run:
-        args = ("--leader-elect", "--lease-namespace", "kai-scheduler")
-        a, b = run.operator(*args), run.operator(*args)
-        store = run.cluster.store
-
-        def holder() -> str | None:
-            try:
-                lease = run.call(store.get("leases", "kai-scheduler", "kai-py-operator"))
-            except Exception:
-                return None
-            return (lease.get("spec") or {}).get("holderIdentity")
-
-        first = run.wait_for(holder, 20, "a leader")
+        a, b = run.operator(*LEADER_ARGS), run.operator(*LEADER_ARGS)
+        first = run.wait_for(lambda: _lease_holder(run), 20, "a leader")
         run.burst()
         # Paused mid-bind (a Fraction bind waits for its reservation pod): the worst
         # moment, with work in flight in every part.
@@ -187,7 +182,9 @@ def test_two_replicas_and_the_leader_is_paused_for_20_s(tmp_path: Path) -> None:
         paused_at = time.monotonic()
         os.kill(leader.process.pid, signal.SIGSTOP)
         try:
-            run.wait_for(lambda: holder() not in (None, first), 20, "the other replica leading")
+            run.wait_for(
+                lambda: _lease_holder(run) not in (None, first), 20, "the other replica leading"
+            )
             run.figures.failover_seconds = time.monotonic() - paused_at
             # Work for both: the paused leader's watches hold it when it resumes.
             run.burst(jobs=1, gang=0, halves=2, quarters=2, tag="-b")
@@ -205,22 +202,12 @@ def test_two_replicas_and_the_leader_is_partitioned_for_20_s(tmp_path: Path) -> 
     what it sent before the deadline must not be accepted after the other replica
     took the Lease (the client must reset, not close, what it gave up)."""
     with Run("two replicas, leader partitioned 20 s", tmp_path) as run:
-        args = ("--leader-elect", "--lease-namespace", "kai-scheduler")
         proxy = PartitionProxy(run.cluster.cluster.url)
-        store = run.cluster.store
-
-        def holder() -> str | None:
-            try:
-                lease = run.call(store.get("leases", "kai-scheduler", "kai-py-operator"))
-            except Exception:
-                return None
-            return (lease.get("spec") or {}).get("holderIdentity")
-
         try:
             kubeconfig = proxy.kubeconfig(run.cluster.kubeconfig_path, tmp_path / "kc-proxied")
-            leader = run.operator(*args, kubeconfig=kubeconfig)
-            first = run.wait_for(holder, 20, "a leader")
-            run.operator(*args)
+            leader = run.operator(*LEADER_ARGS, kubeconfig=kubeconfig)
+            first = run.wait_for(lambda: _lease_holder(run), 20, "a leader")
+            run.operator(*LEADER_ARGS)
             run.burst()
             run.wait_for(lambda: _fraction_bind_pending(run), 30, "a Fraction bind under way")
             # An Event: the API server accepts one whenever it comes, so one delivered
@@ -229,7 +216,9 @@ def test_two_replicas_and_the_leader_is_partitioned_for_20_s(tmp_path: Path) -> 
             run.wait_for(lambda: proxy.held_write, 10, "a write held by the partition")
             cut_at = time.monotonic()
             try:
-                run.wait_for(lambda: holder() not in (None, first), 20, "the other leading")
+                run.wait_for(
+                    lambda: _lease_holder(run) not in (None, first), 20, "the other leading"
+                )
                 run.figures.failover_seconds = time.monotonic() - cut_at
                 run.burst(jobs=1, gang=0, halves=2, quarters=2, tag="-b")
                 time.sleep(max(0.0, 20.0 - (time.monotonic() - cut_at)))
