@@ -941,6 +941,8 @@ class Binder:
         for pod in pods:
             node = str((pod.get("spec") or {}).get("nodeName"))
             for group in groups.shared_pod_groups(pod):
+                # Not excused by a pending BindRequest of the group: a new reservation
+                # pod may hold another card than the one this pod was given.
                 if rsv.reservation_pod_name(node, group) in held:
                     continue
                 lost.add((node, group))
