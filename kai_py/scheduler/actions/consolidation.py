@@ -1,14 +1,16 @@
 """consolidation: move running jobs so that a fragmented pending job fits.
 
 Only when the cluster has enough free resources in total (the job is
-blocked by fragmentation, not by capacity); a move is accepted only if every
+blocked by fragmentation, not by capacity) and the job does not fit as the
+cluster is (then no move is needed: placing it is allocate's work, and a search
+would move its first victim for nothing); a move is accepted only if every
 moved job finds a new place, and at most ``max_consolidation_victims`` pods
 move. Off under spread placement, whose point is to keep jobs apart.
 """
 
 from __future__ import annotations
 
-from kai_py.scheduler.actions.common import demand, needed
+from kai_py.scheduler.actions.common import demand, needed, place_tasks
 from kai_py.scheduler.actions.evicting import preemptors, victim_cost
 from kai_py.scheduler.actions.victims import (
     Fruitless,
@@ -18,7 +20,7 @@ from kai_py.scheduler.actions.victims import (
     always,
     any_held,
 )
-from kai_py.scheduler.model import Node
+from kai_py.scheduler.model import Job, Node
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
@@ -28,6 +30,14 @@ def _free_gpu(node: Node) -> float:
     """Whole free cards plus the unused parts of shared ones."""
     shared = sum(max(0.0, 1 - g.used + g.releasing - g.pipelined) for g in node.groups.values())
     return node.free_gpus_future() + shared
+
+
+def _fits_as_is(session: Session, placer: Placer, job: Job) -> bool:
+    """Whether the job's next step fits with no pod moved (tried, then undone)."""
+    stmt = session.statement()
+    fits = place_tasks(session, stmt, placer, job, needed(job)).ok
+    stmt.rollback(0)
+    return fits
 
 
 def consolidation(session: Session, placer: Placer) -> None:
@@ -56,6 +66,10 @@ def consolidation(session: Session, placer: Placer) -> None:
             continue  # not fragmentation: the cluster lacks the resources
         if fruitless.known(job, None):
             continue  # its search placed nothing and nothing changed since
+        if _fits_as_is(session, placer, job):
+            # No move is needed for it. The search would not see that: its first
+            # scenario moves the cheapest victim, works, and keeps that needless move.
+            continue
         if pool is None:
             pool = VictimPool(
                 session, "consolidation", session.jobs.values(), victim_cost, lambda t: True
