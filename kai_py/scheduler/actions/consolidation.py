@@ -1,11 +1,13 @@
 """consolidation: move running jobs so that a fragmented pending job fits.
 
-Only when the cluster has enough free resources in total (the job is
-blocked by fragmentation, not by capacity) and the job does not fit as the
-cluster is (then no move is needed: placing it is allocate's work, and a search
-would move its first victim for nothing); a move is accepted only if every
-moved job finds a new place, and at most ``max_consolidation_victims`` pods
-move. Off under spread placement, whose point is to keep jobs apart.
+Only for a preemptible job (as KAI: a non-preemptible one is left to reclaim
+and preempt), only when the cluster has enough free resources in total (the
+job is blocked by fragmentation, not by capacity), and only when the job does
+not fit as the cluster is (then no move is needed: placing it is allocate's
+work, and a search would move its first victim for nothing). A move is
+accepted only if every moved job finds a new place, and at most
+``max_consolidation_victims`` pods move. Off under spread placement, whose
+point is to keep jobs apart.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ def consolidation(session: Session, placer: Placer) -> None:
     budget = SearchBudget()
     fruitless = Fruitless(session)
     for job in preemptors(session):
+        if not job.preemptible:
+            # Left to reclaim and preempt, as KAI does (a drop-in moves pods for the
+            # same jobs).
+            continue
         if free is None:
             ready = [n for n in session.nodes.values() if n.ready]
             free = (
