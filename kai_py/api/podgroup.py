@@ -19,12 +19,15 @@ from kai_py.api.common import (
     KubeObject,
     NonNegativeDuration,
     NonNegativeInt32,
-    PositiveInt32,
     ResourceMap,
 )
 from kai_py.api.durations import parse_duration
 
 Preemptibility = Literal["preemptible", "non-preemptible"]
+# How the webhook treats a fault in the minimums of a group's SubGroups:
+# refused, refused only when created (a warning on update, so that groups
+# stored before the rule still change), or a warning only.
+MinSeverity = Literal["error", "error-on-create", "warning"]
 
 # Reasons of status.schedulingConditions[].reasons[].reason that KAI defines;
 # the field is open (KAI says more may be added), so it is typed as a string.
@@ -46,7 +49,14 @@ class SubGroup(KubeModel):
     """A named subset of the group's pods with its own minimum."""
 
     name: str = Field(min_length=1)
-    min_member: NonNegativeInt32 | None = None
+    min_member: NonNegativeInt32 | None = Field(
+        default=None, description="Pods of a leaf SubGroup that must start together."
+    )
+    min_sub_group: NonNegativeInt32 | None = Field(
+        default=None,
+        description="Child SubGroups of a mid-level SubGroup that must start. "
+        "Mutually exclusive with minMember.",
+    )
     parent: str | None = Field(default=None, description="Name of the parent SubGroup.")
     topology_constraint: TopologyConstraint | None = None
 
@@ -54,11 +64,20 @@ class SubGroup(KubeModel):
 class PodGroupSpec(KubeModel):
     """Desired state of a PodGroup."""
 
+    # Not defaulted by the server (KAI's CRD has no default): a stored group
+    # must still say whether minMember was set, because minMember and
+    # minSubGroup are mutually exclusive. Unset reads as 1.
     min_member: NonNegativeInt32 = Field(
         default=1,
-        description="Pods that must be placed together before any runs. 0 = fully elastic.",
+        description="Pods that must be placed together before any runs. 0 = fully elastic. "
+        "Default 1. Mutually exclusive with minSubGroup.",
+        json_schema_extra={NO_SERVER_DEFAULT: True},
     )
-    min_sub_group: PositiveInt32 | None = None
+    min_sub_group: NonNegativeInt32 | None = Field(
+        default=None,
+        description="Direct child SubGroups that must start before any runs. "
+        "0 = no gang requirement. Mutually exclusive with minMember.",
+    )
     queue: str | None = Field(default=None, description="The leaf Queue whose quota is used.")
     priority_class_name: str | None = None
     preemptibility: Preemptibility | None = Field(
@@ -87,6 +106,15 @@ class PodGroupSpec(KubeModel):
 
     @model_validator(mode="after")
     def _check_sub_groups(self) -> Self:
+        # Structural faults: refused at admission on create and update alike,
+        # and a stored group with one is left out (as KAI's webhook treats them).
+        if "min_member" in self.model_fields_set and self.min_sub_group is not None:
+            raise FieldValueError(
+                "minSubGroup",
+                f"minMember and minSubGroup are mutually exclusive: set minMember "
+                f"({self.min_member}) for a number of pods, or minSubGroup for a number of "
+                "child SubGroups, not both",
+            )
         names: dict[str, int] = {}
         for i, group in enumerate(self.sub_groups or []):
             if group.name in names:
@@ -95,6 +123,11 @@ class PodGroupSpec(KubeModel):
                     f"duplicate name {group.name!r} (also subGroups[{names[group.name]}])",
                 )
             names[group.name] = i
+            if group.min_member is not None and group.min_sub_group is not None:
+                raise FieldValueError(
+                    f"subGroups[{i}]",
+                    f"SubGroup {group.name!r}: minMember and minSubGroup are mutually exclusive",
+                )
         for i, group in enumerate(self.sub_groups or []):
             if group.parent is not None and group.parent not in names:
                 raise FieldValueError(
@@ -113,6 +146,51 @@ class PodGroupSpec(KubeModel):
                 seen.add(parent)
                 parent = parents[parent]
         return self
+
+    def min_definition_problems(self) -> list[tuple[str, MinSeverity]]:
+        """Faults in the minimums of the SubGroup tree, each with how the webhook treats it.
+
+        A leaf needs minMember and cannot have minSubGroup; a SubGroup with
+        children counts them with minSubGroup, not pods with minMember; a
+        minSubGroup above the number of direct children can never be met.
+        """
+        groups = self.sub_groups or []
+        children: dict[str | None, int] = {}
+        for group in groups:
+            children[group.parent] = children.get(group.parent, 0) + 1
+        problems: list[tuple[str, MinSeverity]] = []
+        if self.min_sub_group is not None and self.min_sub_group > children.get(None, 0):
+            problems.append((
+                f"minSubGroup ({self.min_sub_group}) exceeds the number of direct child "
+                f"SubGroups ({children.get(None, 0)})",
+                "warning",
+            ))
+        for i, group in sorted(enumerate(groups), key=lambda item: item[1].name):
+            where = f"subGroups[{i}] ({group.name!r})"
+            count = children.get(group.name, 0)
+            if count == 0:
+                if group.min_sub_group is not None:
+                    problems.append((
+                        f"{where}: minSubGroup cannot be set on a leaf SubGroup "
+                        "(it has no child SubGroups)",
+                        "error",
+                    ))
+                if group.min_member is None:
+                    problems.append((f"{where}: minMember is required on a leaf SubGroup", "error"))
+                continue
+            if group.min_member is not None:
+                problems.append((
+                    f"{where}: minMember cannot be set on a SubGroup with child SubGroups; "
+                    "use minSubGroup",
+                    "error-on-create",
+                ))
+            if group.min_sub_group is not None and group.min_sub_group > count:
+                problems.append((
+                    f"{where}: minSubGroup ({group.min_sub_group}) exceeds the number of direct "
+                    f"child SubGroups ({count})",
+                    "warning",
+                ))
+        return problems
 
     @property
     def staleness_grace_seconds(self) -> float | None:

@@ -292,7 +292,9 @@ def test_server_defaults() -> None:
     # The limit trap is reported, not hidden behind a server-side default.
     assert "default" not in gpu["limit"]
     pg = _schema("podgroups.yaml")["properties"]["spec"]["properties"]
-    assert pg["minMember"]["default"] == 1
+    # Not defaulted by the server: minMember and minSubGroup are mutually
+    # exclusive, so a stored group must say whether minMember was set.
+    assert "default" not in pg["minMember"]
     assert pg["minMember"]["minimum"] == 0
     assert pg["markUnschedulable"]["default"] is True
     assert "default" not in pg["stalenessGracePeriod"]

@@ -148,6 +148,14 @@ def test_bad_objects_are_refused_with_object_field_and_value(
     group["spec"]["queue"] = "root"
     custom.create_namespaced_custom_object("scheduling.run.ai", "v2alpha2", NS, "podgroups", group)
 
+    both = {**group, "metadata": {"name": "both", "namespace": NS}}
+    both["spec"] = {**group["spec"], "minSubGroup": 1, "subGroups": [{"name": "a", "minMember": 1}]}
+    with pytest.raises(k8s.ApiException) as exclusive:
+        custom.create_namespaced_custom_object(
+            "scheduling.run.ai", "v2alpha2", NS, "podgroups", both
+        )
+    assert "minMember and minSubGroup are mutually exclusive" in exclusive.value.body
+
 
 def test_a_quota_above_its_limit_is_admitted_with_a_warning_and_a_too_deep_queue_is_not(
     cluster: ThreadedDevCluster,

@@ -6,6 +6,7 @@ from typing import Any
 
 from kai_py.api.queue import MAX_QUEUE_DEPTH
 from kai_py.controllers.webhooks import deviceaccess, validation
+from kai_py.controllers.webhooks.validation import Verdict
 
 Json = dict[str, Any]
 
@@ -183,3 +184,73 @@ def test_pod_gpu_annotations_are_checked_like_simulate_does() -> None:
         "(use nvidia.com/gpu for whole GPUs), got '1.5'"
     ]
     assert validation.validate_pod_gpu(_pod({"gpu-memory": "2048"}, name="p")).errors == []
+
+
+def _subgrouped(
+    min_sub_group: int | None, subgroups: list[dict[str, Any]], min_member: int | None = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"queue": "q", "subGroups": subgroups}
+    if min_sub_group is not None:
+        spec["minSubGroup"] = min_sub_group
+    if min_member is not None:
+        spec["minMember"] = min_member
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "g", "namespace": "team-a"},
+        "spec": spec,
+    }
+
+
+def _leaves(*names: str, parent: str | None = None, min_member: int = 8) -> list[dict[str, Any]]:
+    return [
+        {"name": n, "minMember": min_member, **({"parent": parent} if parent else {})}
+        for n in names
+    ]
+
+
+def test_podgroup_min_member_and_min_sub_group_are_mutually_exclusive() -> None:
+    both = _subgrouped(3, _leaves("a", "b", "c"), min_member=24)
+    [error] = validation.validate_podgroup(both, lambda q: True).errors
+    assert "spec.minSubGroup" in error and "mutually exclusive" in error and "(24)" in error
+    # Also on update: a structural fault, not a rule only new groups follow.
+    assert validation.validate_podgroup(both, lambda q: True, update=True).errors
+    mid = _subgrouped(
+        1,
+        [{"name": "decode", "minMember": 5, "minSubGroup": 2}, *_leaves("l", "w", parent="decode")],
+    )
+    [error] = validation.validate_podgroup(mid, lambda q: True).errors
+    assert "'decode': minMember and minSubGroup are mutually exclusive" in error
+
+
+def test_podgroup_subgroup_minimums_follow_the_tree() -> None:
+    def verdict(group: dict[str, Any], update: bool = False) -> Verdict:
+        return validation.validate_podgroup(group, lambda q: True, update=update)
+
+    leaf_with_min_sub_group = _subgrouped(
+        3, [{"name": "prefill-0", "minSubGroup": 2}, *_leaves("prefill-1", "prefill-2")]
+    )
+    assert verdict(leaf_with_min_sub_group).errors == [
+        "PodGroup \"team-a/g\": spec.subGroups[0] ('prefill-0'): minSubGroup cannot be set on "
+        "a leaf SubGroup (it has no child SubGroups)",
+        "PodGroup \"team-a/g\": spec.subGroups[0] ('prefill-0'): minMember is required on a "
+        "leaf SubGroup",
+    ]
+    # More than the direct children: never met, but only a warning (as KAI's).
+    too_many = verdict(_subgrouped(5, _leaves("p0", "p1", "p2", "p3")))
+    assert too_many.errors == []
+    assert too_many.warnings == [
+        'PodGroup "team-a/g": spec.minSubGroup (5) exceeds the number of direct child '
+        "SubGroups (4)"
+    ]
+    assert verdict(_subgrouped(0, _leaves("p0", "p1"))).errors == []
+    assert verdict(_subgrouped(3, _leaves("p0", "p1", "p2", "p3"))) == Verdict()
+    # minMember on a SubGroup with children: refused when created, a warning when
+    # an existing group is updated, so that groups stored before the rule can change.
+    mid_min_member = _subgrouped(
+        1, [{"name": "decode", "minMember": 5}, *_leaves("l", "w", parent="decode")]
+    )
+    [error] = verdict(mid_min_member).errors
+    assert "subGroups[0] ('decode'): minMember cannot be set on a SubGroup with child" in error
+    updated = verdict(mid_min_member, update=True)
+    assert updated.errors == [] and updated.warnings == [error]

@@ -94,13 +94,19 @@ def _too_deep(name: str, parent: str, parents: dict[str, str]) -> list[str]:
     return [f'Queue "{name}": spec.parentQueue: {text}']
 
 
-def validate_podgroup(manifest: Json, queue_exists: Callable[[str], bool]) -> Verdict:
+def validate_podgroup(
+    manifest: Json, queue_exists: Callable[[str], bool], *, update: bool = False
+) -> Verdict:
     verdict = Verdict()
     try:
         group = PodGroup.from_manifest(manifest)
     except ManifestError as exc:
         verdict.errors.append(str(exc))
         return verdict
+    for problem, severity in group.spec.min_definition_problems():
+        text = f'PodGroup "{group.ref}": spec.{problem}'
+        refused = severity == "error" or (severity == "error-on-create" and not update)
+        (verdict.errors if refused else verdict.warnings).append(text)
     queue = group.spec.queue
     if queue and not queue_exists(queue):
         verdict.errors.append(f'PodGroup "{group.ref}": spec.queue: queue "{queue}" does not exist')
