@@ -85,3 +85,37 @@ def check_non_preemptible_quota(
                 {"resource": res, "queueDetails": queue_details(session, queue.name)},
             )
     return None
+
+
+def limit_reclaim_may_free(session: Session, job: Job, demand: Res) -> Queue | None:
+    """For reclaim, whose victims are in other queues: when the next step passes the
+    limit of a queue above the job's own, the lowest such queue, if the preemptible work
+    of the other queues below every limit passed could make room under it (evicting it
+    frees room there, as a same-queue victim does for preempt). None when the job's own
+    queue's limit is passed (reclaim takes nothing from it), or when that work is too
+    little even if all of it went: then the limit refuses the job, as in allocate."""
+    leaf = session.queues[job.queue]
+    lowest: Queue | None = None
+    for queue in session.ancestors(job.queue):
+        for res in RESOURCE_NAMES:
+            want = demand.get(res)
+            if want <= EPS:
+                continue
+            over = queue.allocated.get(res) + want - queue.limit.get(res)
+            if over <= EPS:
+                continue
+            if queue is leaf:
+                return None
+            # What the rest of the subtree holds that a reclaim may take (a victim is
+            # preemptible and never in the reclaimer's own queue).
+            others = (
+                queue.allocated.get(res)
+                - queue.allocated_non_preemptible.get(res)
+                - leaf.allocated.get(res)
+                + leaf.allocated_non_preemptible.get(res)
+            )
+            if others < over - EPS:
+                return None
+            if lowest is None:
+                lowest = queue
+    return lowest
