@@ -49,18 +49,28 @@ def check_limit(session: Session, job: Job, demand: Res, check_limit: bool = Tru
             break
     else:
         return None
+    passed = first_limit_passed(session, job, demand)
+    if passed is None:
+        return None
+    queue, res, want = passed
+    has = queue.allocated.get(res)
+    limit = queue.limit.get(res)
+    return Reason(
+        reasons.OVER_LIMIT,
+        f"Queue {queue.name} would use {format_quantity(res, has + want)}, above its "
+        f"limit of {format_quantity(res, limit)}: it has "
+        f"{format_quantity(res, has)} and job {job.key} asks for "
+        f"{format_quantity(res, want)}",
+        {"resource": res, "queueDetails": queue_details(session, queue.name)},
+    )
+
+
+def first_limit_passed(session: Session, job: Job, demand: Res) -> tuple[Queue, str, float] | None:
+    """(queue, resource, amount asked) for the first queue up the tree, and resource,
+    whose limit the next step would pass."""
     for queue, res, want in _asks(session, job, demand):
-        has = queue.allocated.get(res)
-        limit = queue.limit.get(res)
-        if has + want > limit + EPS:
-            return Reason(
-                reasons.OVER_LIMIT,
-                f"Queue {queue.name} would use {format_quantity(res, has + want)}, above its "
-                f"limit of {format_quantity(res, limit)}: it has "
-                f"{format_quantity(res, has)} and job {job.key} asks for "
-                f"{format_quantity(res, want)}",
-                {"resource": res, "queueDetails": queue_details(session, queue.name)},
-            )
+        if queue.allocated.get(res) + want > queue.limit.get(res) + EPS:
+            return queue, res, want
     return None
 
 
