@@ -49,18 +49,28 @@ def check_limit(session: Session, job: Job, demand: Res, check_limit: bool = Tru
             break
     else:
         return None
+    passed = first_limit_passed(session, job, demand)
+    if passed is None:
+        return None
+    queue, res, want = passed
+    has = queue.allocated.get(res)
+    limit = queue.limit.get(res)
+    return Reason(
+        reasons.OVER_LIMIT,
+        f"Queue {queue.name} would use {format_quantity(res, has + want)}, above its "
+        f"limit of {format_quantity(res, limit)}: it has "
+        f"{format_quantity(res, has)} and job {job.key} asks for "
+        f"{format_quantity(res, want)}",
+        {"resource": res, "queueDetails": queue_details(session, queue.name)},
+    )
+
+
+def first_limit_passed(session: Session, job: Job, demand: Res) -> tuple[Queue, str, float] | None:
+    """(queue, resource, amount asked) for the first queue up the tree, and resource,
+    whose limit the next step would pass."""
     for queue, res, want in _asks(session, job, demand):
-        has = queue.allocated.get(res)
-        limit = queue.limit.get(res)
-        if has + want > limit + EPS:
-            return Reason(
-                reasons.OVER_LIMIT,
-                f"Queue {queue.name} would use {format_quantity(res, has + want)}, above its "
-                f"limit of {format_quantity(res, limit)}: it has "
-                f"{format_quantity(res, has)} and job {job.key} asks for "
-                f"{format_quantity(res, want)}",
-                {"resource": res, "queueDetails": queue_details(session, queue.name)},
-            )
+        if queue.allocated.get(res) + want > queue.limit.get(res) + EPS:
+            return queue, res, want
     return None
 
 
@@ -85,3 +95,37 @@ def check_non_preemptible_quota(
                 {"resource": res, "queueDetails": queue_details(session, queue.name)},
             )
     return None
+
+
+def limit_reclaim_may_free(session: Session, job: Job, demand: Res) -> Queue | None:
+    """For reclaim, whose victims are in other queues: when the next step passes the
+    limit of a queue above the job's own, the lowest such queue, if the preemptible work
+    of the other queues below every limit passed could make room under it (evicting it
+    frees room there, as a same-queue victim does for preempt). None when the job's own
+    queue's limit is passed (reclaim takes nothing from it), or when that work is too
+    little even if all of it went: then the limit refuses the job, as in allocate."""
+    leaf = session.queues[job.queue]
+    lowest: Queue | None = None
+    for queue in session.ancestors(job.queue):
+        for res in RESOURCE_NAMES:
+            want = demand.get(res)
+            if want <= EPS:
+                continue
+            over = queue.allocated.get(res) + want - queue.limit.get(res)
+            if over <= EPS:
+                continue
+            if queue is leaf:
+                return None
+            # What the rest of the subtree holds that a reclaim may take (a victim is
+            # preemptible and never in the reclaimer's own queue).
+            others = (
+                queue.allocated.get(res)
+                - queue.allocated_non_preemptible.get(res)
+                - leaf.allocated.get(res)
+                + leaf.allocated_non_preemptible.get(res)
+            )
+            if others < over - EPS:
+                return None
+            if lowest is None:
+                lowest = queue
+    return lowest

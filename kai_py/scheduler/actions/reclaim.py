@@ -36,6 +36,7 @@ from kai_py.scheduler.actions.victims import (
 from kai_py.scheduler.model import Job, Queue, Unit
 from kai_py.scheduler.ordering import PendingLine
 from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.quota import limit_reclaim_may_free
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import EPS, Res, format_quantity
 from kai_py.scheduler.session import Session
@@ -117,8 +118,16 @@ def reclaim(session: Session, placer: Placer) -> None:
     # is only spent by simulating victims). The pool and the line are not built.
     searchable = any_held(session)
     jobs = None if searchable else _unordered(session)
-    for job in preemptors(session) if jobs is None else jobs:
+    # A job over a limit of a queue above its own still tries when evicting the other
+    # queues below that limit could make room (``limit_reclaim_may_free``); the limits
+    # are then checked on each scenario's outcome (the framework's validators).
+    for job in preemptors(session, check_limit=not searchable) if jobs is None else jobs:
         amount = demand(session, job, needed(job))
+        scope: Queue | None = None
+        if searchable and session.framework.check_capacity(session, job, amount) is not None:
+            scope = limit_reclaim_may_free(session, job, amount)
+            if scope is None:
+                continue  # allocate said which limit refuses it; no victim frees room there
         leaf = session.queues[job.queue]
         leaf.allocated.add(amount)
         # A non-preemptible job's own quota was checked before (NonPreemptibleOverQuota);
@@ -147,18 +156,18 @@ def reclaim(session: Session, placer: Placer) -> None:
             )
             line = PendingLine(session, pending_jobs(session))
         if fruitless.known(job, line):
-            session.explain(job, _nothing_to_reclaim(session, job))
+            session.explain(job, _nothing_to_reclaim(session, job, scope=scope))
             continue
         if budget.exhausted:  # not worth weighing its victims: it will not search
-            session.explain(job, _nothing_to_reclaim(session, job, stopped_note(0)))
+            session.explain(job, _nothing_to_reclaim(session, job, stopped_note(0), scope))
             continue
-        done, note = _reclaim(session, placer, pool, line, budget, job, amount)
+        done, note = _reclaim(session, placer, pool, line, budget, job, amount, scope)
         if done:
             pool.refresh([job])
         else:
             if not note:
                 fruitless.add(job)
-            session.explain(job, _nothing_to_reclaim(session, job, note))
+            session.explain(job, _nothing_to_reclaim(session, job, note, scope))
 
 
 def _unordered(session: Session) -> list[Job] | None:
@@ -190,9 +199,12 @@ def _reclaim(
     budget: SearchBudget,
     job: Job,
     amount: Res,
+    scope: Queue | None = None,
 ) -> tuple[bool, str]:
-    """Whether ``job`` reclaimed, and a note when its search was cut short."""
-    others = [q for q in pool.queues if q != job.queue]
+    """Whether ``job`` reclaimed, and a note when its search was cut short. With
+    ``scope`` (a queue whose limit the job would pass), only victims below it: no other
+    eviction makes room under that limit."""
+    others = [q for q in pool.queues if q != job.queue and _below(session, q, scope)]
     if not others:
         return False, ""  # before the rules copy every queue's totals: none to ask about
     plan = _Reclaim(session, job, amount)
@@ -213,14 +225,21 @@ def _reclaim(
     return done, capped_note(search)
 
 
-def _nothing_to_reclaim(session: Session, job: Job, capped: str = "") -> Reason:
+def _below(session: Session, name: str, scope: Queue | None) -> bool:
+    return scope is None or any(q is scope for q in session.ancestors(name))
+
+
+def _nothing_to_reclaim(
+    session: Session, job: Job, capped: str = "", scope: Queue | None = None
+) -> Reason:
     queue = session.queues[job.queue]
-    others = (q for q in session.queues if q != job.queue)
+    others = (q for q in session.queues if q != job.queue and _below(session, q, scope))
     note = protected_note(session, others, "reclaim_min_runtime")
+    where = "" if scope is None else f" below queue {scope.name} (whose limit binds)"
     return Reason(
         reasons.NO_RECLAIM,
-        f"Job {job.key} cannot reclaim resources: no other queue is above its fair share "
-        f"(or its deserved quota) by enough preemptible work (queue {queue.name} has "
+        f"Job {job.key} cannot reclaim resources: no other queue{where} is above its fair "
+        f"share (or its deserved quota) by enough preemptible work (queue {queue.name} has "
         f"{format_quantity('gpu', queue.allocated.gpu)} with a fair share of "
         f"{format_quantity('gpu', queue.fair_share.gpu)}){note}{capped}",
         {"queue": queue.name},

@@ -785,6 +785,7 @@ class VictimSearch:
 
         # Every pending job takes its place in line (it shapes its queue's turn) but
         # is not placed: only the preemptor and the victims are.
+        check = session.framework.check_capacity
         waiting = {preemptor.uid, *jobs}
         picker = JobPicker(session, [preemptor, *jobs.values()], want, self.line)
         while waiting and (job := picker.pop()) is not None:
@@ -810,7 +811,14 @@ class VictimSearch:
                 replaced = task.uid in unplaced
                 target = task if replaced else shadow_of(task)
                 where = self.placer.find(target)
-                if where is None:
+                # A victim comes back only within its queues' limits (allocate's
+                # capacity check): one that would pass a limit stays evicted, so what it
+                # frees counts for the preemptor (a same-queue preemptor, or one under a
+                # common parent, whose limit is what binds).
+                if (
+                    where is None
+                    or check(session, job, session.task_res(target, where.node), True) is not None
+                ):
                     if index < gang:
                         stmt.rollback(mark)
                         again = []

@@ -14,8 +14,10 @@ from kai_py.scheduler.session import Session
 def preempt_within_limits(
     session: Session, preemptor: Job, units: Sequence[Unit], action: str
 ) -> bool:
-    """Preempt swaps jobs inside one queue, so its limit is checked on the outcome."""
-    if action != "preempt":
+    """Preempt swaps jobs inside one queue, and reclaim may take from a sibling under a
+    limited parent, so the preemptor's queues' limits are checked on the outcome (with
+    what the victims free counted)."""
+    if action != "preempt" and action != "reclaim":
         return True
     return all(q.allocated.fits_in(q.limit) for q in session.ancestors(preemptor.queue))
 
