@@ -750,6 +750,33 @@ def test_the_sweep_finds_leftovers_and_orphans_from_state() -> None:
     assert b.orphaned_shared_pods() == []  # held now: once
 
 
+def test_a_card_is_held_again_as_kais_configmap_names_it() -> None:
+    """A bound shared pod whose reservation pod went while the operator was down: the
+    card it was shown is read from its KAI ConfigMap (here ``<prefix>-0-evar``: its
+    container takes the card by envFrom) and held again."""
+    kube, _ = setup()
+    kube.objects[BR]["status"] = {"phase": "Succeeded"}
+    pod = kai_wired(by_env=False)
+    pod["metadata"].update(name="o", uid="u-o", labels={keys.GPU_GROUP_LABEL: "g2"})
+    pod["spec"]["nodeName"] = "n1"
+    pod["status"] = {"phase": "Running"}
+    kube.add("/api/v1/namespaces/ns/pods/o", pod)
+    first, evar = rsv.shared_configmaps(pod) or ("", "")
+    kube.add(f"/api/v1/namespaces/ns/configmaps/{first}", {"data": {"GPU_PORTION": "0.5"}})
+    kube.add(
+        f"/api/v1/namespaces/ns/configmaps/{evar}", {"data": {"NVIDIA_VISIBLE_DEVICES": "GPU-7"}}
+    )
+
+    def report(res: Json) -> None:
+        res["metadata"]["uid"] = "res-1"
+        res["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION] = "GPU-7"
+
+    kube.on_reservation = report
+    assert binder(kube).orphaned_shared_pods() == ["ns/o"]
+    (warning,) = events(kube, "GPUReservationLost")
+    assert "holds its card GPU-7 again" in warning["message"]
+
+
 # ---------------------------------------------------------------- binds that do not read the pod
 def hinted(kube: FakeKube, br: Json, *, pod_uid: str = "u-1") -> PodHints:
     """The BindRequest owned by ``pod_uid`` and a watch that has shown pod ns/p (ours)."""
