@@ -160,6 +160,7 @@ def test_a_fresh_card_gets_a_group_name_no_other_card_of_the_cluster_has() -> No
     assert len({g for _, g in by_card}) == len(by_card), placed  # one name, one card
     assert {placed[p][0] for p in ("p0", "p1", "p2")} >= {"a", "b"}
     assert len(set(placed["two"][1])) == 2
+    assert placed["two"] == ("c", (placed["two"][1][0], "3"))  # joined the old card as "3"
     # The same decision names the same group: a retried or pipelined pod keeps it.
     assert new_group_id("a", "uid-x", 0) == new_group_id("a", "uid-x", 0)
     assert new_group_id("a", "uid-x", 0, {new_group_id("a", "uid-x", 0)}) != new_group_id(
