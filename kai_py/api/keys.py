@@ -35,6 +35,8 @@ POD_GROUP_ANNOTATION: Final = "pod-group-name"
 RECEIVED_RESOURCE_TYPE_ANNOTATION: Final = "received-resource-type"
 BATCH_MIN_MEMBER_ANNOTATION: Final = "kai.scheduler/batch-min-member"
 RESERVED_GPU_INDEX_ANNOTATION: Final = "run.ai/reserve_for_gpu_index"
+#: KAI's: on a shared pod, the prefix of its two GPU ConfigMaps (set by the pod webhook).
+SHARED_GPU_CONFIGMAP_ANNOTATION: Final = "runai/shared-gpu-configmap"
 
 # GPU pinning (HAMi's pod annotations, unchanged) and the node inventory.
 USE_GPU_UUID_ANNOTATION: Final = "nvidia.com/use-gpuuuid"

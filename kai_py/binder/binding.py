@@ -7,7 +7,8 @@ outcome into the BindRequest's status:
 - ``Fraction``: for each selected GPU group make sure its reservation pod
   exists on the node, wait for the card UUID it reports, label the pod
   ``runai-gpu-group``, check the cards again, bind, then write the pod's GPU
-  ConfigMap(s) with the cards held after the Binding (its containers wait for
+  ConfigMaps (KAI's ``<prefix>-<index>`` and ``...-evar``, named by the pod's
+  ``runai/shared-gpu-configmap`` annotation) with the cards held after the Binding (its containers wait for
   them, so a card lost during the Binding is replaced before any is shown).
 
 No pod is ever deleted here: not to undo a race of ours, nor when a reservation
@@ -563,11 +564,8 @@ class Binder:
                 raise
 
     def _write_configmaps(self, req: _Request, pod: Mapping[str, Any], attempt: _Attempt) -> None:
-        data = rsv.configmap_data(attempt.uuids, req.portion)
-        for name in rsv.gpu_configmap_names(pod):
-            manifest = rsv.gpu_configmap_manifest(
-                pod, name, attempt.uuids, req.portion, req.groups[0]
-            )
+        for name, data in rsv.gpu_configmaps(pod, attempt.uuids, req.portion):
+            manifest = rsv.gpu_configmap_manifest(pod, name, data)
             try:
                 self.kube.create(path_of("", "v1", "configmaps", req.namespace), manifest)
                 attempt.configmaps_created.append((req.namespace, name))
@@ -886,9 +884,12 @@ class Binder:
         return False  # still going away: the next clean-up pass makes the new one
 
     def _card_shown(self, pod: Mapping[str, Any], group: str) -> str | None:
-        """The card of ``group`` the shared pod's GPU ConfigMap names, if it can be read."""
+        """The card of ``group`` the shared pod's GPU ConfigMap names, if it can be read
+        (KAI's ConfigMap or, for a pod wired before, ``<pod>-gpu``)."""
         m = pod.get("metadata") or {}
-        names = rsv.gpu_configmap_names(pod)
+        names = rsv.visible_devices_configmaps(pod)
+        if not names:
+            return None
         try:
             cm = self.kube.get(path_of("", "v1", "configmaps", str(m.get("namespace")), names[0]))
         except KubeError:

@@ -6,9 +6,14 @@ Nothing here talks to Kubernetes, so every rule is unit-testable:
   named ``gpu-reservation-<node>-<group>`` (DNS-safe; a hash keeps long or
   unusual names unique), with ``nodeName`` preset, ``nvidia.com/gpu: 1`` and
   the label ``runai-gpu-group=<group>``;
-- the ConfigMap a shared pod reads ``NVIDIA_VISIBLE_DEVICES`` and
-  ``GPU_PORTION`` from: every ConfigMap the pod's containers reference for
-  one of those keys, else ``<pod>-gpu``;
+- the ConfigMaps a shared pod reads its card from, as KAI names them: the pod
+  annotation ``runai/shared-gpu-configmap`` holds ``<base>-<random>-shared-gpu``
+  (the pod webhook sets it), the ConfigMap ``<that>-<container index>`` gets
+  ``GPU_PORTION`` and ``RUNAI_NUM_OF_GPUS`` and ``<that>-<index>-evar`` is read
+  with ``envFrom``; ``NVIDIA_VISIBLE_DEVICES`` goes in the first when the
+  container's ``env`` takes it from a ConfigMap, else in the second. Any other
+  ConfigMap the pod references for those keys is written too (a pod wired
+  before KAI's names: ``<pod>-gpu``);
 - the retry rule: after ``n`` failed attempts wait ``base * 2**n`` seconds,
   while ``n < backoffLimit``.
 """
@@ -35,7 +40,19 @@ RESERVATION_APP: Final = "kai-resource-reservation"
 
 VISIBLE_DEVICES_KEY: Final = "NVIDIA_VISIBLE_DEVICES"
 PORTION_KEY: Final = "GPU_PORTION"
+#: KAI's older name for ``GPU_PORTION``, still written and wired as KAI does.
+NUM_OF_GPUS_KEY: Final = "RUNAI_NUM_OF_GPUS"
 GPU_KEYS: Final = (VISIBLE_DEVICES_KEY, PORTION_KEY)
+#: What the pod webhook makes the sharing container read from the first ConfigMap.
+SHARING_ENV_KEYS: Final = (VISIBLE_DEVICES_KEY, NUM_OF_GPUS_KEY, PORTION_KEY)
+SHARED_GPU_CONFIGMAP_ANNOTATION: Final = keys.SHARED_GPU_CONFIGMAP_ANNOTATION
+_SHARED_GPU_SUFFIX: Final = "shared-gpu"
+_EVAR_SUFFIX: Final = "-evar"
+#: KAI's: the random part of the prefix, its letters (no vowels: no words), and the
+#: bound the names are cut to: the volume ``<prefix>-<index>-vol`` is a DNS label.
+PREFIX_RANDOM_CHARS: Final = 7
+PREFIX_RANDOM_ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
+_MAX_VOLUME_NAME: Final = 63
 
 DEFAULT_BACKOFF_LIMIT: Final = 3
 #: The image the repository's Dockerfile builds, tagged with this version (the chart's default).
@@ -142,24 +159,115 @@ def reservation_failure(pod: Mapping[str, Any]) -> str | None:
     return None
 
 
-def gpu_configmap_names(pod: Mapping[str, Any]) -> list[str]:
-    """The ConfigMaps the shared pod reads its GPU from, sorted.
+def configmap_prefix(pod: Mapping[str, Any], random_part: str) -> str:
+    """KAI's ``runai/shared-gpu-configmap`` value for a shared pod:
+    ``<base>-<random_part>-shared-gpu``, where the base is the pod's first owner's name
+    (a mutating webhook sees no name yet for a pod made from ``generateName``), else
+    its name or ``generateName``, cut so that ``<prefix>-<index>-evar`` and the volume
+    ``<prefix>-<index>-vol`` stay within 63 characters."""
+    m = pod.get("metadata") or {}
+    owners = m.get("ownerReferences") or []
+    base = str((owners[0].get("name") if owners else None) or m.get("name") or "")
+    base = base or str(m.get("generateName") or "")
+    index = str(max(0, sharing_container_index(pod)))
+    room = (
+        _MAX_VOLUME_NAME
+        - len(random_part)
+        - len("--")
+        - len("-vol")
+        - len(_SHARED_GPU_SUFFIX)
+        - len(index)
+        - 1
+        - len(_EVAR_SUFFIX)
+    )
+    base = base[: max(0, room)].rstrip(".-") or "pod"
+    return f"{base}-{random_part}-{_SHARED_GPU_SUFFIX}"
 
-    Those its containers reference for ``NVIDIA_VISIBLE_DEVICES`` or
-    ``GPU_PORTION`` (``env[].valueFrom.configMapKeyRef``), plus
-    ``<pod>-gpu``, the default name, when it is referenced through
-    ``envFrom`` or nothing else is. Other ConfigMaps are the user's and are
+
+def shared_configmaps(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """KAI's two GPU ConfigMaps of a shared pod, (``<prefix>-<index>``,
+    ``<prefix>-<index>-evar``), from its ``runai/shared-gpu-configmap`` annotation and
+    the index of the container that uses the card; None without the annotation."""
+    prefix = ((pod.get("metadata") or {}).get("annotations") or {}).get(
+        SHARED_GPU_CONFIGMAP_ANNOTATION
+    )
+    index = sharing_container_index(pod)
+    if not prefix or index < 0:
+        return None
+    return shared_configmap_names(str(prefix), index)
+
+
+def shared_configmap_names(prefix: str, index: int) -> tuple[str, str]:
+    first = f"{prefix}-{index}"
+    return first, f"{first}{_EVAR_SUFFIX}"
+
+
+def configmap_volume_name(configmap: str) -> str:
+    """The pod volume of a GPU ConfigMap, as KAI names it: a DNS label."""
+    return re.sub(r"[^a-z0-9-]+", "-", f"{configmap}-vol".lower()).strip("-")
+
+
+def _sharing_container(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    index = sharing_container_index(pod)
+    return ((pod.get("spec") or {}).get("containers") or [])[index] if index >= 0 else None
+
+
+def _visible_devices_by_key_ref(container: Mapping[str, Any] | None) -> bool:
+    return any(
+        var.get("name") == VISIBLE_DEVICES_KEY
+        and ((var.get("valueFrom") or {}).get("configMapKeyRef"))
+        for var in (container or {}).get("env") or []
+    )
+
+
+def gpu_configmaps(
+    pod: Mapping[str, Any], uuids: Sequence[str], portion: float
+) -> list[tuple[str, dict[str, str]]]:
+    """Each GPU ConfigMap of the shared pod and what the binder writes in it.
+
+    With the ``runai/shared-gpu-configmap`` annotation, KAI's pair: ``<prefix>-<i>``
+    with ``GPU_PORTION`` and ``RUNAI_NUM_OF_GPUS``, ``<prefix>-<i>-evar`` (read with
+    ``envFrom``), and ``NVIDIA_VISIBLE_DEVICES`` in the first when the sharing
+    container's ``env`` takes it from a ConfigMap, else in the second. Then every
+    other ConfigMap the pod's containers reference for ``NVIDIA_VISIBLE_DEVICES`` or
+    ``GPU_PORTION`` (``env[].valueFrom.configMapKeyRef``), and ``<pod>-gpu`` when the
+    sharing container reads it with ``envFrom``: a pod wired before KAI's names (or
+    by its author) still gets its card. Other ConfigMaps are the user's and are
     never written.
     """
-    default = default_configmap_name(str((pod.get("metadata") or {}).get("name") or ""))
-    names: set[str] = set()
+    visible, share = ",".join(uuids), portion_text(portion)
+    legacy = {VISIBLE_DEVICES_KEY: visible, PORTION_KEY: share}
+    out: dict[str, dict[str, str]] = {}
+    container = _sharing_container(pod)
+    kai = shared_configmaps(pod)
+    if kai is not None:
+        by_key_ref = _visible_devices_by_key_ref(container)
+        out[kai[0]] = {PORTION_KEY: share, NUM_OF_GPUS_KEY: share}
+        out[kai[1]] = {}
+        out[kai[0] if by_key_ref else kai[1]][VISIBLE_DEVICES_KEY] = visible
     spec = pod.get("spec") or {}
-    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        for var in container.get("env") or []:
+    for one in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        for var in one.get("env") or []:
             ref = (var.get("valueFrom") or {}).get("configMapKeyRef") or {}
             if ref.get("name") and ref.get("key") in GPU_KEYS:
-                names.add(str(ref["name"]))
-    return sorted(names) if names else [default]
+                out.setdefault(str(ref["name"]), dict(legacy))
+    default = default_configmap_name(str((pod.get("metadata") or {}).get("name") or ""))
+    if any(
+        (source.get("configMapRef") or {}).get("name") == default
+        for source in (container or {}).get("envFrom") or []
+    ):
+        out.setdefault(default, dict(legacy))
+    return list(out.items())
+
+
+def gpu_configmap_names(pod: Mapping[str, Any]) -> list[str]:
+    """The names of ``gpu_configmaps``: KAI's pair first, then the others."""
+    return [name for name, _ in gpu_configmaps(pod, (), 0.0)]
+
+
+def visible_devices_configmaps(pod: Mapping[str, Any]) -> list[str]:
+    """The GPU ConfigMaps that hold the pod's ``NVIDIA_VISIBLE_DEVICES``."""
+    return [name for name, data in gpu_configmaps(pod, (), 0.0) if VISIBLE_DEVICES_KEY in data]
 
 
 def sharing_container_index(pod: Mapping[str, Any]) -> int:
@@ -177,24 +285,23 @@ def unwired_reason(pod: Mapping[str, Any]) -> str | None:
 
     The container that uses the card must take ``NVIDIA_VISIBLE_DEVICES`` from a
     ConfigMap the binder writes: ``env[].valueFrom.configMapKeyRef`` with that key
-    (the pod webhook adds it), or ``envFrom`` of ``<pod>-gpu`` with no ``env`` of that
-    name. A pod admitted while the webhook was down (its ``failurePolicy`` is
-    ``Ignore``) has neither, and on a real node its container would see every card
-    of the node.
+    (the pod webhook adds it), or, with no ``env`` of that name, ``envFrom`` of the
+    ConfigMap that gets it (KAI's ``<prefix>-<index>-evar``, or ``<pod>-gpu``). A pod
+    admitted while the webhook was down (its ``failurePolicy`` is ``Ignore``) has
+    neither, and on a real node its container would see every card of the node.
     """
-    index = sharing_container_index(pod)
+    container = _sharing_container(pod)
     m = pod.get("metadata") or {}
     where = f"pod {m.get('namespace')}/{m.get('name')}"
-    if index < 0:
+    if container is None:
         return f"{where} has no container"
-    container = ((pod.get("spec") or {}).get("containers") or [])[index]
     defined = [v for v in container.get("env") or [] if v.get("name") == VISIBLE_DEVICES_KEY]
     if defined:
         ref = (defined[-1].get("valueFrom") or {}).get("configMapKeyRef") or {}  # the last wins
         if ref.get("name") and ref.get("key") == VISIBLE_DEVICES_KEY:
             return None
     elif any(
-        ((source.get("configMapRef") or {}).get("name")) in gpu_configmap_names(pod)
+        ((source.get("configMapRef") or {}).get("name")) in visible_devices_configmaps(pod)
         for source in container.get("envFrom") or []
     ):
         return None
@@ -209,6 +316,8 @@ def unwired_reason(pod: Mapping[str, Any]) -> str | None:
 
 
 def default_configmap_name(pod_name: str) -> str:
+    """The GPU ConfigMap kai-py named before it took KAI's names: still written for a
+    pod that reads it."""
     return f"{pod_name}-gpu"[:_MAX_POD_NAME]
 
 
@@ -216,11 +325,9 @@ def portion_text(portion: float) -> str:
     return f"{portion:g}"
 
 
-def gpu_configmap_manifest(
-    pod: Mapping[str, Any], name: str, uuids: Sequence[str], portion: float, group: str
-) -> Json:
-    """A ConfigMap with ``NVIDIA_VISIBLE_DEVICES`` and ``GPU_PORTION``, owned by the pod
-    (so it goes when the pod goes)."""
+def gpu_configmap_manifest(pod: Mapping[str, Any], name: str, data: Mapping[str, str]) -> Json:
+    """A GPU ConfigMap of the pod, owned by it (so it goes when the pod goes), as KAI
+    makes it: the owner reference names the pod's apiVersion, kind, name and uid."""
     m = pod.get("metadata") or {}
     owner: Json = {"apiVersion": "v1", "kind": "Pod", "name": str(m.get("name") or "")}
     if m.get("uid"):
@@ -228,20 +335,11 @@ def gpu_configmap_manifest(
     metadata: Json = {
         "name": name,
         "namespace": str(m.get("namespace") or "default"),
-        "labels": {keys.GPU_GROUP_LABEL: label_value(group), MANAGED_BY_LABEL: MANAGED_BY},
+        "labels": {MANAGED_BY_LABEL: MANAGED_BY},
     }
     if "uid" in owner:
         metadata["ownerReferences"] = [owner]
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": metadata,
-        "data": configmap_data(uuids, portion),
-    }
-
-
-def configmap_data(uuids: Sequence[str], portion: float) -> dict[str, str]:
-    return {VISIBLE_DEVICES_KEY: ",".join(uuids), PORTION_KEY: portion_text(portion)}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": dict(data)}
 
 
 def group_label_patch(groups: Sequence[str]) -> Json:

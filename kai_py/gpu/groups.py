@@ -5,7 +5,9 @@ group in the label ``runai-gpu-group`` (made a valid label value here: a hash
 keeps long or unusual names unique) and the exact names, several for a pod of
 more than one card, in the annotation ``kai.scheduler/gpu-groups``. The binder
 writes them; the scheduler's cache reads them to know which card a running
-shared pod is on.
+shared pod is on. A group the scheduler opens is named by a UUID
+(``kai_py.scheduler.model.new_group_id``), one card across the cluster, as
+KAI's; the per-node numbers of earlier kai-py versions are read as they are.
 """
 
 from __future__ import annotations

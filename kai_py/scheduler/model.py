@@ -9,6 +9,8 @@ undo log instead of copying the snapshot.
 from __future__ import annotations
 
 import enum
+import uuid
+from collections.abc import Container
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -160,9 +162,33 @@ class GpuPin:
         return True
 
 
+#: Where the names of new GPU groups come from (``new_group_id``).
+_GROUP_NAMESPACE: Final = uuid.uuid5(uuid.NAMESPACE_URL, "kai-py/gpu-group")
+
+
+def new_group_id(node: str, task_uid: str, index: int, taken: Container[str] = ()) -> str:
+    """The name of a GPU group a task opens on a free card of ``node``: a UUID, as KAI's.
+
+    It is the ``runai-gpu-group`` label value of every pod on that card, so it must
+    name one card across the whole cluster (KAI's tools select pods by it alone) and
+    stay the same while the card is shared. A UUID made from the node, the task's uid
+    (a pod's uid is unique) and which of its cards this is, rather than a random one:
+    the same decision made again (a pipelined task, a bind retried) names the same
+    group, and the scheduler stays deterministic. ``taken``: names already on the
+    node, never reused (a task placed again while its old card is still leaving).
+    """
+    seed = f"{node}/{task_uid}/{index}"
+    name = str(uuid.uuid5(_GROUP_NAMESPACE, seed))
+    while name in taken:
+        seed += "+"
+        name = str(uuid.uuid5(_GROUP_NAMESPACE, seed))
+    return name
+
+
 @dataclass(slots=True)
 class GpuGroup:
-    """One GPU card shared by fractional pods (label ``runai-gpu-group``)."""
+    """One GPU card shared by fractional pods (label ``runai-gpu-group``; a new one is
+    named by ``new_group_id``, older ones keep the name the cluster gave them)."""
 
     id: str
     used: float = 0.0  # portion held by tasks that hold resources (incl. releasing)

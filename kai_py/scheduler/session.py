@@ -29,6 +29,7 @@ from kai_py.scheduler.model import (
     Snapshot,
     Task,
     TaskStatus,
+    new_group_id,
 )
 from kai_py.scheduler.nodeindex import NodeIndex
 from kai_py.scheduler.reasons import Reason
@@ -423,6 +424,13 @@ class Statement:
         s = self.session
         job = s.jobs[task.job_uid]
         task.node_name = node.name
+        if groups:
+            # The search calls a free card by a stand-in id (one not on the node); the
+            # group it opens gets its real, cluster-wide name only here.
+            groups = tuple(
+                gid if gid in node.groups else new_group_id(node.name, task.uid, i, node.groups)
+                for i, gid in enumerate(groups)
+            )
         task.gpu_groups = groups
         if task.pin is not None:
             # Which allowed cards it takes, so the next pinned task sees them taken.

@@ -43,7 +43,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("", "pods/binding", "create"),
         ("", "nodes", "get"),
         ("", "namespaces", "create"),  # the reservation namespace when missing
-        ("", "configmaps", "create,patch,delete"),  # the GPU ConfigMap
+        ("", "configmaps", "get,create,patch,delete"),  # the GPU ConfigMaps
         ("", "events", "create"),
         ("scheduling.run.ai", "bindrequests", "get,list,watch"),  # the bind queue
         ("scheduling.run.ai", "bindrequests/status", "patch"),

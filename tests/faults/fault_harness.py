@@ -49,6 +49,7 @@ from typing import Any
 
 from kai_py.api import keys
 from kai_py.api.objects import parse_time
+from kai_py.controllers.webhooks import deviceaccess
 from kai_py.emulator import annotations as ann
 from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
@@ -131,8 +132,9 @@ def gpu_job(
 
 
 def shared_pod(name: str, fraction: float, seconds: float, q: str = "team-a") -> Json:
-    cm = f"{name}-gpu"
-    return {
+    """A shared pod as the pod webhook admits it (its own rules, a random prefix):
+    KAI's ``runai/shared-gpu-configmap`` and its two ConfigMaps."""
+    body: Json = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -147,22 +149,14 @@ def shared_pod(name: str, fraction: float, seconds: float, q: str = "team-a") ->
         "spec": {
             "schedulerName": "kai-scheduler",
             "restartPolicy": "Never",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "busybox",
-                    "env": [
-                        {
-                            "name": "NVIDIA_VISIBLE_DEVICES",
-                            "valueFrom": {
-                                "configMapKeyRef": {"name": cm, "key": "NVIDIA_VISIBLE_DEVICES"}
-                            },
-                        }
-                    ],
-                }
-            ],
+            "containers": [{"name": "main", "image": "busybox"}],
         },
     }
+    mutation = deviceaccess.mutate(body, "kai-scheduler")
+    assert mutation is not None
+    body["spec"] = mutation.spec
+    body["metadata"]["annotations"].update(mutation.annotations)
+    return body
 
 
 # ------------------------------------------------------------------ the operator
@@ -483,7 +477,9 @@ def overcommitted(pods: list[Json], nodes: list[Json]) -> list[str]:
 class Run:
     """One scenario: cluster, operator(s), burst, checker; ``finish`` fills the figures."""
 
-    def __init__(self, scenario: str, tmp: Path, seed: int = SEED, spec: Json | None = None) -> None:
+    def __init__(
+        self, scenario: str, tmp: Path, seed: int = SEED, spec: Json | None = None
+    ) -> None:
         self.tmp = tmp
         self.random = random.Random(f"{seed}-{scenario}")
         self.figures = Figures(scenario)

@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 from kubernetes import client as k8s
 
+from kai_py.controllers.webhooks import deviceaccess
+
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
@@ -154,9 +156,21 @@ def pod(
     }
 
 
+def kai_shared(body: dict[str, Any], fraction: str, token: str = "x7b2kq9") -> dict[str, Any]:
+    """``body`` as a shared pod the pod webhook admitted (its own rules, with ``token``
+    as the random part): KAI's ``runai/shared-gpu-configmap`` annotation, env from
+    ``<prefix>-0``, envFrom of ``<prefix>-0-evar`` and a volume of the first."""
+    body["metadata"]["annotations"]["gpu-fraction"] = fraction
+    mutation = deviceaccess.mutate(body, body["spec"]["schedulerName"], token=lambda: token)
+    assert mutation is not None
+    body["spec"] = mutation.spec
+    body["metadata"]["annotations"].update(mutation.annotations)
+    return body
+
+
 def shared(body: dict[str, Any], fraction: str) -> dict[str, Any]:
-    """``body`` as a shared pod wired as the pod webhook wires one: its container reads
-    ``NVIDIA_VISIBLE_DEVICES`` from ``<pod>-gpu`` (the binder binds no other)."""
+    """``body`` as a shared pod wired as the pod webhook wired one before kai-py took
+    KAI's names: its container reads ``NVIDIA_VISIBLE_DEVICES`` from ``<pod>-gpu``."""
     body["metadata"]["annotations"]["gpu-fraction"] = fraction
     body["spec"]["containers"][0]["env"] = [
         {

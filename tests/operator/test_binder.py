@@ -21,6 +21,7 @@ from kai_py.api import keys
 from kai_py.binder import reservation as rsv
 from kai_py.binder.binding import BinderConfig
 from kai_py.controllers import binder
+from kai_py.controllers.webhooks import deviceaccess
 from kai_py.emulator.cluster_spec import gpu_uuid, parse_cluster
 from kai_py.emulator.dev_cluster import ThreadedDevCluster
 from kai_py.emulator.storage.errors import ApiError
@@ -84,9 +85,26 @@ def get(
         raise
 
 
+#: The random part of KAI's ConfigMap prefix, fixed here so that names can be asserted.
+TOKEN = "x7b2kq9"
+
+
+def kai_configmaps(pod_name: str) -> tuple[str, str]:
+    """KAI's two GPU ConfigMaps of a pod ``make_pod`` wired as the webhook does."""
+    return f"{pod_name}-{TOKEN}-shared-gpu-0", f"{pod_name}-{TOKEN}-shared-gpu-0-evar"
+
+
 def make_pod(
-    name: str, *, fraction: str | None = None, env_ref: str | None = None, wired: bool = True
+    name: str,
+    *,
+    fraction: str | None = None,
+    env_ref: str | None = None,
+    wired: bool = True,
+    legacy: bool = False,
 ) -> dict[str, Any]:
+    """A pod; a shared one wired by the pod webhook's own rules (KAI's two ConfigMaps),
+    or, with ``env_ref`` or ``legacy``, reading its card from that ConfigMap or from
+    ``<pod>-gpu`` (a pod admitted before kai-py took KAI's names)."""
     container: dict[str, Any] = {
         "name": "main",
         "image": "busybox",
@@ -95,7 +113,7 @@ def make_pod(
     annotations: dict[str, str] = {"pod-group-name": f"pg-{name}"}
     if fraction:
         annotations[keys.GPU_FRACTION_ANNOTATION] = fraction
-    if fraction and wired:  # as the pod webhook makes it
+    if fraction and wired and (env_ref or legacy):
         container["env"] = [
             {
                 "name": "NVIDIA_VISIBLE_DEVICES",
@@ -107,12 +125,18 @@ def make_pod(
                 },
             }
         ]
-    return {
+    body: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": NS, "annotations": annotations},
         "spec": {"schedulerName": "kai-scheduler", "containers": [container]},
     }
+    if fraction and wired and not (env_ref or legacy):
+        mutation = deviceaccess.mutate(body, "kai-scheduler", token=lambda: TOKEN)
+        assert mutation is not None
+        body["spec"] = mutation.spec
+        annotations.update(mutation.annotations)
+    return body
 
 
 def make_bindrequest(
@@ -200,17 +224,20 @@ def test_a_pod_bound_already_to_that_node_counts_as_done(
 def test_fractions_share_one_reservation_pod_which_goes_with_the_last_of_them(
     cluster: ThreadedDevCluster, operator: KopfRunner
 ) -> None:
+    # Wired as KAI's webhook wires it, by the user's own ConfigMap, and as kai-py
+    # wired pods before it took KAI's names (<pod>-gpu): each gets its card.
     create(cluster, "pods", make_pod("half-a", fraction="0.5"))
-    create(cluster, "pods", make_pod("half-b", fraction="0.5", env_ref="custom-gpu-env"))
-    create(cluster, "bindrequests", make_bindrequest(cluster, "half-a", "gpu-0", groups=["g1"]))
-    wait_for(lambda: phase_of(cluster, "half-a") == "Succeeded", what="half-a Succeeded")
-    create(cluster, "bindrequests", make_bindrequest(cluster, "half-b", "gpu-0", groups=["g1"]))
-    wait_for(lambda: phase_of(cluster, "half-b") == "Succeeded", what="half-b Succeeded")
+    create(cluster, "pods", make_pod("half-b", fraction="0.25", env_ref="custom-gpu-env"))
+    create(cluster, "pods", make_pod("half-c", fraction="0.25", legacy=True))
+    for pod_name, portion in (("half-a", "0.5"), ("half-b", "0.25"), ("half-c", "0.25")):
+        br = make_bindrequest(cluster, pod_name, "gpu-0", groups=["g1"], portion=portion)
+        create(cluster, "bindrequests", br)
+        wait_for(lambda p=pod_name: phase_of(cluster, p) == "Succeeded", what=f"{pod_name} bound")
 
     name = rsv.reservation_pod_name("gpu-0", "g1")
     assert name == "gpu-reservation-gpu-0-g1"
     reservations, _ = cluster.call(cluster.store.list("pods", RNS))
-    assert [p["metadata"]["name"] for p in reservations] == [name]  # one pod for both
+    assert [p["metadata"]["name"] for p in reservations] == [name]  # one pod for all
     holder = reservations[0]
     assert holder["spec"]["nodeName"] == "gpu-0"
     assert holder["metadata"]["labels"][keys.GPU_GROUP_LABEL] == "g1"
@@ -218,11 +245,31 @@ def test_fractions_share_one_reservation_pod_which_goes_with_the_last_of_them(
     uuid = holder["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION]
     assert uuid.startswith("GPU-") and uuid in {gpu_uuid("gpu-0", i) for i in range(2)}
 
-    for pod_name, cm_name in (("half-a", "half-a-gpu"), ("half-b", "custom-gpu-env")):
-        cm = get(cluster, "configmaps", NS, cm_name)
-        assert cm is not None, cm_name
-        assert cm["data"] == {"NVIDIA_VISIBLE_DEVICES": uuid, "GPU_PORTION": "0.5"}
+    first, evar = kai_configmaps("half-a")
+    expected = {
+        "half-a": {
+            first: {
+                "NVIDIA_VISIBLE_DEVICES": uuid,
+                "GPU_PORTION": "0.5",
+                "RUNAI_NUM_OF_GPUS": "0.5",
+            },
+            evar: {},
+        },
+        "half-b": {"custom-gpu-env": {"NVIDIA_VISIBLE_DEVICES": uuid, "GPU_PORTION": "0.25"}},
+        "half-c": {"half-c-gpu": {"NVIDIA_VISIBLE_DEVICES": uuid, "GPU_PORTION": "0.25"}},
+    }
+    for pod_name, configmaps in expected.items():
         pod = wait_for(lambda p=pod_name: running(cluster, p), what=f"{pod_name} Running")
+        for cm_name, data in configmaps.items():
+            cm = get(cluster, "configmaps", NS, cm_name)
+            assert cm is not None, cm_name
+            assert cm.get("data", {}) == data, cm_name
+            assert [
+                {k: r.get(k) for k in ("apiVersion", "kind", "name", "uid")}
+                for r in cm["metadata"]["ownerReferences"]
+            ] == [
+                {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod["metadata"]["uid"]}
+            ]
         assert pod["spec"]["nodeName"] == "gpu-0"
         assert pod["metadata"]["labels"][keys.GPU_GROUP_LABEL] == "g1"
         # What the emulated kubelet gave the containers as NVIDIA_VISIBLE_DEVICES.
@@ -232,11 +279,18 @@ def test_fractions_share_one_reservation_pod_which_goes_with_the_last_of_them(
             lambda p=pod_name: events(cluster, p, "Bound"), what=f"{pod_name}'s Bound event"
         )
         assert "gpu-0" in bound[0]["message"] and uuid in bound[0]["message"]
+    a = get(cluster, "pods", NS, "half-a")
+    assert a is not None
+    assert (
+        a["metadata"]["annotations"]["runai/shared-gpu-configmap"] == f"half-a-{TOKEN}-shared-gpu"
+    )
+    assert get(cluster, "configmaps", NS, "half-a-gpu") is None  # only KAI's names written
     # The shared pods hold no card of their own: only the reservation pod does.
     assert cluster.cluster.kubelet("gpu-0").plugin.in_use() == 1
 
-    cluster.call(cluster.store.delete("pods", NS, "half-a"))
-    wait_for(lambda: get(cluster, "pods", NS, "half-a") is None, what="half-a gone")
+    for gone in ("half-a", "half-c"):
+        cluster.call(cluster.store.delete("pods", NS, gone))
+        wait_for(lambda g=gone: get(cluster, "pods", NS, g) is None, what=f"{gone} gone")
     time.sleep(0.5)
     assert get(cluster, "pods", RNS, name) is not None  # half-b still uses the card
     cluster.call(cluster.store.delete("pods", NS, "half-b"))
@@ -265,6 +319,7 @@ def test_a_missing_node_fails_after_the_retries_and_rolls_back(
     pod = get(cluster, "pods", NS, "lost")
     assert pod is not None and not pod["spec"].get("nodeName")
     assert keys.GPU_GROUP_LABEL not in (pod["metadata"].get("labels") or {})
+    assert all(get(cluster, "configmaps", NS, cm) is None for cm in kai_configmaps("lost"))
     assert get(cluster, "configmaps", NS, "lost-gpu") is None
     assert get(cluster, "pods", RNS, rsv.reservation_pod_name("no-such-node", "g9")) is None
 

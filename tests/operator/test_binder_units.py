@@ -60,7 +60,10 @@ def shared_pod(name: str = "p", env: list[Json] | None = None) -> Json:
 
 
 def test_configmap_names_follow_the_pods_references() -> None:
-    assert rsv.gpu_configmap_names(shared_pod()) == ["p-gpu"]
+    assert rsv.gpu_configmap_names(shared_pod()) == []  # not wired: nothing to write
+    by_env_from = shared_pod()
+    by_env_from["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "p-gpu"}}]
+    assert rsv.gpu_configmap_names(by_env_from) == ["p-gpu"]  # wired before KAI's names
     ref = {
         "name": "NVIDIA_VISIBLE_DEVICES",
         "valueFrom": {"configMapKeyRef": {"name": "mine", "key": "NVIDIA_VISIBLE_DEVICES"}},
@@ -96,13 +99,81 @@ def test_a_shared_pod_must_read_its_card_from_the_configmap() -> None:
 
 
 def test_configmap_content_and_owner() -> None:
-    cm = rsv.gpu_configmap_manifest(shared_pod(), "p-gpu", ["GPU-1"], 0.25, "g1")
-    assert cm["data"] == {"NVIDIA_VISIBLE_DEVICES": "GPU-1", "GPU_PORTION": "0.25"}
+    cm = rsv.gpu_configmap_manifest(shared_pod(), "p-gpu", {"GPU_PORTION": "0.25"})
+    assert cm["data"] == {"GPU_PORTION": "0.25"}
     assert cm["metadata"]["namespace"] == "ns"
     assert cm["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u-1"}
     ]
-    assert rsv.configmap_data(["GPU-1", "GPU-2"], 0.5)[rsv.VISIBLE_DEVICES_KEY] == "GPU-1,GPU-2"
+    legacy = shared_pod(env=[_ref("NVIDIA_VISIBLE_DEVICES", "p-gpu")])
+    ((name, data),) = rsv.gpu_configmaps(legacy, ["GPU-1", "GPU-2"], 0.5)
+    assert (name, data) == (
+        "p-gpu",
+        {"NVIDIA_VISIBLE_DEVICES": "GPU-1,GPU-2", "GPU_PORTION": "0.5"},
+    )
+
+
+def _ref(key: str, name: str) -> Json:
+    return {"name": key, "valueFrom": {"configMapKeyRef": {"name": name, "key": key}}}
+
+
+def kai_wired(prefix: str = "train-x7b2kq9-shared-gpu", by_env: bool = True) -> Json:
+    """A shared pod as KAI's webhook wires it: the annotation, env from the first
+    ConfigMap (``by_env``), envFrom of the second."""
+    env = [_ref(k, f"{prefix}-0") for k in rsv.SHARING_ENV_KEYS] if by_env else []
+    pod = shared_pod("train-0", env=env)
+    pod["metadata"]["annotations"] = {"runai/shared-gpu-configmap": prefix}
+    pod["spec"]["containers"][0]["envFrom"] = [
+        {"configMapRef": {"name": f"{prefix}-0-evar", "optional": False}}
+    ]
+    return pod
+
+
+def test_kais_two_configmaps_their_names_and_keys() -> None:
+    """KAI's names: ``<annotation>-<container index>`` holds the portion (and the card
+    when the container's env reads it from there), ``...-evar`` is read with envFrom."""
+    pod = kai_wired()
+    assert rsv.gpu_configmaps(pod, ["GPU-1"], 0.5) == [
+        (
+            "train-x7b2kq9-shared-gpu-0",
+            {"GPU_PORTION": "0.5", "RUNAI_NUM_OF_GPUS": "0.5", "NVIDIA_VISIBLE_DEVICES": "GPU-1"},
+        ),
+        ("train-x7b2kq9-shared-gpu-0-evar", {}),
+    ]
+    assert rsv.unwired_reason(pod) is None
+    # No env of the card: it goes in the envFrom one, which then is what wires the pod.
+    by_env_from = kai_wired(by_env=False)
+    assert dict(rsv.gpu_configmaps(by_env_from, ["GPU-1"], 0.5)) == {
+        "train-x7b2kq9-shared-gpu-0": {"GPU_PORTION": "0.5", "RUNAI_NUM_OF_GPUS": "0.5"},
+        "train-x7b2kq9-shared-gpu-0-evar": {"NVIDIA_VISIBLE_DEVICES": "GPU-1"},
+    }
+    assert rsv.unwired_reason(by_env_from) is None
+    assert rsv.visible_devices_configmaps(by_env_from) == ["train-x7b2kq9-shared-gpu-0-evar"]
+    # The index is the sharing container's.
+    two = kai_wired()
+    two["spec"]["containers"].insert(0, {"name": "side", "image": "x"})
+    two["metadata"]["annotations"][keys.GPU_FRACTION_CONTAINER_ANNOTATION] = "c"
+    assert rsv.shared_configmaps(two) == (
+        "train-x7b2kq9-shared-gpu-1",
+        "train-x7b2kq9-shared-gpu-1-evar",
+    )
+
+
+def test_the_configmap_prefix_is_kais() -> None:
+    """``<owner or pod>-<random>-shared-gpu``, cut so that the volume name
+    ``<prefix>-<index>-vol`` and ``<prefix>-<index>-evar`` fit 63 characters."""
+    pod = shared_pod("train-0")
+    assert rsv.configmap_prefix(pod, "x7b2kq9") == "train-0-x7b2kq9-shared-gpu"
+    pod["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "train", "uid": "j"}]
+    assert rsv.configmap_prefix(pod, "x7b2kq9") == "train-x7b2kq9-shared-gpu"
+    long = shared_pod("a" * 31 + ".-" + "b" * 100)
+    prefix = rsv.configmap_prefix(long, "x7b2kq9")
+    assert prefix == "a" * 31 + "-x7b2kq9-shared-gpu"  # cut at 33, no "." or "-" left at the end
+    first, evar = rsv.shared_configmap_names(prefix, 0)
+    assert len(rsv.configmap_volume_name(first)) <= 63 and len(evar) <= 63
+    unnamed = {"metadata": {"generateName": "job-"}, "spec": {"containers": [{"name": "c"}]}}
+    assert rsv.configmap_prefix(unnamed, "x7b2kq9") == "job-x7b2kq9-shared-gpu"
+    assert rsv.configmap_volume_name("My.Map-0") == "my-map-0-vol"
 
 
 def test_group_label_patch_and_rollback() -> None:
@@ -677,6 +748,33 @@ def test_the_sweep_finds_leftovers_and_orphans_from_state() -> None:
     assert orphan in kube.objects  # never deleted: its group's card is held again
     assert "/api/v1/namespaces/kai-resource-reservation/pods/gpu-reservation-n1-g2" in kube.objects
     assert b.orphaned_shared_pods() == []  # held now: once
+
+
+def test_a_card_is_held_again_as_kais_configmap_names_it() -> None:
+    """A bound shared pod whose reservation pod went while the operator was down: the
+    card it was shown is read from its KAI ConfigMap (here ``<prefix>-0-evar``: its
+    container takes the card by envFrom) and held again."""
+    kube, _ = setup()
+    kube.objects[BR]["status"] = {"phase": "Succeeded"}
+    pod = kai_wired(by_env=False)
+    pod["metadata"].update(name="o", uid="u-o", labels={keys.GPU_GROUP_LABEL: "g2"})
+    pod["spec"]["nodeName"] = "n1"
+    pod["status"] = {"phase": "Running"}
+    kube.add("/api/v1/namespaces/ns/pods/o", pod)
+    first, evar = rsv.shared_configmaps(pod) or ("", "")
+    kube.add(f"/api/v1/namespaces/ns/configmaps/{first}", {"data": {"GPU_PORTION": "0.5"}})
+    kube.add(
+        f"/api/v1/namespaces/ns/configmaps/{evar}", {"data": {"NVIDIA_VISIBLE_DEVICES": "GPU-7"}}
+    )
+
+    def report(res: Json) -> None:
+        res["metadata"]["uid"] = "res-1"
+        res["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION] = "GPU-7"
+
+    kube.on_reservation = report
+    assert binder(kube).orphaned_shared_pods() == ["ns/o"]
+    (warning,) = events(kube, "GPUReservationLost")
+    assert "holds its card GPU-7 again" in warning["message"]
 
 
 # ---------------------------------------------------------------- binds that do not read the pod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -106,8 +107,16 @@ def test_shared_pods_get_their_card_from_the_binders_configmap(
     created = core.read_namespaced_pod("half", NS)
     main, logger = created.spec.containers
     env = {e.name: e for e in main.env}
-    assert env["NVIDIA_VISIBLE_DEVICES"].value_from.config_map_key_ref.name == "half-gpu"
+    # KAI's wiring, through the API server: the annotation names the prefix.
+    prefix = created.metadata.annotations["runai/shared-gpu-configmap"]
+    assert re.fullmatch(r"half-[bcdfghjklmnpqrstvwxz2456789]{7}-shared-gpu", prefix), prefix
+    assert env["NVIDIA_VISIBLE_DEVICES"].value_from.config_map_key_ref.name == f"{prefix}-0"
     assert env["GPU_PORTION"].value_from.config_map_key_ref.key == "GPU_PORTION"
+    assert env["RUNAI_NUM_OF_GPUS"].value_from.config_map_key_ref.name == f"{prefix}-0"
+    assert [s.config_map_ref.name for s in main.env_from] == [f"{prefix}-0-evar"]
+    assert [(v.name, v.config_map.name) for v in created.spec.volumes or [] if v.config_map] == [
+        (f"{prefix}-0-vol", f"{prefix}-0")
+    ]
     assert [(e.name, e.value) for e in logger.env] == [("NVIDIA_VISIBLE_DEVICES", "void")]
     assert created.spec.runtime_class_name == "nvidia"
 

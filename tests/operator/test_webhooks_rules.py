@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai_py.api.queue import MAX_QUEUE_DEPTH
+from kai_py.binder import reservation as rsv
 from kai_py.controllers.webhooks import deviceaccess, validation
 from kai_py.controllers.webhooks.validation import Verdict
 
@@ -32,17 +33,37 @@ def _env(spec: Json, container: int = 0) -> dict[str, Any]:
     }
 
 
-def test_a_fraction_container_reads_the_binders_configmap() -> None:
+def _ref(name: str, key: str) -> Json:
+    return {"configMapKeyRef": {"name": name, "key": key}}
+
+
+def test_a_fraction_container_reads_kais_two_configmaps() -> None:
+    """KAI's wiring: the annotation ``runai/shared-gpu-configmap`` names the prefix;
+    the container reads the card, ``RUNAI_NUM_OF_GPUS`` and ``GPU_PORTION`` from
+    ``<prefix>-0`` and takes ``<prefix>-0-evar`` whole; the pod gets a volume of the first."""
     pod = _pod({"gpu-fraction": "0.5"}, name="notebook")
-    spec = deviceaccess.mutate(pod, "kai-scheduler", runtime_class="nvidia")
-    assert spec is not None
+    mutation = deviceaccess.mutate(
+        pod, "kai-scheduler", runtime_class="nvidia", token=lambda: "x7b2kq9"
+    )
+    assert mutation is not None
+    prefix = "notebook-x7b2kq9-shared-gpu"
+    assert mutation.annotations == {"runai/shared-gpu-configmap": prefix}
+    spec = mutation.spec
     assert _env(spec) == {
-        "NVIDIA_VISIBLE_DEVICES": {
-            "configMapKeyRef": {"name": "notebook-gpu", "key": "NVIDIA_VISIBLE_DEVICES"}
-        },
-        "GPU_PORTION": {"configMapKeyRef": {"name": "notebook-gpu", "key": "GPU_PORTION"}},
+        "NVIDIA_VISIBLE_DEVICES": _ref(f"{prefix}-0", "NVIDIA_VISIBLE_DEVICES"),
+        "RUNAI_NUM_OF_GPUS": _ref(f"{prefix}-0", "RUNAI_NUM_OF_GPUS"),
+        "GPU_PORTION": _ref(f"{prefix}-0", "GPU_PORTION"),
     }
+    assert spec["containers"][0]["envFrom"] == [
+        {"configMapRef": {"name": f"{prefix}-0-evar", "optional": False}}
+    ]
+    assert spec["volumes"] == [{"name": f"{prefix}-0-vol", "configMap": {"name": f"{prefix}-0"}}]
     assert spec["runtimeClassName"] == "nvidia"
+    # The binder writes exactly what the pod reads.
+    admitted = {**pod, "spec": spec}
+    admitted["metadata"] = {**pod["metadata"], "annotations": mutation.annotations}
+    assert rsv.gpu_configmap_names(admitted) == [f"{prefix}-0", f"{prefix}-0-evar"]
+    assert rsv.unwired_reason(admitted) is None
 
 
 def test_the_named_container_shares_and_the_others_see_no_card() -> None:
@@ -58,12 +79,15 @@ def test_the_named_container_shares_and_the_others_see_no_card() -> None:
         {"gpu-memory": "4096", "gpu-fraction-container-name": "main"},
         containers,
         generateName="job-",
+        ownerReferences=[{"apiVersion": "batch/v1", "kind": "Job", "name": "job", "uid": "j"}],
     )
-    spec = deviceaccess.mutate(pod, "kai-scheduler", token=lambda: "abc123")
-    assert spec is not None
+    mutation = deviceaccess.mutate(pod, "kai-scheduler", token=lambda: "x7b2kq9")
+    assert mutation is not None
+    spec = mutation.spec
     assert _env(spec, 0) == {"NVIDIA_VISIBLE_DEVICES": "void"}
     ref = _env(spec, 1)["NVIDIA_VISIBLE_DEVICES"]["configMapKeyRef"]
-    assert ref == {"name": "job-abc123-gpu", "key": "NVIDIA_VISIBLE_DEVICES"}
+    # Named after the owner (a pod made from generateName has no name yet) and container 1.
+    assert ref == {"name": "job-x7b2kq9-shared-gpu-1", "key": "NVIDIA_VISIBLE_DEVICES"}
     assert "runtimeClassName" not in spec
 
 
@@ -76,14 +100,28 @@ def test_whole_gpu_containers_keep_their_cards_and_other_schedulers_are_left_alo
 
 
 def test_a_container_that_already_reads_a_configmap_keeps_it() -> None:
+    """A variable read from a ConfigMap stays (the binder writes that one too); the
+    rest of KAI's wiring is added, and a prefix the pod already names is kept."""
     env = [
         {
             "name": "NVIDIA_VISIBLE_DEVICES",
             "valueFrom": {"configMapKeyRef": {"name": "mine", "key": "NVIDIA_VISIBLE_DEVICES"}},
         }
     ]
-    pod = _pod({"gpu-fraction": "0.25"}, [{"name": "main", "image": "x", "env": env}], name="p")
-    assert deviceaccess.mutate(pod, "kai-scheduler") is None
+    annotations = {"gpu-fraction": "0.25", "runai/shared-gpu-configmap": "given-shared-gpu"}
+    pod = _pod(annotations, [{"name": "main", "image": "x", "env": env}], name="p")
+    mutation = deviceaccess.mutate(pod, "kai-scheduler")
+    assert mutation is not None and mutation.annotations == {}
+    assert _env(mutation.spec)["NVIDIA_VISIBLE_DEVICES"] == _ref("mine", "NVIDIA_VISIBLE_DEVICES")
+    assert _env(mutation.spec)["GPU_PORTION"] == _ref("given-shared-gpu-0", "GPU_PORTION")
+    admitted = {**pod, "spec": mutation.spec}
+    assert rsv.gpu_configmap_names(admitted) == [
+        "given-shared-gpu-0",
+        "given-shared-gpu-0-evar",
+        "mine",
+    ]
+    # Admitted twice (a retried request): nothing more to change.
+    assert deviceaccess.mutate(admitted, "kai-scheduler") is None
 
 
 def _queue(name: str, parent: str | None = None, **gpu: Any) -> Json:
@@ -123,7 +161,7 @@ def test_a_queue_tree_deeper_than_the_limit_is_refused_with_the_level() -> None:
     known |= {f"level-{i}": _queue(f"level-{i}", f"level-{i - 1}") for i in range(2, limit + 1)}
     assert validation.validate_queue(_queue("last", f"level-{limit - 1}"), known).errors == []
     assert validation.validate_queue(_queue("deeper", f"level-{limit}"), known).errors == [
-        f'Queue "deeper": spec.parentQueue: \'level-{limit}\' makes Queue deeper level '
+        f"Queue \"deeper\": spec.parentQueue: 'level-{limit}' makes Queue deeper level "
         f"{limit + 1} of the queue tree; kai-py takes queue trees at most {limit} levels "
         "deep (a root queue is level 1)"
     ]

@@ -19,10 +19,10 @@ from operator_helpers import (
     create_podgroup,
     create_queues,
     events_of,
+    kai_shared,
     pod,
     podgroup,
     queue,
-    shared,
     start_operator,
     stop_operator,
     wait_for,
@@ -56,7 +56,17 @@ def _gone(core: k8s.CoreV1Api, name: str, namespace: str = NS) -> bool:
 
 
 def _fraction_pod(name: str, group: str, fraction: str = "0.5") -> dict[str, Any]:
-    return shared(pod(name, NS, group, gpus=0), fraction)
+    """A shared pod as the pod webhook admits it: KAI's two ConfigMaps."""
+    return kai_shared(pod(name, NS, group, gpus=0), fraction)
+
+
+def _configmap(core: k8s.CoreV1Api, name: str) -> Any:
+    try:
+        return core.read_namespaced_config_map(name, NS)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 def test_a_jobs_pods_are_grouped_and_run(
@@ -163,6 +173,22 @@ def test_fractions_share_a_gpu_through_one_reservation_pod(
     assert a.spec.node_name == b.spec.node_name
     group = a.metadata.labels[keys.GPU_GROUP_LABEL]
     assert b.metadata.labels[keys.GPU_GROUP_LABEL] == group
+    # KAI's wiring: <annotation>-0 with the card and the portion, <annotation>-0-evar,
+    # both owned by the pod; and the card is what the kubelet gave the container.
+    for p in (a, b):
+        prefix = p.metadata.annotations["runai/shared-gpu-configmap"]
+        assert prefix == f"{p.metadata.name}-x7b2kq9-shared-gpu"
+        first, evar = _configmap(core, f"{prefix}-0"), _configmap(core, f"{prefix}-0-evar")
+        assert first is not None and evar is not None
+        card = first.data["NVIDIA_VISIBLE_DEVICES"]
+        assert card.startswith("GPU-")
+        assert (first.data["GPU_PORTION"], first.data["RUNAI_NUM_OF_GPUS"]) == ("0.5", "0.5")
+        assert not evar.data
+        for cm in (first, evar):
+            (owner,) = cm.metadata.owner_references
+            assert (owner.kind, owner.name, owner.uid) == ("Pod", p.metadata.name, p.metadata.uid)
+        assert p.metadata.annotations["kai-py.dev/visible-devices"] == card
+        assert _configmap(core, f"{p.metadata.name}-gpu") is None  # only KAI's names
     holders = core.list_namespaced_pod(RNS).items
     assert [h.metadata.name for h in holders] == [rsv.reservation_pod_name(a.spec.node_name, group)]
     assert holders[0].spec.node_name == a.spec.node_name
@@ -172,6 +198,32 @@ def test_fractions_share_a_gpu_through_one_reservation_pod(
     assert core.list_namespaced_pod(RNS).items  # half-b still uses the card
     core.delete_namespaced_pod("half-b", NS)
     wait_for(lambda: not core.list_namespaced_pod(RNS).items, timeout=30, what="reservation gone")
+
+
+def test_shared_cards_on_two_nodes_have_different_group_values(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    """``runai-gpu-group`` names one card in the whole cluster, as KAI's UUID does: five
+    0.75 pods on two 4-GPU nodes take five cards (binpack fills one node first), and no
+    two of them, on one node or on two, carry the same value."""
+    _queues(custom)
+    names = [f"big-share-{i}" for i in range(5)]
+    for name in names:
+        create_podgroup(custom, podgroup(name, NS, "team-a"))
+        create_pod(core, _fraction_pod(name, name, "0.75"))
+    for name in names:
+        wait_for(
+            lambda n=name: _running(core, n), timeout=60, what=f"{name} Running\n{operator.log}"
+        )
+    placed = [core.read_namespaced_pod(n, NS) for n in names]
+    cards = {(p.spec.node_name, p.metadata.labels[keys.GPU_GROUP_LABEL]) for p in placed}
+    assert len({node for node, _ in cards}) == 2, cards
+    assert len({group for _, group in cards}) == 5, cards
+    held = {
+        (h.spec.node_name, h.metadata.labels[keys.GPU_GROUP_LABEL])
+        for h in core.list_namespaced_pod(RNS).items
+    }
+    assert held == cards  # one reservation pod per card, labelled with its group
 
 
 def test_a_higher_priority_job_preempts_with_an_evict_event(
@@ -267,7 +319,7 @@ def test_a_failed_bind_rolls_back(
     assert keys.GPU_GROUP_LABEL not in (p.metadata.labels or {})
     assert not core.list_namespaced_pod(RNS).items
     names = {c.metadata.name for c in core.list_namespaced_config_map(NS).items}
-    assert "lost-gpu" not in names
+    assert not {"lost-x7b2kq9-shared-gpu-0", "lost-x7b2kq9-shared-gpu-0-evar", "lost-gpu"} & names
 
 
 def test_an_operator_restarted_between_decision_and_bind_finishes_the_bind(

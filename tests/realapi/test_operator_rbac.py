@@ -284,9 +284,12 @@ ALSO_NEEDED: Rules = {
         ("scheduling.run.ai", "podgroups", "patch"),
     },
     # A fraction's ConfigMap that is there already is patched; a failed bind deletes
-    # the ConfigMaps it created (binding.py). A status write refused with 409 (the
-    # request changed since it was offered) reads the request and judges it again.
+    # the ConfigMaps it created (binding.py); a bound pod's retry reads whether they
+    # are there, and a reservation pod made again reads the card the pod was shown.
+    # A status write refused with 409 (the request changed since it was offered)
+    # reads the request and judges it again.
     "binder": {
+        ("", "configmaps", "get"),
         ("", "configmaps", "patch"),
         ("", "configmaps", "delete"),
         ("scheduling.run.ai", "bindrequests", "get"),

@@ -6,7 +6,15 @@ import pytest
 from builders import default_queues, job, node, running, snapshot, task
 
 from kai_py.scheduler.cycle import open_session, run_cycle
-from kai_py.scheduler.model import Config, Node, SelectorRequirement, Taint, Task, Toleration
+from kai_py.scheduler.model import (
+    Config,
+    Node,
+    SelectorRequirement,
+    Taint,
+    Task,
+    Toleration,
+    new_group_id,
+)
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.plugins import default_framework
 
@@ -132,6 +140,32 @@ def test_fraction_on_several_devices_takes_that_many_cards() -> None:
     nodes, others = shared_node({"0": 0.5, "1": 0.75})
     where = one(task(fraction=0.25, devices=2), nodes, others=others)
     assert where.groups == ("1", "0")
+
+
+def test_a_fresh_card_gets_a_group_name_no_other_card_of_the_cluster_has() -> None:
+    """The ``runai-gpu-group`` value names one card cluster-wide (KAI's tools select the
+    pods of a card by it alone): two nodes' first shared cards, and two cards of one
+    pod, get different UUIDs; a card already shared keeps its name (old ones too)."""
+    nodes = [node("a", gpus=1), node("b", gpus=1), node("c", gpus=3)]
+    pods = [task("p0", fraction=0.6), task("p1", fraction=0.6), task("p2", fraction=0.6)]
+    two = task("two", fraction=0.3, devices=2)
+    old = job("old", "a", [running("c", fraction=0.25, groups=("3",))])
+    jobs = [*(job(t.name, "a", [t]) for t in pods), job("two", "a", [two]), old]
+    decisions = run_cycle(snapshot(nodes, default_queues("a"), jobs, placement="spread"))
+    placed = {t.name: (t.node_name, t.gpu_groups) for t in decisions.binds}
+    assert len(placed) == 4, placed
+    fresh = [g for _, groups in placed.values() for g in groups if g != "3"]
+    assert all(len(g) == 36 and g.count("-") == 4 for g in fresh), placed
+    by_card = {(n, g) for n, groups in placed.values() for g in groups}
+    assert len({g for _, g in by_card}) == len(by_card), placed  # one name, one card
+    assert {placed[p][0] for p in ("p0", "p1", "p2")} >= {"a", "b"}
+    assert len(set(placed["two"][1])) == 2
+    assert placed["two"] == ("c", (placed["two"][1][0], "3"))  # joined the old card as "3"
+    # The same decision names the same group: a retried or pipelined pod keeps it.
+    assert new_group_id("a", "uid-x", 0) == new_group_id("a", "uid-x", 0)
+    assert new_group_id("a", "uid-x", 0, {new_group_id("a", "uid-x", 0)}) != new_group_id(
+        "a", "uid-x", 0
+    )
 
 
 def test_gpu_memory_needs_the_node_label() -> None:

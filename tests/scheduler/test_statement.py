@@ -107,8 +107,10 @@ def test_allocate_fraction_joins_a_card_and_rollback_removes_it() -> None:
     assert s.nodes["n1"].groups["0"].used == pytest.approx(0.75)
     assert s.nodes["n1"].used.gpu == 3  # same card: no new whole device
     assert s.queues["b"].allocated.gpu == pytest.approx(1.25)
-    stmt.allocate(jobs_by_name(s)["frac"].tasks[1], s.nodes["n1"], ("1",), pipelined=False)
-    assert s.nodes["n1"].groups["1"].used == pytest.approx(0.25)  # 10000 of 40000 MiB
+    second = jobs_by_name(s)["frac"].tasks[1]
+    stmt.allocate(second, s.nodes["n1"], ("1",), pipelined=False)
+    (fresh,) = second.gpu_groups  # a card no group sits on gets its own new name
+    assert fresh != "1" and s.nodes["n1"].groups[fresh].used == pytest.approx(0.25)  # 10000 MiB
     assert s.nodes["n1"].used.gpu == 4  # a fresh card counts as a whole device
     stmt.rollback()
     assert state(s) == before

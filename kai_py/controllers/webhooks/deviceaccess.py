@@ -2,22 +2,23 @@
 
 On a real node the NVIDIA container runtime shows a container the cards
 named by ``NVIDIA_VISIBLE_DEVICES``. The binder writes the card of a shared
-pod (``gpu-fraction`` / ``gpu-memory``) into a ConfigMap; this mutation
-makes the pod read it:
+pod (``gpu-fraction`` / ``gpu-memory``) into ConfigMaps; this mutation makes
+the pod read them, with KAI's names, so that what is built on KAI finds them:
 
+- a shared pod gets the annotation ``runai/shared-gpu-configmap:
+  <base>-<random>-shared-gpu`` (kept when it has one), the prefix of its two
+  ConfigMaps (``kai_py.binder.reservation.configmap_prefix``);
 - the container that shares the card (the one named by the
-  ``gpu-fraction-container-name`` annotation, else the first) gets
-  ``NVIDIA_VISIBLE_DEVICES`` and ``GPU_PORTION`` from that ConfigMap
-  (``env[].valueFrom.configMapKeyRef``), unless it already reads them from
-  one (then the binder writes that one);
+  ``gpu-fraction-container-name`` annotation, else the first, index ``i``)
+  gets ``NVIDIA_VISIBLE_DEVICES``, ``RUNAI_NUM_OF_GPUS`` and ``GPU_PORTION``
+  from ``<prefix>-<i>`` (``env[].valueFrom.configMapKeyRef``; a variable it
+  already reads from a ConfigMap keeps it, and the binder writes that one too),
+  and ``envFrom`` of ``<prefix>-<i>-evar``; the pod gets a volume of
+  ``<prefix>-<i>``, as KAI's webhook adds;
 - every other container that asks for no ``nvidia.com/gpu`` gets
   ``NVIDIA_VISIBLE_DEVICES=void``, so it sees no card at all (as KAI does);
 - a shared pod gets ``runtimeClassName`` when one is configured and the pod
   has none.
-
-The ConfigMap is named ``<pod>-gpu`` (the binder's default), or, for a pod
-that only has ``generateName`` at admission, ``<generateName><random>-gpu``:
-the binder writes every ConfigMap a pod references for those keys.
 """
 
 from __future__ import annotations
@@ -25,13 +26,20 @@ from __future__ import annotations
 import copy
 import secrets
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kai_py.api import keys
 from kai_py.binder.reservation import (
-    GPU_KEYS,
-    PORTION_KEY,
+    PREFIX_RANDOM_ALPHABET,
+    PREFIX_RANDOM_CHARS,
+    SHARED_GPU_CONFIGMAP_ANNOTATION,
+    SHARING_ENV_KEYS,
     VISIBLE_DEVICES_KEY,
+    configmap_prefix,
+    configmap_volume_name,
+    shared_configmap_names,
+    shared_configmaps,
     sharing_container_index,
 )
 
@@ -39,6 +47,14 @@ Json = dict[str, Any]
 
 #: What a container without a GPU sees: no card.
 NO_DEVICES: Final = "void"
+
+
+@dataclass(frozen=True, slots=True)
+class Mutation:
+    """What the webhook changes: the pod's new ``spec`` and annotations to add."""
+
+    spec: Json
+    annotations: dict[str, str]
 
 
 def shares_gpu(pod: Mapping[str, Any]) -> bool:
@@ -55,29 +71,45 @@ def _asks_for_gpu(container: Mapping[str, Any]) -> bool:
     return False
 
 
-def _reads_gpu_configmap(container: Mapping[str, Any]) -> bool:
-    for var in container.get("env") or []:
-        ref = (var.get("valueFrom") or {}).get("configMapKeyRef") or {}
-        if ref.get("key") in GPU_KEYS and ref.get("name"):
-            return True
-    return False
+def _from_configmap(var: Mapping[str, Any]) -> bool:
+    return bool(((var.get("valueFrom") or {}).get("configMapKeyRef") or {}).get("name"))
 
 
-def configmap_name(pod: Mapping[str, Any], token: Callable[[], str]) -> str:
-    meta = pod.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    if not name:
-        name = f"{meta.get('generateName') or 'pod-'}{token()}"
-    return f"{name}-gpu"[:253]
+def random_part() -> str:
+    """The random part of a new prefix, from KAI's alphabet."""
+    return "".join(secrets.choice(PREFIX_RANDOM_ALPHABET) for _ in range(PREFIX_RANDOM_CHARS))
+
+
+def _wire(container: Json, spec: Json, first: str, evar: str) -> None:
+    """Make the sharing container read its card from KAI's two ConfigMaps."""
+    env: list[Json] = list(container.get("env") or [])
+    kept = {
+        str(v.get("name")) for v in env if v.get("name") in SHARING_ENV_KEYS and _from_configmap(v)
+    }
+    env = [v for v in env if v.get("name") not in SHARING_ENV_KEYS or str(v.get("name")) in kept]
+    env += [
+        {"name": key, "valueFrom": {"configMapKeyRef": {"name": first, "key": key}}}
+        for key in SHARING_ENV_KEYS
+        if key not in kept
+    ]
+    container["env"] = env
+    sources: list[Json] = list(container.get("envFrom") or [])
+    if not any((s.get("configMapRef") or {}).get("name") == evar for s in sources):
+        sources.append({"configMapRef": {"name": evar, "optional": False}})
+    container["envFrom"] = sources
+    volume = configmap_volume_name(first)
+    volumes: list[Json] = [v for v in spec.get("volumes") or [] if v.get("name") != volume]
+    volumes.append({"name": volume, "configMap": {"name": first}})
+    spec["volumes"] = volumes
 
 
 def mutate(
     pod: Mapping[str, Any],
     scheduler_name: str,
     runtime_class: str | None = None,
-    token: Callable[[], str] = lambda: secrets.token_hex(3),
-) -> Json | None:
-    """The pod's new ``spec`` (or None: nothing to change)."""
+    token: Callable[[], str] = random_part,
+) -> Mutation | None:
+    """The pod's new ``spec`` and the annotations to add (or None: nothing to change)."""
     spec = pod.get("spec") or {}
     if spec.get("schedulerName") != scheduler_name:
         return None
@@ -87,24 +119,20 @@ def mutate(
         return None
     shared = shares_gpu(pod)
     sharing_index = sharing_container_index(pod) if shared else -1
+    annotations: dict[str, str] = {}
     for i, container in enumerate(containers):
-        env: list[Json] = list(container.get("env") or [])
         if i == sharing_index:
-            if not _reads_gpu_configmap(container):
-                cm = configmap_name(pod, token)
-                env = [e for e in env if e.get("name") not in GPU_KEYS]
-                env += [
-                    {
-                        "name": key,
-                        "valueFrom": {"configMapKeyRef": {"name": cm, "key": key}},
-                    }
-                    for key in (VISIBLE_DEVICES_KEY, PORTION_KEY)
-                ]
+            names = shared_configmaps(pod)
+            if names is None:
+                prefix = configmap_prefix(pod, token())
+                annotations[SHARED_GPU_CONFIGMAP_ANNOTATION] = prefix
+                names = shared_configmap_names(prefix, i)
+            _wire(container, new, *names)
         elif not _asks_for_gpu(container):
-            env = [e for e in env if e.get("name") != VISIBLE_DEVICES_KEY]
+            env = [e for e in container.get("env") or [] if e.get("name") != VISIBLE_DEVICES_KEY]
             env.append({"name": VISIBLE_DEVICES_KEY, "value": NO_DEVICES})
-        if env != list(container.get("env") or []):
-            container["env"] = env
+            if env != list(container.get("env") or []):
+                container["env"] = env
     for i, container in enumerate(new.get("initContainers") or []):
         if not _asks_for_gpu(container):
             env = [e for e in container.get("env") or [] if e.get("name") != VISIBLE_DEVICES_KEY]
@@ -112,4 +140,6 @@ def mutate(
             new["initContainers"][i] = {**container, "env": env}
     if shared and runtime_class and not new.get("runtimeClassName"):
         new["runtimeClassName"] = runtime_class
-    return new if new != spec else None
+    if new == spec and not annotations:
+        return None
+    return Mutation(new, annotations)

@@ -106,11 +106,13 @@ hami.register(kopf.get_default_registry(), operator_settings.current().scheduler
 def pods_deviceaccess(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     runtime_class = os.environ.get("KAI_PY_FRACTION_RUNTIME_CLASS") or None
     scheduler = operator_settings.current().scheduler_name
-    spec = deviceaccess.mutate(dict(body), scheduler, runtime_class)
-    if spec is not None:
-        for key, value in spec.items():
+    mutation = deviceaccess.mutate(dict(body), scheduler, runtime_class)
+    if mutation is not None:
+        for key, value in mutation.spec.items():
             if (body.get("spec") or {}).get(key) != value:
                 patch.spec[key] = value
+        for key, text in mutation.annotations.items():
+            patch.metadata.annotations[key] = text
 
 
 @kopf.on.validate("", "v1", "pods", id="pods-validate", operations=["CREATE"], ignore_failures=True)
