@@ -109,6 +109,7 @@ _POD_SPEC_KEYS: Final = (
     "affinity",
     "tolerations",
     "priorityClassName",
+    "schedulingGates",  # a gated pod is never placed (its Binding would be refused)
 )
 #: The node annotations the scheduler reads: its GPU inventory (for pinned pods).
 _NODE_ANNOTATIONS: Final = (keys.GPU_INVENTORY_ANNOTATION, keys.HAMI_NODE_REGISTER_ANNOTATION)

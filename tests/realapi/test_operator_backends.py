@@ -7,6 +7,7 @@ authentication, RBAC, admission and TLS, not only against the emulator.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -34,6 +35,11 @@ from kai_py.binder import reservation as rsv
 
 NS = "team-a"
 RNS = keys.RESERVATION_NAMESPACE
+#: How KAI's own e2e tests recognise its NotReady event (their regular expression).
+KAI_NOT_READY = (
+    r"Job is not ready for scheduling. Waiting for \d+ pods( for SubGroup \S+)?, "
+    r"currently \d+ exist, \d+ are gated"
+)
 
 
 def _queues(custom: k8s.CustomObjectsApi) -> None:
@@ -303,3 +309,45 @@ def test_an_operator_restarted_between_decision_and_bind_finishes_the_bind(
         stop_operator(second)
     assert "Traceback" not in first.log + second.log
     assert second.process.returncode == 0, second.log
+
+
+def test_a_gated_pod_waits_with_its_gate_and_runs_once_it_is_removed(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    _queues(custom)
+    # A gang of 2 with one gated member waits whole; the API server would refuse the
+    # gated pod's Binding, and the gang must not start without it.
+    create_podgroup(custom, podgroup("gg", NS, "team-a", min_member=2))
+    create_pod(core, pod("gg-0", NS, "gg", gpus=1))
+    gated = pod("gg-1", NS, "gg", gpus=1)
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/quota-check"}]
+    create_pod(core, gated)
+
+    def not_ready() -> list[Any]:
+        return [
+            e
+            for e in events_of(core, NS, "gg")
+            if e.type == "Normal"
+            and e.reason == "NotReady"
+            and re.search(KAI_NOT_READY, e.message)
+            and "currently 2 exist, 1 are gated" in e.message
+        ]
+
+    wait_for(not_ready, timeout=30, what=f"a NotReady event\n{operator.log}")
+
+    def gate_named() -> list[Any]:
+        return [
+            e
+            for e in events_of(core, NS, "gg-1")
+            if e.reason == "SchedulingGated" and "example.com/quota-check" in e.message
+        ]
+
+    wait_for(gate_named, timeout=30, what=f"the gated pod's event\n{operator.log}")
+    time.sleep(1)  # a few more cycles: still nothing bound
+    assert not bindrequests(custom, NS)
+    assert not any(p.spec.node_name for p in core.list_namespaced_pod(NS).items)
+    core.patch_namespaced_pod("gg-1", NS, {"spec": {"schedulingGates": None}})
+    for name in ("gg-0", "gg-1"):
+        wait_for(
+            lambda n=name: _running(core, n), timeout=30, what=f"{name} Running\n{operator.log}"
+        )
