@@ -351,3 +351,39 @@ def test_a_gated_pod_waits_with_its_gate_and_runs_once_it_is_removed(
         wait_for(
             lambda n=name: _running(core, n), timeout=30, what=f"{name} Running\n{operator.log}"
         )
+
+
+def test_a_child_queue_before_its_parent_waits_then_runs_once_the_parent_exists(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    # GitOps order: the child queue, its PodGroup and pod, and only then the parent.
+    create_queues(custom, queue("child", parent="later"))
+    create_podgroup(custom, podgroup("early", NS, "child"))
+    create_pod(core, pod("early-0", NS, "early", gpus=1))
+
+    def waits() -> list[Any]:
+        return [
+            e
+            for e in events_of(core, NS, "early")
+            if e.type == "Warning" and "'later' does not exist" in e.message
+        ]
+
+    wait_for(waits, timeout=30, what=f"the PodGroup told of the missing parent\n{operator.log}")
+
+    def orphan() -> dict[str, Any] | None:
+        got = custom.get_cluster_custom_object("scheduling.run.ai", "v2", "queues", "child")
+        found = [c for c in (got.get("status") or {}).get("conditions") or []]
+        return found[0] if found and found[0]["type"] == "Orphan" else None
+
+    condition = wait_for(orphan, timeout=30, what=f"the Orphan condition\n{operator.log}")
+    assert condition["status"] == "True" and "'later' does not exist" in condition["message"]
+    warned = [
+        e
+        for e in events_of(core, "default", "child")
+        if e.type == "Warning" and e.reason == "ParentQueueNotFound"
+    ]
+    assert warned and "'later'" in warned[0].message
+    assert not bindrequests(custom, NS)
+    create_queues(custom, queue("later"))
+    wait_for(lambda: _running(core, "early-0"), timeout=30, what=f"early-0 Running\n{operator.log}")
+    wait_for(lambda: orphan() is None, timeout=30, what=f"the condition cleared\n{operator.log}")

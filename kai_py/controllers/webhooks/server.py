@@ -154,7 +154,9 @@ def queues_validate(body: kopf.Body, warnings: list[str], **_: Any) -> None:
     operations=["CREATE", "UPDATE"],
     ignore_failures=True,
 )
-def podgroups_validate(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+def podgroups_validate(
+    body: kopf.Body, namespace: str | None, warnings: list[str], **_: Any
+) -> None:
     def queue_exists(name: str) -> bool:
         try:
             _api().get(path_of(keys.GROUP, keys.QUEUE_VERSION, "queues", None, name))
@@ -164,4 +166,6 @@ def podgroups_validate(body: kopf.Body, namespace: str | None, **_: Any) -> None
             log.warning("cannot read Queue %s to check a PodGroup: %s", name, exc)
         return True
 
-    _deny(validation.validate_podgroup(_named(body, namespace), queue_exists).errors)
+    verdict = validation.validate_podgroup(_named(body, namespace), queue_exists)
+    warnings.extend(verdict.warnings)
+    _deny(verdict.errors)
