@@ -130,7 +130,7 @@ def close(session: Session) -> Decisions:
     for job_uid, why in list(d.reasons.items()):
         job = session.jobs[job_uid]
         pending = [t for t in job.tasks if t.status is PENDING]
-        if not pending:
+        if not pending and not job.gated:
             del d.reasons[job_uid]
             continue
         first = why[0]
@@ -138,15 +138,20 @@ def close(session: Session) -> Decisions:
         # resources back did not help either.
         extra = list(dict.fromkeys(r.message for r in why[1:] if r.message != first.message))
         message = " ".join(_sentence(m) for m in [first.message, *extra])
-        event_reason = "NotReady" if first.code == "NotReady" else "Unschedulable"
-        session.event("PodGroup", job.namespace, job.name, "Warning", event_reason, message)
-        if event_reason == "Unschedulable" and job.mark_unschedulable:
+        if first.code == reasons.NOT_READY:  # KAI's type and reason: tools match on them
+            session.event("PodGroup", job.namespace, job.name, "Normal", "NotReady", message)
+            continue
+        session.event("PodGroup", job.namespace, job.name, "Warning", "Unschedulable", message)
+        if job.mark_unschedulable:
             pod_message = _pod_message(job, first.code, message)
             for task in pending:
                 d.pending_reasons[f"{task.namespace}/{task.name}"] = message  # task.key
                 emit(
                     Event("Pod", task.namespace, task.name, "Warning", "Unschedulable", pod_message)
                 )
+    for job in session.gated_at_start:
+        for task in job.gated:
+            emit(Event("Pod", task.namespace, task.name, "Normal", "SchedulingGated", _gated(task)))
     d.events.extend(events)
     for q in session.queues.values():
         d.queues[q.name] = QueueFigures(
@@ -165,6 +170,14 @@ def _taken_back(action: str, by: Job) -> Reason:
         f"Its place, found earlier in this cycle, was given to {by.key} ({action}) "
         f"before the pod was bound",
         {"by": by.key, "action": action},
+    )
+
+
+def _gated(task: Task) -> str:
+    gates = ", ".join(task.gates)
+    return (
+        f"Pod {task.key} is not scheduled while spec.schedulingGates holds it: {gates}; "
+        f"it is scheduled once they are removed"
     )
 
 

@@ -375,6 +375,9 @@ class Task:
     # The cards this task holds (one per GPU group for a shared task), when known:
     # reported for running pods, chosen by the scheduler for pinned pods it places.
     gpu_uuids: tuple[str, ...] = ()
+    # spec.schedulingGates (names) of a pending pod: the API server refuses its Binding
+    # until they are removed, so the builder keeps it out of ``Job.tasks`` (``Job.gated``).
+    gates: tuple[str, ...] = ()
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
     _shape: Shape | None = field(default=None, repr=False)
@@ -412,6 +415,7 @@ class Task:
         new.nominated_node = self.nominated_node
         new.pin = self.pin
         new.gpu_uuids = self.gpu_uuids
+        new.gates = self.gates
         new.claim_now = self.claim_now
         new._shape = self._shape
         return new
@@ -507,6 +511,9 @@ class Job:
     # Its pods that finished successfully: they count towards minMember (see
     # ``min_alive``), and a gang with one is winding down, never stale.
     succeeded: int = 0
+    # Its pending pods held by scheduling gates: never placed, so not in ``tasks`` (no
+    # action or total sees them); they count as existing, not as ready, for minMember.
+    gated: list[Task] = field(default_factory=list)
     stale_since: float | None = None
     mark_unschedulable: bool = True
     priority_class: str = ""
@@ -533,6 +540,7 @@ class Job:
         new.preemption_delay = self.preemption_delay
         new.last_evicted = self.last_evicted
         new.succeeded = self.succeeded
+        new.gated = list(self.gated)
         new.stale_since = self.stale_since
         new.mark_unschedulable = self.mark_unschedulable
         new.priority_class = self.priority_class

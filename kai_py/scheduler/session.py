@@ -155,6 +155,8 @@ class Session:
         # the jobs pending at any point are among these: the actions ask for them without
         # looking at every job's tasks (``pending_jobs``).
         self.pending_at_start: list[Job] = []
+        # The jobs with pods held by scheduling gates (``Job.gated``): told why they wait.
+        self.gated_at_start: list[Job] = []
         self._reset_state()
         self.index = NodeIndex(list(self.nodes.values()))
         self._indexing = True
@@ -191,6 +193,7 @@ class Session:
         nodes = self.nodes
         pending_at_start = self.pending_at_start
         pending_at_start.clear()  # filled below, as every other total is
+        self.gated_at_start = [job for job in self.jobs.values() if job.gated]
         for job in self.jobs.values():
             chain = self.ancestors(job.queue)
             counts = not job.errors

@@ -197,6 +197,8 @@ def pod_entries(outcome: Outcome) -> dict[str, dict[str, Any]]:
             pods[task.key] = _pod_entry(task, outcome.statuses.get(task.uid))
             if task.uid in outcome.moved:
                 pods[task.key]["node"] = outcome.moved[task.uid]
+        for task in job.gated:  # pending until their gates are removed
+            pods[task.key] = _pod_entry(task, None)
     for key, task in outcome.evicted.items():
         if key not in pods:
             entry = _pod_entry(task, "Evicted")
@@ -266,7 +268,8 @@ def podgroup_entries(outcome: Outcome) -> dict[str, dict[str, Any]]:
 
 
 def pod_entries_of(outcome: Outcome, job: Job) -> list[str]:
-    return [outcome.statuses.get(t.uid) or _STATUS_WORD[t.status] for t in job.tasks]
+    placed = [outcome.statuses.get(t.uid) or _STATUS_WORD[t.status] for t in job.tasks]
+    return placed + ["Pending"] * len(job.gated)
 
 
 def _finite(values: dict[str, float]) -> dict[str, float]:
@@ -370,7 +373,7 @@ def _pending_reasons(data: dict[str, Any], outcome: Outcome) -> dict[str, str]:
         first = (groups.get(job.key) or {}).get("reasons") or []
         if first:
             text = f"{first[0].get('reason')}: {first[0].get('message')}"
-            for task in job.tasks:
+            for task in [*job.tasks, *job.gated]:
                 reasons[task.key] = text
     return reasons
 

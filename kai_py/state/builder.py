@@ -877,5 +877,8 @@ def _add_pod(
         message = _at(doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} {gone}")
         built.events.append(Event("Pod", ns, name, "Warning", "NodeNotFound", message))
         return
+    if task.gates:  # never placed while gated: kept apart, where no action looks
+        job.gated.append(task)
+        return
     job.tasks.append(task)
     built.job_of_task[task.uid] = job.uid

@@ -109,6 +109,7 @@ _POD_SPEC_KEYS: Final = (
     "affinity",
     "tolerations",
     "priorityClassName",
+    "schedulingGates",  # a gated pod is never placed (its Binding would be refused)
 )
 #: The node annotations the scheduler reads: its GPU inventory (for pinned pods).
 _NODE_ANNOTATIONS: Final = (keys.GPU_INVENTORY_ANNOTATION, keys.HAMI_NODE_REGISTER_ANNOTATION)
@@ -316,6 +317,8 @@ class View:
     events: list[Event] = field(default_factory=list)
     #: Queues left out, by name: why (their workloads are told, not "does not exist").
     left_out: dict[str, str] = field(default_factory=dict)
+    #: Those of them whose parent does not exist (yet): why (their status says so too).
+    orphans: dict[str, str] = field(default_factory=dict)
     #: The cache's generation this view was taken at.
     generation: int = 0
     #: When this view would change with no watch event (a pod's PodGroup grace ends).
@@ -672,7 +675,12 @@ class ClusterCache:
             failed_bindrequests=failed,
             avoided={n: avoided_text(n, end) for n, end in avoided.items()},
             events=events,
-            left_out={e.name: e.message for e in events if e.reason == "InvalidQueue"},
+            left_out={
+                e.name: e.message
+                for e in events
+                if e.reason in ("InvalidQueue", PARENT_QUEUE_NOT_FOUND)
+            },
+            orphans={e.name: e.message for e in events if e.reason == PARENT_QUEUE_NOT_FOUND},
             generation=self.generation,
             wake_at=wake,
             memo=self.memo,
@@ -684,6 +692,11 @@ class ClusterCache:
             status_memo=self.status_memo,
             pod_documents=ours,
         )
+
+
+#: The Warning on a Queue whose spec.parentQueue names no Queue (it is left out until
+#: the parent is created); its status holds KAI's ``Orphan`` condition meanwhile.
+PARENT_QUEUE_NOT_FOUND: Final = "ParentQueueNotFound"
 
 
 def avoided_text(node: str, until: float) -> str:
@@ -701,16 +714,22 @@ def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Ev
     an invalid field, a parent loop, a queue deeper than ``MAX_QUEUE_DEPTH`` (the
     webhook refuses it, but one may have come in while the webhook was down), and
     every queue under a missing or left-out parent. The rest of the tree is used.
+    A parent that does not exist is not an error (the webhook admits the child: it
+    may be applied first): that queue's Warning is ``ParentQueueNotFound``, and it is
+    used as soon as the parent is created.
     """
     events: list[Event] = []
     parents: dict[str, str | None] = {}
     bodies: dict[str, Json] = {}
+    invalid: set[str] = set()  # Queues that exist but cannot be read
+    orphans: set[str] = set()  # Queues whose parent does not exist (yet)
     for (_, name), body in objects.items():
         try:
             model = QueueModel.from_manifest(_with_type(body, *_KIND_NAMES[QUEUES]))
         except ManifestError as exc:
             message = f"Queue {name} is not used: {'; '.join(str(exc).splitlines())}"
             events.append(Event("Queue", "", name, "Warning", "InvalidQueue", message))
+            invalid.add(name)
             continue
         bodies[name] = body
         parents[name] = model.spec.parent_queue or None
@@ -729,6 +748,13 @@ def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Ev
         if found == MAX_QUEUE_DEPTH + 1:
             text = level_text(name, parent, found, MAX_QUEUE_DEPTH)
             why[name] = f"Queue {name} is not used: spec.parentQueue: {text}"
+        elif parent is not None and parent not in parents and parent not in invalid:
+            # Not an error: the parent may be applied after its child (GitOps order).
+            orphans.add(name)
+            why[name] = (
+                f"Queue {name} is not used: spec.parentQueue: queue {parent!r} does not "
+                "exist; its jobs wait until it is created"
+            )
         else:  # under a missing, left-out or too deep parent
             why[name] = (
                 f"Queue {name} is not used: spec.parentQueue: queue {parent!r} "
@@ -736,7 +762,8 @@ def usable_queues(objects: Mapping[Key, Json]) -> tuple[dict[str, Json], list[Ev
             )
     for name in parents:
         if name in why:
-            events.append(Event("Queue", "", name, "Warning", "InvalidQueue", why[name]))
+            reason = PARENT_QUEUE_NOT_FOUND if name in orphans else "InvalidQueue"
+            events.append(Event("Queue", "", name, "Warning", reason, why[name]))
     return {name: body for name, body in bodies.items() if name not in why}, events
 
 

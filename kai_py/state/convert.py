@@ -374,7 +374,16 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
             if status is TaskStatus.PENDING and status_obj.get("nominatedNodeName")
             else None
         ),
+        gates=_gates(spec) if status is TaskStatus.PENDING else (),
     )
+
+
+def _gates(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names in spec.schedulingGates (a gate without a name still holds the pod)."""
+    found = spec.get("schedulingGates")
+    if not found:
+        return ()
+    return tuple(str(g.get("name") or "?") if isinstance(g, Mapping) else str(g) for g in found)
 
 
 def _task_priority(labels: Mapping[str, Any]) -> int | None:

@@ -271,23 +271,59 @@ def _same_map(current: object, wanted: dict[str, int | str]) -> bool:
 
 
 def queue_status_patch(
-    queue: Mapping[str, Any], figures: QueueFigures, children: Sequence[str] = ()
+    queue: Mapping[str, Any],
+    figures: QueueFigures | None,
+    children: Sequence[str] = (),
+    orphan: str | None = None,
+    now: float = 0.0,
 ) -> Json | None:
-    """The status a Queue should have, or None when it has it: its figures and the
-    names of its child queues (``kubectl get queues -o wide`` shows them)."""
-    wanted = {
-        "allocated": _resource_map(figures.allocated),
-        "allocatedNonPreemptible": _resource_map(figures.allocated_non_preemptible),
-        "requested": _resource_map(figures.requested),
-    }
+    """The status a Queue should have, or None when it has it: its figures, the names of
+    its child queues (``kubectl get queues -o wide`` shows them) and KAI's ``Orphan``
+    condition while its parent does not exist (``orphan``: why). A queue left out of
+    the cycle has no figures (None): only its condition is written."""
     status = queue.get("status") or {}
-    same_children = list(status.get("childQueues") or []) == list(children)
-    if same_children and all(_same_map(status.get(k), v) for k, v in wanted.items()):
+    patch: Json = {}
+    if figures is not None:
+        wanted = {
+            "allocated": _resource_map(figures.allocated),
+            "allocatedNonPreemptible": _resource_map(figures.allocated_non_preemptible),
+            "requested": _resource_map(figures.requested),
+        }
+        same_children = list(status.get("childQueues") or []) == list(children)
+        if not (same_children and all(_same_map(status.get(k), v) for k, v in wanted.items())):
+            patch.update(wanted)
+            if not same_children:
+                patch["childQueues"] = list(children) or None  # null removes the field
+    conditions = _orphan_conditions(status, orphan, now)
+    if conditions is not None:
+        patch["conditions"] = conditions or None  # null removes the field
+    return with_uid({"status": patch}, queue) if patch else None
+
+
+def _orphan_conditions(
+    status: Mapping[str, Any], orphan: str | None, now: float
+) -> list[Json] | None:
+    """The Queue's conditions with ``Orphan`` set (``orphan``: why) or cleared (None),
+    or None when they already are so. Other conditions are kept as they are."""
+    current = [dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+    others = [c for c in current if c.get("type") != "Orphan"]
+    had = next((c for c in current if c.get("type") == "Orphan"), None)
+    if orphan is None:
+        return None if had is None or had.get("status") != "True" else others
+    message = orphan[:MESSAGE_LIMIT]
+    if had is not None and had.get("status") == "True" and had.get("message") == message:
         return None
-    patch: Json = dict(wanted)
-    if not same_children:
-        patch["childQueues"] = list(children) or None  # null removes the field
-    return with_uid({"status": patch}, queue)
+    since = rfc3339(now)
+    if had is not None and had.get("status") == "True":
+        since = str(had.get("lastTransitionTime") or since)
+    condition = {
+        "type": "Orphan",
+        "status": "True",
+        "reason": "ParentQueueNotFound",
+        "message": message,
+        "lastTransitionTime": since,
+    }
+    return [*others, condition]
 
 
 def podgroup_phase(job: Job) -> str | None:
@@ -855,11 +891,15 @@ def plan(
     for q in sorted(built.snapshot.queues, key=lambda q: q.name):
         if q.parent is not None:
             children.setdefault(q.parent, []).append(q.name)
-    for name, figures in decisions.queues.items():
+    # A queue left out has no figures, but its Orphan condition is still set or cleared.
+    figures_of: dict[str, QueueFigures | None] = {**dict.fromkeys(view.queues), **decisions.queues}
+    for name, figures in figures_of.items():
         queue = view.queues.get(name)
         if queue is None:
             continue  # a queue the builder assumed (default-queue) that is not in the cluster
-        patch = queue_status_patch(queue, figures, children.get(name, []))
+        patch = queue_status_patch(
+            queue, figures, children.get(name, []), view.orphans.get(name), now
+        )
         if patch is not None:
             writes.append(
                 Write(

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 from apiserver_helpers import StoredVersionsUntouched
 
 from kai_py.api import keys
@@ -14,6 +15,7 @@ from kai_py.emulator.cluster_spec import parse_cluster
 from kai_py.emulator.controllers.deployment import HASH_LABEL
 from kai_py.emulator.controllers.job import TRACKING_FINALIZER, format_indexes, parse_indexes
 from kai_py.emulator.dev_cluster import DevCluster
+from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.timesource import ManualClock
 
 Json = dict[str, Any]
@@ -382,6 +384,36 @@ def test_default_scheduler_explains_and_retries() -> None:
         await cluster.store.delete("pods", "default", "a")
         p = await cluster.wait_pod_phase("default", "big", "Running")
         assert p["spec"]["nodeName"] == "gpu-0"
+
+    run(check)
+
+
+def test_a_gated_pod_is_not_bound_until_its_gates_are_removed() -> None:
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        gated = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "gated", "namespace": "default"},
+            "spec": {
+                "schedulingGates": [{"name": "example.com/wait"}],
+                "containers": [{"name": "main", "image": "busybox"}],
+            },
+        }
+        created = await cluster.store.create("pods", gated)
+        (scheduled,) = created["status"]["conditions"]
+        assert (scheduled["type"], scheduled["status"], scheduled["reason"]) == (
+            "PodScheduled",
+            "False",
+            "SchedulingGated",
+        )
+        with pytest.raises(ApiError) as refused:  # as kube-apiserver answers
+            await cluster.store.bind_pod("default", "gated", "gpu-0")
+        assert refused.value.code == 409
+        assert "pod gated has non-empty .spec.schedulingGates" in refused.value.message
+        await asyncio.sleep(0.2)  # the default scheduler leaves it alone
+        assert not (await cluster.store.get("pods", "default", "gated"))["spec"].get("nodeName")
+        await cluster.store.patch("pods", "default", "gated", {"spec": {"schedulingGates": None}})
+        await cluster.wait_pod_phase("default", "gated", "Running")
 
     run(check)
 

@@ -196,7 +196,7 @@ def test_a_missing_queue_is_a_warning_and_the_rest_schedules(
     custom: k8s.CustomObjectsApi,
 ) -> None:
     _queues(custom)
-    # A Queue under a parent that does not exist is left out, with a Warning of its own.
+    # A Queue under a parent that does not exist (yet) is left out, with a Warning of its own.
     create_queues(custom, queue("orphan", parent="nowhere"))
     create_podgroup(custom, podgroup("lost", NS, "no-such-queue"))
     create_pod(core, pod("lost-0", NS, "lost", gpus=1))
@@ -210,8 +210,10 @@ def test_a_missing_queue_is_a_warning_and_the_rest_schedules(
     assert "no-such-queue" in warnings[0].message
     assert "lost-0" not in bindrequests(custom, NS)
     orphan = wait_for(
-        lambda: [e for e in events_of(core, "default", "orphan") if e.reason == "InvalidQueue"],
-        what="an InvalidQueue event",
+        lambda: [
+            e for e in events_of(core, "default", "orphan") if e.reason == "ParentQueueNotFound"
+        ],
+        what="a ParentQueueNotFound event",
     )
     assert orphan[0].type == "Warning"
     assert orphan[0].involved_object.kind == "Queue"

@@ -138,11 +138,20 @@ def _queue(name: str, parent: str | None = None, **gpu: Any) -> Json:
     }
 
 
-def test_queue_parent_must_exist_and_form_no_cycle() -> None:
+def test_queue_parent_may_come_later_and_must_form_no_cycle() -> None:
     known = {"root": _queue("root"), "a": _queue("a", "root"), "b": _queue("b", "a")}
     assert validation.validate_queue(_queue("c", "b"), known).errors == []
-    assert validation.validate_queue(_queue("c", "nope"), known).errors == [
-        'Queue "c": spec.parentQueue: queue "nope" does not exist'
+    # A child before its parent (GitOps order) is admitted, with a warning.
+    early = validation.validate_queue(_queue("c", "nope"), known)
+    assert early.errors == []
+    assert early.warnings[0] == (
+        'Queue "c": spec.parentQueue: queue "nope" does not exist yet; this queue\'s jobs '
+        "wait until it is created"
+    )
+    # The parent that would close a loop through the waiting child is refused.
+    known["c"] = _queue("c", "nope")
+    assert validation.validate_queue(_queue("nope", "c"), known).errors == [
+        'Queue "nope": spec.parentQueue: "c" makes the parents a cycle: nope -> c -> nope'
     ]
     # root moved under b: b -> a -> root -> b
     assert validation.validate_queue(_queue("root", "b"), known).errors == [
@@ -162,6 +171,15 @@ def test_a_queue_tree_deeper_than_the_limit_is_refused_with_the_level() -> None:
     assert validation.validate_queue(_queue("last", f"level-{limit - 1}"), known).errors == []
     assert validation.validate_queue(_queue("deeper", f"level-{limit}"), known).errors == [
         f"Queue \"deeper\": spec.parentQueue: 'level-{limit}' makes Queue deeper level "
+        f"{limit + 1} of the queue tree; kai-py takes queue trees at most {limit} levels "
+        "deep (a root queue is level 1)"
+    ]
+    # A chain under a parent still to come counts that parent as a root: already too deep.
+    waiting = {"w-1": _queue("w-1", "later")}
+    waiting |= {f"w-{i}": _queue(f"w-{i}", f"w-{i - 1}") for i in range(2, limit)}
+    assert validation.validate_queue(_queue("w-last", f"w-{limit - 2}"), waiting).errors == []
+    assert validation.validate_queue(_queue("w-deeper", f"w-{limit - 1}"), waiting).errors == [
+        f"Queue \"w-deeper\": spec.parentQueue: 'w-{limit - 1}' makes Queue w-deeper level "
         f"{limit + 1} of the queue tree; kai-py takes queue trees at most {limit} levels "
         "deep (a root queue is level 1)"
     ]
@@ -202,17 +220,20 @@ def test_queue_quotas_are_sane_and_an_unset_limit_is_a_warning() -> None:
     )
 
 
-def test_podgroup_queue_must_exist() -> None:
+def test_a_podgroup_may_come_before_its_queue_with_a_warning() -> None:
     group = {
         "apiVersion": "scheduling.run.ai/v2alpha2",
         "kind": "PodGroup",
         "metadata": {"name": "g", "namespace": "team-a"},
         "spec": {"queue": "ghost", "minMember": 1},
     }
-    assert validation.validate_podgroup(group, lambda q: q != "ghost").errors == [
-        'PodGroup "team-a/g": spec.queue: queue "ghost" does not exist'
+    early = validation.validate_podgroup(group, lambda q: q != "ghost")
+    assert early.errors == []
+    assert early.warnings == [
+        'PodGroup "team-a/g": spec.queue: queue "ghost" does not exist yet; the PodGroup '
+        "waits until it is created"
     ]
-    assert validation.validate_podgroup(group, lambda q: True).errors == []
+    assert validation.validate_podgroup(group, lambda q: True).warnings == []
 
 
 def test_pod_gpu_annotations_are_checked_like_simulate_does() -> None:

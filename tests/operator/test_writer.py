@@ -196,6 +196,33 @@ def test_queue_status_in_kai_units_only_when_changed() -> None:
     assert queue_status_patch({"status": stored}, figures) is None
 
 
+def test_an_orphan_queue_gets_kais_orphan_condition_until_its_parent_exists() -> None:
+    why = "Queue child is not used: spec.parentQueue: queue 'later' does not exist"
+    other = {"type": "OverQuota", "status": "False"}
+    child = {"metadata": {"name": "child"}, "status": {"conditions": [other]}}
+    patch = queue_status_patch(child, None, orphan=why, now=0.0)
+    assert patch == {
+        "status": {
+            "conditions": [
+                other,
+                {
+                    "type": "Orphan",
+                    "status": "True",
+                    "reason": "ParentQueueNotFound",
+                    "message": why,
+                    "lastTransitionTime": "1970-01-01T00:00:00Z",
+                },
+            ]
+        }
+    }
+    marked = {"metadata": {"name": "child"}, "status": patch["status"]}
+    assert queue_status_patch(marked, None, orphan=why, now=5.0) is None  # already so
+    # The parent exists: the condition goes, the others stay.
+    assert queue_status_patch(marked, None) == {"status": {"conditions": [other]}}
+    alone = {"metadata": {"name": "child"}, "status": {"conditions": patch["status"]["conditions"][1:]}}
+    assert queue_status_patch(alone, None) == {"status": {"conditions": None}}
+
+
 def test_a_parent_queue_lists_its_children_once() -> None:
     figures = QueueFigures(Res(), Res(), Res(), Res(), Res())
     patch = queue_status_patch({"metadata": {"name": "dept"}}, figures, ["a", "b"])
@@ -698,7 +725,12 @@ def test_a_bad_queue_is_left_out_with_a_warning_and_the_rest_is_used() -> None:
     assert "queue 'gone' does not exist" in why["orphan"]
     assert "cycle" in why["a"] and "cycle" in why["b"]
     assert "priority" in why["broken"]
-    assert all(e.type == "Warning" and e.reason == "InvalidQueue" for e in view.events)
+    assert all(e.type == "Warning" for e in view.events)
+    # A parent still to come is no error: the queue waits for it (GitOps order).
+    assert {e.name: e.reason for e in view.events if e.reason != "InvalidQueue"} == {
+        "orphan": "ParentQueueNotFound"
+    }
+    assert view.orphans == {"orphan": why["orphan"]}
     view.build(NOW)  # no InputError: the snapshot is built from the rest
 
 

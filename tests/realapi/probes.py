@@ -154,6 +154,25 @@ def binding_with_a_wrong_uid(t: Target) -> str:
     return str(status)
 
 
+def binding_of_a_gated_pod(t: Target) -> str:
+    """A pod with spec.schedulingGates: its PodScheduled condition, then a Binding."""
+    body = pod("gated")
+    body["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    _, created = t.call("POST", _pods(t), body)
+    conditions = ((created or {}).get("status") or {}).get("conditions") or []
+    scheduled = [c.get("reason") for c in conditions if c.get("type") == "PodScheduled"]
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "gated"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"},
+    }
+    status, _ = t.call("POST", f"{_pods(t)}/gated/binding", binding)
+    _, after = t.call("GET", f"{_pods(t)}/gated")
+    bound = ((after or {}).get("spec") or {}).get("nodeName")
+    return f"created {scheduled}, binding {status}, bound to {bound}"
+
+
 def eviction_against_a_pdb(t: Target) -> str:
     """A running, ready pod covered by a PodDisruptionBudget that allows no disruption."""
     t.call("POST", _pods(t), pod("guarded", {"app": "guarded"}))
@@ -282,6 +301,7 @@ PROBES: dict[str, Callable[[Target], str]] = {
     "Deployment whose selector misses its template": deployment_selector_mismatch,
     "Pod without containers": pod_without_containers,
     "Binding with a wrong pod uid": binding_with_a_wrong_uid,
+    "Binding of a pod with scheduling gates": binding_of_a_gated_pod,
     "Eviction against a PodDisruptionBudget": eviction_against_a_pdb,
     "server-side apply: a 2nd manager sets an owned field": apply_conflict_between_managers,
     "unknown field with `fieldValidation=Strict`": unknown_field_strict,

@@ -7,6 +7,7 @@ authentication, RBAC, admission and TLS, not only against the emulator.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -34,6 +35,11 @@ from kai_py.binder import reservation as rsv
 
 NS = "team-a"
 RNS = keys.RESERVATION_NAMESPACE
+#: How KAI's own e2e tests recognise its NotReady event (their regular expression).
+KAI_NOT_READY = (
+    r"Job is not ready for scheduling. Waiting for \d+ pods( for SubGroup \S+)?, "
+    r"currently \d+ exist, \d+ are gated"
+)
 
 
 def _queues(custom: k8s.CustomObjectsApi) -> None:
@@ -355,3 +361,81 @@ def test_an_operator_restarted_between_decision_and_bind_finishes_the_bind(
         stop_operator(second)
     assert "Traceback" not in first.log + second.log
     assert second.process.returncode == 0, second.log
+
+
+def test_a_gated_pod_waits_with_its_gate_and_runs_once_it_is_removed(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    _queues(custom)
+    # A gang of 2 with one gated member waits whole; the API server would refuse the
+    # gated pod's Binding, and the gang must not start without it.
+    create_podgroup(custom, podgroup("gg", NS, "team-a", min_member=2))
+    create_pod(core, pod("gg-0", NS, "gg", gpus=1))
+    gated = pod("gg-1", NS, "gg", gpus=1)
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/quota-check"}]
+    create_pod(core, gated)
+
+    def not_ready() -> list[Any]:
+        return [
+            e
+            for e in events_of(core, NS, "gg")
+            if e.type == "Normal"
+            and e.reason == "NotReady"
+            and re.search(KAI_NOT_READY, e.message)
+            and "currently 2 exist, 1 are gated" in e.message
+        ]
+
+    wait_for(not_ready, timeout=30, what=f"a NotReady event\n{operator.log}")
+
+    def gate_named() -> list[Any]:
+        return [
+            e
+            for e in events_of(core, NS, "gg-1")
+            if e.reason == "SchedulingGated" and "example.com/quota-check" in e.message
+        ]
+
+    wait_for(gate_named, timeout=30, what=f"the gated pod's event\n{operator.log}")
+    time.sleep(1)  # a few more cycles: still nothing bound
+    assert not bindrequests(custom, NS)
+    assert not any(p.spec.node_name for p in core.list_namespaced_pod(NS).items)
+    core.patch_namespaced_pod("gg-1", NS, {"spec": {"schedulingGates": None}})
+    for name in ("gg-0", "gg-1"):
+        wait_for(
+            lambda n=name: _running(core, n), timeout=30, what=f"{name} Running\n{operator.log}"
+        )
+
+
+def test_a_child_queue_before_its_parent_waits_then_runs_once_the_parent_exists(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    # GitOps order: the child queue, its PodGroup and pod, and only then the parent.
+    create_queues(custom, queue("child", parent="later"))
+    create_podgroup(custom, podgroup("early", NS, "child"))
+    create_pod(core, pod("early-0", NS, "early", gpus=1))
+
+    def waits() -> list[Any]:
+        return [
+            e
+            for e in events_of(core, NS, "early")
+            if e.type == "Warning" and "'later' does not exist" in e.message
+        ]
+
+    wait_for(waits, timeout=30, what=f"the PodGroup told of the missing parent\n{operator.log}")
+
+    def orphan() -> dict[str, Any] | None:
+        got = custom.get_cluster_custom_object("scheduling.run.ai", "v2", "queues", "child")
+        found = [c for c in (got.get("status") or {}).get("conditions") or []]
+        return found[0] if found and found[0]["type"] == "Orphan" else None
+
+    condition = wait_for(orphan, timeout=30, what=f"the Orphan condition\n{operator.log}")
+    assert condition["status"] == "True" and "'later' does not exist" in condition["message"]
+    warned = [
+        e
+        for e in events_of(core, "default", "child")
+        if e.type == "Warning" and e.reason == "ParentQueueNotFound"
+    ]
+    assert warned and "'later'" in warned[0].message
+    assert not bindrequests(custom, NS)
+    create_queues(custom, queue("later"))
+    wait_for(lambda: _running(core, "early-0"), timeout=30, what=f"early-0 Running\n{operator.log}")
+    wait_for(lambda: orphan() is None, timeout=30, what=f"the condition cleared\n{operator.log}")

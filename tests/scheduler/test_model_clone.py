@@ -41,14 +41,16 @@ def test_task_clone_copies_every_field_and_owns_its_request() -> None:
 
 def test_job_clone_copies_every_field_and_owns_its_lists() -> None:
     task = Task(uid="u", namespace="ns", name="p", job_uid="j", request=Res(1, 0, 0))
-    job = Job("j", "ns", "pg", "q", 1, True, 1, 0.0, tasks=[task], errors=["bad"])
-    lists = {"tasks", "errors"}
+    gated = Task(uid="g", namespace="ns", name="q", job_uid="j", request=Res(), gates=("x",))
+    job = Job("j", "ns", "pg", "q", 1, True, 1, 0.0, tasks=[task], errors=["bad"], gated=[gated])
+    lists = {"tasks", "errors", "gated"}
     _sentinels(job, Job.__slots__, lists)
     clone = job.clone()
     _same(clone, job, Job.__slots__, set())
     clone.tasks.append(task)
     clone.errors.append("worse")
-    assert job.tasks == [task] and job.errors == ["bad"]
+    clone.gated.append(task)
+    assert job.tasks == [task] and job.errors == ["bad"] and job.gated == [gated]
     assert clone.tasks[0] is task  # the tasks themselves are shared
 
 

@@ -45,15 +45,20 @@ def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict
             verdict.errors.append(
                 f'Queue "{name}": spec.parentQueue: "{parent}" is the queue itself'
             )
-        elif parent not in queues:
-            verdict.errors.append(
-                f'Queue "{name}": spec.parentQueue: queue "{parent}" does not exist'
-            )
         else:
             parents = {
                 n: str(((q.get("spec") or {}).get("parentQueue")) or "") for n, q in queues.items()
             }
             parents[name] = parent
+            if parent not in queues:
+                # Accepted, as KAI does: GitOps tools apply a child before its parent. The
+                # queue's jobs wait until the parent is made (the operator says so on the
+                # Queue). No loop can pass through a queue that does not exist; one that
+                # the parent would close is refused when the parent is created.
+                verdict.warnings.append(
+                    f'Queue "{name}": spec.parentQueue: queue "{parent}" does not exist '
+                    f"yet; this queue's jobs wait until it is created"
+                )
             chain, current = [name], parent
             seen = {name}  # what ``chain`` holds: a set, as the tree may be deep
             while current in parents:
@@ -78,7 +83,10 @@ def validate_queue(manifest: Json, queues: Mapping[str, Json] | None) -> Verdict
 def _too_deep(name: str, parent: str, parents: dict[str, str]) -> list[str]:
     """The queue, or the deepest of the queues under it, past ``MAX_QUEUE_DEPTH`` with
     this parent (KAI has no limit; a deeper tree would be left out by the scheduler)."""
-    level = levels({n: p or None for n, p in parents.items()})
+    # A missing parent is counted as a root: the levels are then the least the tree can
+    # have, so a chain already too deep is refused before its top is made.
+    missing = {p for p in parents.values() if p and p not in parents}
+    level = levels({n: p or None for n, p in parents.items()} | dict.fromkeys(missing))
     children: dict[str, list[str]] = {}
     for child, up in parents.items():
         children.setdefault(up, []).append(child)
@@ -109,7 +117,12 @@ def validate_podgroup(
         (verdict.errors if refused else verdict.warnings).append(text)
     queue = group.spec.queue
     if queue and not queue_exists(queue):
-        verdict.errors.append(f'PodGroup "{group.ref}": spec.queue: queue "{queue}" does not exist')
+        # Accepted, as KAI's PodGroup webhook does not look at the queue: GitOps tools apply
+        # in any order. The job waits with QueueDoesNotExist until the queue is made.
+        verdict.warnings.append(
+            f'PodGroup "{group.ref}": spec.queue: queue "{queue}" does not exist yet; '
+            f"the PodGroup waits until it is created"
+        )
     return verdict
 
 

@@ -143,6 +143,7 @@ class DefaultScheduler:
         return (
             spec.get("schedulerName", DEFAULT_SCHEDULER) in (DEFAULT_SCHEDULER, "")
             and not spec.get("nodeName")
+            and not spec.get("schedulingGates")  # kube-scheduler waits for them to go
             and not is_deleting(pod)
             and phase(pod) not in TERMINAL
         )

@@ -200,6 +200,19 @@ def _pod_defaults(obj: JSON, old: JSON | None) -> None:
         if isinstance(status, dict):
             status.setdefault("phase", "Pending")
             status.setdefault("qosClass", _qos_class(spec))
+            if spec.get("schedulingGates") and not status.get("conditions"):
+                # As kube-apiserver: a gated pod says so from its creation.
+                created = (obj.get("metadata") or {}).get("creationTimestamp")
+                status["conditions"] = [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "lastProbeTime": None,
+                        "lastTransitionTime": created,
+                        "reason": "SchedulingGated",
+                        "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    }
+                ]
 
 
 def _qos_class(spec: JSON) -> str:

@@ -819,7 +819,8 @@ class Store:
     ) -> JSON:
         """The pods/binding subresource: set spec.nodeName and the PodScheduled condition.
 
-        An already-bound pod is 409 Conflict ("pod X is already assigned to node Y").
+        An already-bound pod is 409 Conflict ("pod X is already assigned to node Y"), and
+        so is a pod with scheduling gates.
         A Binding whose ``metadata.uid`` names another pod than the one of that name
         (deleted and made again) is refused with 409, as kube-apiserver's UID
         precondition does.
@@ -863,6 +864,10 @@ class Store:
         if bound:
             raise conflict(
                 "pods/binding", "", name, f'pod {name} is already assigned to node "{bound}"'
+            )
+        if (current.get("spec") or {}).get("schedulingGates"):
+            raise conflict(
+                "pods/binding", "", name, f"pod {name} has non-empty .spec.schedulingGates"
             )
         if dry_run:
             return self._out(rt, current, shared)

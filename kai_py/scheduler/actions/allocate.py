@@ -28,14 +28,32 @@ def gate(session: Session, job: Job) -> Reason | None:
         if task.status is RELEASING:
             live -= 1
     if live < job.min_alive:  # members that Succeeded count towards minMember
-        finished = f" and {job.succeeded} that Succeeded" if job.succeeded else ""
-        return Reason(
-            reasons.NOT_READY,
-            f"Job {job.key} has {live} pods{finished} while minMember is {job.min_member}; "
-            f"waiting for the rest of the gang to be created",
-            {"pods": live, "succeeded": job.succeeded, "minMember": job.min_member},
-        )
+        return not_ready(job, live)
     return None
+
+
+def not_ready(job: Job, live: int) -> Reason:
+    """NotReady, in KAI's words first (tools match on them), then kai-py's detail: the
+    pods that Succeeded (they count towards minMember) and what holds the gated ones.
+    Built only for a job that is not ready: ``gate`` runs for every pending job."""
+    gated = len(job.gated)
+    message = (
+        f"Job is not ready for scheduling. Waiting for {job.min_member} pods, "
+        f"currently {live + gated} exist, {gated} are gated. Job {job.key} has {live} pods"
+    )
+    if job.succeeded:
+        message += f" and {job.succeeded} that Succeeded"
+    message += f" while minMember is {job.min_member}"
+    if gated:
+        held = "; ".join(f"{t.key} by {', '.join(t.gates)}" for t in job.gated)
+        message += f"; {gated} more are held by scheduling gates: {held}"
+    else:
+        message += "; waiting for the rest of the gang to be created"
+    return Reason(
+        reasons.NOT_READY,
+        message,
+        {"pods": live, "gated": gated, "succeeded": job.succeeded, "minMember": job.min_member},
+    )
 
 
 def _bad_queue(job: Job, missing: bool) -> Reason:
@@ -102,6 +120,11 @@ def allocate(session: Session, placer: Placer) -> None:
             session.explain(job, refusal)
         else:
             ready.append(job)
+    for job in session.gated_at_start:
+        if not has_pending(job):  # only gated pods: not among the pending jobs above
+            refusal = gate(session, job)
+            if refusal is not None:
+                session.explain(job, refusal)
     # Jobs pipelined last cycle first: what was freed for them (often by evicting
     # someone) must not go to whoever comes first in queue order, or evictions repeat.
     nominated = [j for j in ready if _nominated(j)]
