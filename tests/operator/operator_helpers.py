@@ -156,6 +156,39 @@ def pod(
     }
 
 
+def gpu_job(
+    name: str, namespace: str, *, parallelism: int = 1, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A batch Job of ``parallelism`` one-GPU pods in queue team-a."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": annotations or {},
+            "labels": {"kai.scheduler/queue": "team-a"},
+        },
+        "spec": {
+            "parallelism": parallelism,
+            "completions": parallelism,
+            "template": {
+                "spec": {
+                    "schedulerName": "kai-scheduler",
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
 def kai_shared(body: dict[str, Any], fraction: str, token: str = "x7b2kq9") -> dict[str, Any]:
     """``body`` as a shared pod the pod webhook admitted (its own rules, with ``token``
     as the random part): KAI's ``runai/shared-gpu-configmap`` annotation, env from

@@ -18,6 +18,7 @@ from operator_helpers import (
     create_pod,
     create_podgroup,
     create_queues,
+    gpu_job,
     pod,
     podgroup,
     queue,
@@ -25,35 +26,8 @@ from operator_helpers import (
 )
 from realapi_backends import Backend
 
-from kai_py.api import keys
-
 NS = "team-a"
 JOBS = 8  # the two 4-GPU nodes of the small cluster, full
-
-
-def _job(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": NS, "labels": {keys.QUEUE_LABEL: "team-a"}},
-        "spec": {
-            "parallelism": 1,
-            "completions": 1,
-            "template": {
-                "spec": {
-                    "schedulerName": "kai-scheduler",
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "busybox",
-                            "resources": {"limits": {keys.GPU_RESOURCE: "1"}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
 
 
 def _job_pods(core: k8s.CoreV1Api) -> dict[str, list[Any]]:
@@ -78,7 +52,7 @@ def test_node_level_consolidation_moves_one_pod(
 ) -> None:
     create_queues(custom, queue("root"), queue("team-a", parent="root"))
     for i in range(JOBS):
-        batch.create_namespaced_job(NS, _job(f"fill-{i}"))
+        batch.create_namespaced_job(NS, gpu_job(f"fill-{i}", NS))
 
     def all_running() -> dict[str, list[Any]] | None:
         pods = _job_pods(core)

@@ -20,6 +20,7 @@ from operator_helpers import (
     create_podgroup,
     create_queues,
     events_of,
+    gpu_job,
     kai_shared,
     pod,
     podgroup,
@@ -83,33 +84,7 @@ def test_a_jobs_pods_are_grouped_and_run(
     batch: k8s.BatchV1Api,
 ) -> None:
     _queues(custom)
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": "train",
-            "namespace": NS,
-            "annotations": {keys.BATCH_MIN_MEMBER_ANNOTATION: "2"},
-            "labels": {keys.QUEUE_LABEL: "team-a"},
-        },
-        "spec": {
-            "parallelism": 2,
-            "completions": 2,
-            "template": {
-                "spec": {
-                    "schedulerName": "kai-scheduler",
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "busybox",
-                            "resources": {"limits": {keys.GPU_RESOURCE: "1"}},
-                        }
-                    ],
-                }
-            },
-        },
-    }
+    job = gpu_job("train", NS, parallelism=2, annotations={keys.BATCH_MIN_MEMBER_ANNOTATION: "2"})
     batch.create_namespaced_job(NS, job)
     uid = batch.read_namespaced_job("train", NS).metadata.uid
     group = f"pg-train-{uid}"
