@@ -33,3 +33,13 @@ class Reason:
 
     def as_dict(self) -> dict[str, object]:
         return {"reason": self.code, "message": self.message, "details": self.details}
+
+
+def insufficient(name: str, requested: float, free: float, allocatable: float) -> str:
+    """A node's cause for a resource beyond CPU, memory and GPUs it cannot hold, in
+    kube-scheduler's words with the amounts (in the resource's own units: bytes for
+    ephemeral-storage and hugepages, devices for the rest)."""
+    return (
+        f"Insufficient {name} (requested {requested:g}, free {max(free, 0.0):g} "
+        f"of {allocatable:g})"
+    )

@@ -180,6 +180,7 @@ class Session:
         for node in self.nodes.values():
             node.used, node.releasing, node.pipelined = Res(), Res(), Res()
             node.pods = node.pods_releasing = node.pods_pipelined = 0
+            node.extended_used = node.extended_releasing = node.extended_pipelined = None
             node.groups = {}
             node.tasks = {}
         # Every task of every job passes here once per cycle (41,000 running pods at
@@ -232,6 +233,8 @@ class Session:
                 else:
                     gpu = request.gpu
                 job.version += 1
+                if task.extended is not None:
+                    where.change_extended(task.extended, 1.0, True, False)
                 total = where.used
                 total.cpu += request.cpu
                 total.memory += request.memory
@@ -344,6 +347,8 @@ class Session:
                 node.pods_releasing += step
         else:
             node.pods_pipelined += step
+        if task.extended is not None:
+            node.change_extended(task.extended, sign, task.claim_now, releasing)
         if task.gpu_groups:
             portion = task.portion_on(node)
             memory = task.gpu_memory_mib or portion * node.gpu_memory_mib
