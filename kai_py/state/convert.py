@@ -113,6 +113,15 @@ def _node_extended(who: str, allocatable: Mapping[str, Any]) -> dict[str, float]
     return out or None
 
 
+def take_extended(node: Node, held: Mapping[str, float]) -> None:
+    """Less ``held`` (what another scheduler's pods hold there) of the node's ``extended``:
+    a new dict, since a node's clones share the parsed one."""
+    have = dict(node.extended or {})
+    for name, amount in held.items():
+        have[name] = have.get(name, 0.0) - amount
+    node.extended = have
+
+
 def _max_pods(who: str, allocatable: Mapping[str, Any]) -> int:
     """status.allocatable.pods: how many pods the node's kubelet admits; none = no limit."""
     if not isinstance(allocatable, Mapping) or "pods" not in allocatable:

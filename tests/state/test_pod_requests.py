@@ -11,7 +11,10 @@ import pytest
 from kai_py.api.objects import WorkloadError
 from kai_py.scheduler.model import TaskStatus
 from kai_py.scheduler.resources import Res
+from kai_py.state.builder import build
+from kai_py.state.cache import NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 from kai_py.state.convert import node_from_manifest, pod_requests, task_from_pod
+from kai_py.state.documents import Document
 
 GI = 2**30
 
@@ -152,3 +155,62 @@ def test_a_nodes_extended_allocatable() -> None:
     )
     assert node.allocatable == Res(8000, 32 * GI, 4) and node.max_pods == 110
     assert node.extended == {"rdma/ib": 4, "ephemeral-storage": 100 * GI, "hugepages-2Mi": 0}
+
+
+def test_the_watch_cache_keeps_what_the_request_depends_on() -> None:
+    """The cache keeps a projection of each pod: sidecars' restartPolicy and the overhead
+    must survive it, for our pods and for other schedulers' (which hold their node)."""
+    bodies: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n", "uid": "n", "resourceVersion": "1"},
+            "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "rdma/ib": "2"}},
+        },
+        {
+            "apiVersion": "scheduling.run.ai/v2",
+            "kind": "Queue",
+            "metadata": {"name": "q", "uid": "q", "resourceVersion": "1"},
+            "spec": {
+                "resources": {
+                    r: {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+                    for r in ("gpu", "cpu", "memory")
+                }
+            },
+        },
+        {
+            "apiVersion": "scheduling.run.ai/v2alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ns", "uid": "pg", "resourceVersion": "1"},
+            "spec": {"minMember": 1, "queue": "q"},
+        },
+    ]
+    sidecar = _container("proxy", {"cpu": "2", "rdma/ib": "1"}, restartPolicy="Always")
+    for name, scheduler, node in (("ours", "kai-scheduler", ""), ("theirs", "other", "n")):
+        body = _pod([_container("app", {"cpu": "1"})], init=[sidecar], overhead={"cpu": "1"})
+        body["metadata"].update(
+            name=name, uid=name, resourceVersion="1", annotations={"pod-group-name": "pg"}
+        )
+        body["spec"].update(schedulerName=scheduler, nodeName=node)
+        body["status"] = {"phase": "Running" if node else "Pending"}
+        bodies.append(body)
+    cache = ClusterCache()
+    for body in bodies:
+        cache.observe(
+            {"Node": NODES, "Queue": QUEUES, "PodGroup": PODGROUPS}.get(body["kind"], PODS),
+            "ADDED",
+            body,
+        )
+    snapshot = cache.view(0.0).build(0.0).snapshot
+    (task,) = [t for j in snapshot.jobs for t in j.tasks]
+    assert task.request.cpu == 4000 and task.extended == {"rdma/ib": 1}
+    (node,) = snapshot.nodes
+    assert node.allocatable.cpu == 12_000  # theirs holds 1 + 2 + 1 CPUs
+    assert node.extended == {"rdma/ib": 1}  # and one of the two rdma/ib
+
+    # Read from files (kai-py simulate), the same.
+    files = build([Document("f", body) for body in bodies], 0.0).snapshot
+    (task,) = [t for j in files.jobs for t in j.tasks]
+    assert task.request.cpu == 4000 and task.extended == {"rdma/ib": 1}
+    (node,) = files.nodes
+    assert node.allocatable.cpu == 12_000 and node.extended == {"rdma/ib": 1}
