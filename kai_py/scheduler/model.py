@@ -9,6 +9,7 @@ undo log instead of copying the snapshot.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -318,6 +319,26 @@ class Node:
 
 _NONE: Final[dict[str, float]] = {}
 
+#: A MIG instance's resource name; KAI counts each as its number of GPU slices (the
+#: "3" of nvidia.com/mig-3g.40gb) in its queue. KAI also counts amd.com/gpu as GPUs.
+_MIG: Final = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+_AMD_GPU: Final = "amd.com/gpu"
+_QUOTA_GPUS: dict[str, float] = {}  # resource name -> GPUs one unit counts as
+
+
+def quota_gpus(extended: dict[str, float]) -> float:
+    """The GPUs a task's ``extended`` resources count as in its queue, as KAI counts them
+    (MIG instances and AMD GPUs); they are still fitted on nodes by their own names."""
+    total = 0.0
+    for name, amount in extended.items():
+        per = _QUOTA_GPUS.get(name)
+        if per is None:
+            found = _MIG.match(name)
+            per = float(found.group(1)) if found else 1.0 if name == _AMD_GPU else 0.0
+            _QUOTA_GPUS[name] = per
+        total += per * amount
+    return total
+
 
 def _copy(amounts: dict[str, float] | None) -> dict[str, float] | None:
     return None if amounts is None else dict(amounts)
@@ -383,8 +404,9 @@ class Task:
     job_uid: str
     request: Res  # cpu, memory and whole GPUs
     # Every other resource the pod asks for (rdma/ib, ephemeral-storage, hugepages-*,
-    # MIG profiles...), counted against the node's ``extended`` only (no queue counts
-    # them); None for the usual pod, so the fit check costs it one test.
+    # MIG profiles...), counted against the node's ``extended``; only MIG instances and
+    # AMD GPUs count for the queue, as GPUs (``quota_gpus``). None for the usual pod, so
+    # the fit check costs it one test.
     extended: dict[str, float] | None = None
     gpu_fraction: float = 0.0  # portion of each shared card, 0 = not shared
     gpu_memory_mib: float = 0.0  # memory of each shared card, 0 = not by memory
@@ -490,6 +512,8 @@ class Task:
     def gpu_on(self, node: Node | None) -> float:
         """GPUs counted against the queue when this task runs on ``node``."""
         if not self.is_shared:
+            if self.extended is not None:
+                return self.request.gpu + quota_gpus(self.extended)
             return self.request.gpu
         if node is None:
             return self.gpu_fraction * self.gpu_devices if self.gpu_fraction > 0 else 0.0

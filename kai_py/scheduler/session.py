@@ -29,6 +29,7 @@ from kai_py.scheduler.model import (
     Snapshot,
     Task,
     TaskStatus,
+    quota_gpus,
 )
 from kai_py.scheduler.nodeindex import NodeIndex
 from kai_py.scheduler.reasons import Reason
@@ -209,6 +210,8 @@ class Session:
                             gpu = self.task_gpu(task, None)
                         else:
                             gpu = request.gpu
+                            if task.extended is not None:
+                                gpu += quota_gpus(task.extended)
                         cpu, memory = request.cpu, request.memory
                         for queue in chain:
                             total = queue.request
@@ -232,6 +235,8 @@ class Session:
                     gpu = task.gpu_on(where)
                 else:
                     gpu = request.gpu
+                    if task.extended is not None:
+                        gpu += quota_gpus(task.extended)
                 job.version += 1
                 if task.extended is not None:
                     where.change_extended(task.extended, 1.0, True, False)
@@ -311,6 +316,8 @@ class Session:
             gpu = self.task_gpu(task, node)
         else:
             gpu = request.gpu  # task_gpu of a whole-GPU task, without its three calls
+            if task.extended is not None:
+                gpu += quota_gpus(task.extended)
         cpu, memory = request.cpu, request.memory
         for queue in self.ancestors(job.queue):
             total = queue.request

@@ -10,7 +10,7 @@ from builders import default_queues, job, node, running, snapshot, task
 
 from kai_py.scheduler.cycle import open_session, run_cycle
 from kai_py.scheduler.placement import Placer
-from kai_py.scheduler.reasons import POD_SCHEDULING_ERRORS
+from kai_py.scheduler.reasons import OVER_LIMIT, POD_SCHEDULING_ERRORS
 
 GI = 2.0**30
 # One of each kind: a device plugin's, node-local storage, huge pages, a MIG profile.
@@ -106,3 +106,21 @@ def test_a_node_clone_owns_its_extended_amounts() -> None:
     assert copy.extended_used == {"rdma/ib": 1}
     copy.change_extended({"rdma/ib": 1}, 1.0, True, False)
     assert original.extended_used == {"rdma/ib": 1}
+
+
+@pytest.mark.parametrize(("name", "gpus"), [("nvidia.com/mig-3g.40gb", 3), ("amd.com/gpu", 1)])
+def test_mig_instances_and_amd_gpus_count_as_gpus_in_the_queue_as_kai_counts_them(
+    name: str, gpus: int
+) -> None:
+    # Two of them: 6 GPUs of 3g MIG slices, or 2 AMD GPUs; the queue may use one less.
+    n1 = node("n1", extended={name: 8})
+    new = task("new", extended={name: 2})
+    over = default_queues("a", gpu_limit=2 * gpus - 1)
+    decisions = run_cycle(snapshot([n1], over, [job("new", "a", [new])]))
+    assert decisions.binds == []
+    assert decisions.reasons["job-new"][0].code == OVER_LIMIT
+
+    within = default_queues("a", gpu_limit=2 * gpus)
+    decisions = run_cycle(snapshot([n1], within, [job("new", "a", [new])]))
+    assert [(t.name, t.node_name) for t in decisions.binds] == [("new", "n1")]
+    assert decisions.queues["a"].allocated.gpu == 2 * gpus
