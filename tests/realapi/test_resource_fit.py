@@ -5,6 +5,7 @@ allocatable, on both backends. A pod no node can hold stays Pending with the rea
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,17 @@ def _unschedulable(core: k8s.CoreV1Api, operator: Operator, name: str) -> str:
     return str(event.message)
 
 
+def _fill_4_cpus(custom: k8s.CustomObjectsApi, core: k8s.CoreV1Api, operator: Operator) -> None:
+    """A running pod of 4 CPUs on each node: 12 of each node's 16 left."""
+    for node in ("plain-0", "rdma-0"):
+        filler = _pod(f"filler-{node}", {"cpu": "4"})
+        filler["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        _start(custom, core, filler)
+    for node in ("plain-0", "rdma-0"):
+        running = functools.partial(_running_on, core, f"filler-{node}")
+        assert wait_for(running, timeout=40, what=operator.log) == node
+
+
 def test_a_pod_asking_for_rdma_lands_where_it_is_and_the_next_waits_with_the_numbers(
     backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
 ) -> None:
@@ -120,11 +132,7 @@ def test_sidecars_and_init_containers_count_as_kube_scheduler_counts_them(
     backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
 ) -> None:
     create_queues(custom, queue("root"), queue("team-a", parent="root"))
-    for node in ("plain-0", "rdma-0"):  # 4 of each node's 16 CPUs taken: 12 free
-        filler = _pod(f"filler-{node}", {"cpu": "4"})
-        filler["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
-        _start(custom, core, filler)
-        wait_for(lambda n=node: _running_on(core, f"filler-{n}"), timeout=40, what=operator.log)  # type: ignore[misc]
+    _fill_4_cpus(custom, core, operator)
     # App 1 CPU + a 6-CPU sidecar = 7; the init container after it runs beside the
     # sidecar: 8 + 6 = 14 CPUs, more than either node has free (the kubelet would
     # refuse it: OutOfcpu).
@@ -145,3 +153,43 @@ def test_sidecars_and_init_containers_count_as_kube_scheduler_counts_them(
     _start(custom, core, body)
     message = _unschedulable(core, operator, "sidecar")
     assert "2 Insufficient cpu" in message
+
+
+@pytest.fixture
+def real_only(backend: Backend) -> None:
+    """Skips on the emulator before the operator starts (RuntimeClass is the real server's)."""
+    if backend.emulated is not None:
+        pytest.skip("the emulator serves no RuntimeClass (node.k8s.io) nor its admission")
+
+
+def test_runtimeclass_overhead_counts_with_the_containers(
+    backend: Backend,
+    real_only: None,
+    operator: Operator,
+    api: k8s.ApiClient,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    create_queues(custom, queue("root"), queue("team-a", parent="root"))
+    # The API server's RuntimeClass admission copies the class's overhead into the pod.
+    k8s.NodeV1Api(api).create_runtime_class(
+        {
+            "apiVersion": "node.k8s.io/v1",
+            "kind": "RuntimeClass",
+            "metadata": {"name": "vm"},
+            "handler": "runc",
+            "overhead": {"podFixed": {"cpu": "4", "memory": "1Gi"}},
+        }
+    )
+    # 10 CPUs: with the 4 of overhead, more than a node's 16 less a filler's 4 (the
+    # kubelet counts the overhead too: OutOfcpu).
+    _fill_4_cpus(custom, core, operator)
+    body = _pod("vm", {"cpu": "10"})
+    body["spec"]["runtimeClassName"] = "vm"
+    _start(custom, core, body)
+    assert core.read_namespaced_pod("vm", NS).spec.overhead == {"cpu": "4", "memory": "1Gi"}
+    message = _unschedulable(core, operator, "vm")
+    assert "2 Insufficient cpu" in message
+    # Without the overhead it fits: 10 of the 12 CPUs free.
+    _start(custom, core, _pod("plain", {"cpu": "10"}))
+    wait_for(lambda: _running_on(core, "plain"), timeout=40, what=operator.log)
