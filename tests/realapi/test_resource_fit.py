@@ -91,15 +91,24 @@ def _fill_4_cpus(custom: k8s.CustomObjectsApi, core: k8s.CoreV1Api, operator: Op
         assert wait_for(running, timeout=40, what=operator.log) == node
 
 
+@pytest.mark.parametrize("only_limits", [False, True], ids=["requests", "limits-only"])
 def test_a_pod_asking_for_rdma_lands_where_it_is_and_the_next_waits_with_the_numbers(
-    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+    backend: Backend,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+    only_limits: bool,
 ) -> None:
+    """Limits only: the request is the limit (the API server defaults it so; kai-py reads
+    it so either way)."""
     create_queues(custom, queue("root"), queue("team-a", parent="root"))
-    _start(custom, core, _pod("first", {"rdma/ib": "1"}, {"rdma/ib": "1"}))
+    rdma = {"rdma/ib": "1"}
+    requests: dict[str, str] = {} if only_limits else rdma
+    _start(custom, core, _pod("first", requests, rdma))
     node = wait_for(lambda: _running_on(core, "first"), timeout=40, what=operator.log)
     assert node == "rdma-0"
 
-    _start(custom, core, _pod("second", {"rdma/ib": "1"}, {"rdma/ib": "1"}))
+    _start(custom, core, _pod("second", requests, rdma))
     message = _unschedulable(core, operator, "second")
     assert "Insufficient rdma/ib (requested 1, free 0 of 0)" in message  # plain-0
     assert "Insufficient rdma/ib (requested 1, free 0 of 1)" in message  # rdma-0, held
