@@ -35,7 +35,7 @@ def test_a_pod_asking_for_what_no_node_has_stays_pending_with_the_numbers(name: 
     decisions = run_cycle(snapshot([node("n1")], default_queues("a"), [job("new", "a", [new])]))
     assert decisions.binds == []
     assert _why(decisions, "job-new").endswith(
-        f"0/1 nodes are available: 1 Insufficient {name} (requested {amount:g}, free 0 of 0)."
+        f"0/1 nodes are available: 1 Insufficient {name} (requested {int(amount)}, free 0 of 0)."
     )
 
 
