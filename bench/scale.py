@@ -43,6 +43,7 @@ after it (the pause the process then meets from time to time).
     python bench/scale.py --sizes 1000,2000,4000
     python bench/scale.py --nodes 4000 --queues 100 --memory
     python bench/scale.py --nodes 4000 --queues 100 --warm-up
+    python bench/scale.py --nodes 4000 --extended 0.1   # a tenth ask for rdma/ib and storage
 """
 
 from __future__ import annotations
