@@ -124,3 +124,18 @@ def test_mig_instances_and_amd_gpus_count_as_gpus_in_the_queue_as_kai_counts_the
     decisions = run_cycle(snapshot([n1], within, [job("new", "a", [new])]))
     assert [(t.name, t.node_name) for t in decisions.binds] == [("new", "n1")]
     assert decisions.queues["a"].allocated.gpu == 2 * gpus
+
+
+def test_preempt_takes_the_victim_whose_node_has_the_resource() -> None:
+    # Both nodes full of low-priority pods; only n2 has rdma/ib, held by one of them.
+    n1 = node("n1", cpu=4000)
+    n2 = node("n2", cpu=4000, extended={"rdma/ib": 1})
+    low = [
+        running("n1", name="low-n1", cpu=4000),
+        running("n2", name="low-n2", cpu=4000, extended={"rdma/ib": 1}),
+    ]
+    jobs = [job(t.name, "a", [t], priority=50) for t in low]
+    jobs.append(job("high", "a", [task("high", cpu=1000, extended={"rdma/ib": 1})], priority=80))
+    decisions = run_cycle(snapshot([n1, n2], default_queues("a"), jobs))
+    assert [(e.task.name, e.action) for e in decisions.evictions] == [("low-n2", "preempt")]
+    assert [(t.name, t.node_name) for t in decisions.pipelined] == [("high", "n2")]
