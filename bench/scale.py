@@ -43,6 +43,7 @@ after it (the pause the process then meets from time to time).
     python bench/scale.py --sizes 1000,2000,4000
     python bench/scale.py --nodes 4000 --queues 100 --memory
     python bench/scale.py --nodes 4000 --queues 100 --warm-up
+    python bench/scale.py --nodes 4000 --extended 0.1   # a tenth ask for rdma/ib and storage
 """
 
 from __future__ import annotations
@@ -168,9 +169,9 @@ def managed_fields(body: Json) -> list[Json]:
     return made
 
 
-def node_body(c: Cluster, i: int, gpus: int) -> Json:
+def node_body(c: Cluster, i: int, gpus: int, extended: bool = False) -> Json:
     name = f"node-{i:05d}"
-    return {
+    body: Json = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -210,6 +211,16 @@ def node_body(c: Cluster, i: int, gpus: int) -> Json:
             ],
         },
     }
+    if extended:
+        for part in ("allocatable", "capacity"):
+            body["status"][part].update(EXTENDED_NODE)
+    return body
+
+
+#: ``--extended``: what each node advertises besides CPU, memory and GPUs, and what the
+#: chosen fraction of the pods asks for of it.
+EXTENDED_NODE: Json = {"rdma/ib": "16", "ephemeral-storage": "7Ti"}
+EXTENDED_POD: Json = {"rdma/ib": "1", "ephemeral-storage": "50Gi"}
 
 
 def queue_bodies(c: Cluster, count: int, total_gpus: int) -> list[Json]:
@@ -287,6 +298,7 @@ def pod_body(
     gpus: int,
     group: str | None,
     queue: str | None,
+    extended: bool = False,
 ) -> Json:
     """A pod as the API server stores it: conditions, container statuses and all."""
     running = node is not None
@@ -300,6 +312,9 @@ def pod_body(
     limits: Json = {"memory": memory}
     if gpus:
         limits[keys.GPU_RESOURCE] = str(gpus)
+    if extended:
+        requests.update(EXTENDED_POD)
+        limits.update(EXTENDED_POD)
     created = NOW - 1800
     conditions = [
         {
@@ -421,11 +436,16 @@ def fill(
     queues: int,
     foreign_share: float,
     busy_gpus: int = 6,
+    extended: float = 0.0,
 ) -> dict[str, int]:
-    """Fill the cache: nodes, queues, a priority class, running and pending workloads."""
+    """Fill the cache: nodes, queues, a priority class, running and pending workloads.
+    ``extended``: the fraction of our pods (running and pending) that ask for
+    ``EXTENDED_POD``, which every node then advertises."""
     rng = c.rng
+    # A generator of its own: the cluster is otherwise the same with or without it.
+    ext_rng = random.Random(0x5EED)
     for i in range(nodes):
-        c.send(NODES, "ADDED", node_body(c, i, gpus))
+        c.send(NODES, "ADDED", node_body(c, i, gpus, extended > 0))
     for q in queue_bodies(c, queues, nodes * gpus):
         c.queues[meta(q)["name"]] = q
         c.send(QUEUES, "ADDED", q)
@@ -472,6 +492,7 @@ def fill(
                     gpus=1 if use_gpu else 0,
                     group=name,
                     queue=queue,
+                    extended=ext_rng.random() < extended,
                 )
             )
         pg["status"] = running_status(pg, bodies)
@@ -519,6 +540,7 @@ def fill(
                 gpus=1,
                 group=name,
                 queue=queue,
+                extended=ext_rng.random() < extended,
             )
             c.pods[(ns, f"{name}-{t}")] = body
             c.send(PODS, "ADDED", body)
@@ -682,6 +704,7 @@ def fill_as_asked(c: Cluster, args: argparse.Namespace) -> dict[str, int]:
         args.queues,
         args.foreign_share,
         args.busy_gpus,
+        args.extended,
     )
 
 
@@ -797,6 +820,7 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
         "pending": args.pending,
         "queues": args.queues,
         "foreign_share": args.foreign_share,
+        "extended": args.extended,
         **made,
         "fill_s": round(fill_s, 2),
         "rss_after_fill_mb": round(rss_filled),
@@ -879,6 +903,13 @@ def main() -> int:
         help="GPUs per node our running pods hold (default 6 of 8: the pending pods fit; "
         "7 leaves pending gangs that reclaim, which is slow: see docs/benchmarks)",
     )
+    parser.add_argument(
+        "--extended",
+        type=float,
+        default=0.0,
+        help="fraction of our pods that ask for rdma/ib and ephemeral-storage (every node "
+        "then advertises them); default 0: CPU, memory and GPUs only",
+    )
     parser.add_argument("--sizes", default=None, help="e.g. 1000,2000,4000: one process each")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -909,6 +940,8 @@ def main() -> int:
                 str(args.seed),
                 "--busy-gpus",
                 str(args.busy_gpus),
+                "--extended",
+                str(args.extended),
                 "--json",
             ]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -962,7 +995,8 @@ def main() -> int:
 def show(r: dict[str, Any]) -> None:
     print(
         f"cluster: {r['nodes']} nodes, {r['pods']} pods ({r['pending']} pending, "
-        f"{r['foreign']} of other schedulers), {r['queues']} queues; cache filled in "
+        f"{r['foreign']} of other schedulers), {r['queues']} queues, "
+        f"{r.get('extended', 0.0):g} of ours asking for {EXTENDED_POD}; cache filled in "
         f"{r['fill_s']} s, RSS {r['rss_after_fill_mb']} MB; scheduler {r['scheduler']}"
     )
     print("seconds, min / median of 3:")

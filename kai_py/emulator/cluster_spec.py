@@ -53,6 +53,16 @@ class Taint(BaseModel):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
+#: Resources a node group sets with a field of its own, not in extendedResources.
+_OWN_FIELDS = {
+    "cpu": "cpu",
+    "memory": "memory",
+    "pods": "pods",
+    "ephemeral-storage": "ephemeralStorage",
+    keys.GPU_RESOURCE: "gpus",
+}
+
+
 class NodeGroup(BaseModel):
     """``count`` identical nodes."""
 
@@ -69,6 +79,9 @@ class NodeGroup(BaseModel):
     memory: str = "512Gi"
     pods: int = Field(default=110, ge=1)
     ephemeral_storage: str = Field(default="1Ti", alias="ephemeralStorage")
+    # Any other resource the node advertises (a device plugin's rdma/ib, hugepages-2Mi,
+    # a MIG profile...): name -> quantity, in capacity and allocatable.
+    extended_resources: dict[str, str] = Field(default_factory=dict, alias="extendedResources")
     # Held back for the system, as kubelet's --system-reserved does:
     # allocatable = capacity - reserved.
     system_reserved: dict[str, str] = Field(default_factory=dict, alias="systemReserved")
@@ -87,12 +100,26 @@ class NodeGroup(BaseModel):
             raise ValueError("must be a quantity such as 64, 500m or 512Gi")
         return _check_quantity(value)
 
-    @field_validator("system_reserved", mode="before")
+    @field_validator("system_reserved", "extended_resources", mode="before")
     @classmethod
     def _reserved(cls, value: Any) -> Any:
         if not isinstance(value, dict):
             return value
-        return {str(k): _check_quantity(v) for k, v in value.items()}
+        out: dict[str, str] = {}
+        for name, amount in value.items():
+            try:
+                out[str(name)] = _check_quantity(amount)
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        return out
+
+    @field_validator("extended_resources")
+    @classmethod
+    def _not_basic(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if name in _OWN_FIELDS:
+                raise ValueError(f"{name!r} has its own field: {_OWN_FIELDS[name]}")
+        return value
 
     def node_names(self) -> list[str]:
         return [f"{self.name}-{index}" for index in range(self.count)]
@@ -162,6 +189,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
         "gpu_memory": "gpuMemory",
         "ephemeral_storage": "ephemeralStorage",
         "system_reserved": "systemReserved",
+        "extended_resources": "extendedResources",
         "instance_type": "instanceType",
         "api_version": "apiVersion",
     }
@@ -227,6 +255,7 @@ def node_capacity(group: NodeGroup) -> dict[str, str]:
     }
     if group.gpus:
         capacity[keys.GPU_RESOURCE] = str(group.gpus)
+    capacity.update(group.extended_resources)
     return capacity
 
 

@@ -9,6 +9,7 @@ undo log instead of copying the snapshot.
 from __future__ import annotations
 
 import enum
+import re
 import uuid
 from collections.abc import Container
 from dataclasses import dataclass, field, replace
@@ -231,6 +232,10 @@ class Node:
     # Pods the kubelet admits (status.allocatable.pods), less other schedulers' pods
     # on the node: a pod over it is rejected (OutOfpods), as kube-scheduler counts.
     max_pods: int = NO_POD_LIMIT
+    # What the kubelet admits of every other resource in status.allocatable (rdma/ib,
+    # ephemeral-storage, hugepages-*, MIG profiles...), or None: most nodes' pods ask
+    # for none of them, so they are counted only for a task that asks (Task.extended).
+    extended: dict[str, float] | None = None
     # session state
     used: Res = field(default_factory=Res)
     releasing: Res = field(default_factory=Res)
@@ -240,6 +245,11 @@ class Node:
     pods: int = 0
     pods_releasing: int = 0
     pods_pipelined: int = 0
+    # Held, released and promised amounts of ``extended`` resources, counted like
+    # ``used``, ``releasing`` and ``pipelined``; None while no task asking for any is here.
+    extended_used: dict[str, float] | None = None
+    extended_releasing: dict[str, float] | None = None
+    extended_pipelined: dict[str, float] | None = None
     groups: dict[str, GpuGroup] = field(default_factory=dict)
     tasks: dict[str, Task] = field(default_factory=dict)
     version: int = 0
@@ -261,12 +271,16 @@ class Node:
         new.group_cards = self.group_cards
         new.avoided = self.avoided
         new.max_pods = self.max_pods
+        new.extended = self.extended
         new.used = self.used.copy()
         new.releasing = self.releasing.copy()
         new.pipelined = self.pipelined.copy()
         new.pods = self.pods
         new.pods_releasing = self.pods_releasing
         new.pods_pipelined = self.pods_pipelined
+        new.extended_used = _copy(self.extended_used)
+        new.extended_releasing = _copy(self.extended_releasing)
+        new.extended_pipelined = _copy(self.extended_pipelined)
         new.groups = {gid: replace(g) for gid, g in self.groups.items()}
         new.tasks = dict(self.tasks)
         new.version = self.version
@@ -285,11 +299,80 @@ class Node:
         now = self.max_pods - self.pods
         return now if now < later else later
 
+    def extended_shortfall(
+        self, wanted: dict[str, float], future: bool
+    ) -> tuple[str, float, float, float] | None:
+        """The first of ``wanted`` (a task's ``extended``) the node cannot hold now, or
+        ``future`` once its releasing pods are gone: (name, requested, free, allocatable);
+        None if all fit. Free amounts are counted like ``pod_slots``."""
+        have = self.extended or _NONE
+        used = self.extended_used or _NONE
+        releasing = self.extended_releasing or _NONE
+        pipelined = self.extended_pipelined or _NONE
+        for name, amount in wanted.items():
+            allocatable = have.get(name, 0.0)
+            now = allocatable - used.get(name, 0.0)
+            later = now + releasing.get(name, 0.0) - pipelined.get(name, 0.0)
+            free = later if future or later < now else now
+            if amount > free + EPS:
+                return name, amount, free, allocatable
+        return None
+
+    def change_extended(
+        self, wanted: dict[str, float], sign: float, claim_now: bool, releasing: bool
+    ) -> None:
+        """Count a task's ``extended`` on the node (sign 1) or no more (sign -1), as
+        ``used``, ``releasing`` and ``pipelined`` count its CPU."""
+        if claim_now:
+            if self.extended_used is None:
+                self.extended_used = {}
+            _add_amounts(self.extended_used, wanted, sign)
+            if releasing:
+                if self.extended_releasing is None:
+                    self.extended_releasing = {}
+                _add_amounts(self.extended_releasing, wanted, sign)
+        else:
+            if self.extended_pipelined is None:
+                self.extended_pipelined = {}
+            _add_amounts(self.extended_pipelined, wanted, sign)
+
     def free_gpus_now(self) -> float:
         return self.allocatable.gpu - self.used.gpu
 
     def free_gpus_future(self) -> float:
         return self.allocatable.gpu - self.used.gpu + self.releasing.gpu - self.pipelined.gpu
+
+
+_NONE: Final[dict[str, float]] = {}
+
+#: A MIG instance's resource name; KAI counts each as its number of GPU slices (the
+#: "3" of nvidia.com/mig-3g.40gb) in its queue. KAI also counts amd.com/gpu as GPUs.
+_MIG: Final = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+_AMD_GPU: Final = "amd.com/gpu"
+_QUOTA_GPUS: dict[str, float] = {}  # resource name -> GPUs one unit counts as
+
+
+def quota_gpus(extended: dict[str, float]) -> float:
+    """The GPUs a task's ``extended`` resources count as in its queue, as KAI counts them
+    (MIG instances and AMD GPUs); they are still fitted on nodes by their own names."""
+    total = 0.0
+    for name, amount in extended.items():
+        per = _QUOTA_GPUS.get(name)
+        if per is None:
+            found = _MIG.match(name)
+            per = float(found.group(1)) if found else 1.0 if name == _AMD_GPU else 0.0
+            _QUOTA_GPUS[name] = per
+        total += per * amount
+    return total
+
+
+def _copy(amounts: dict[str, float] | None) -> dict[str, float] | None:
+    return None if amounts is None else dict(amounts)
+
+
+def _add_amounts(into: dict[str, float], amounts: dict[str, float], sign: float) -> None:
+    for name, amount in amounts.items():
+        into[name] = into.get(name, 0.0) + sign * amount
 
 
 class Shape:
@@ -346,6 +429,11 @@ class Task:
     name: str
     job_uid: str
     request: Res  # cpu, memory and whole GPUs
+    # Every other resource the pod asks for (rdma/ib, ephemeral-storage, hugepages-*,
+    # MIG profiles...), counted against the node's ``extended``; only MIG instances and
+    # AMD GPUs count for the queue, as GPUs (``quota_gpus``). None for the usual pod, so
+    # the fit check costs it one test.
+    extended: dict[str, float] | None = None
     gpu_fraction: float = 0.0  # portion of each shared card, 0 = not shared
     gpu_memory_mib: float = 0.0  # memory of each shared card, 0 = not by memory
     gpu_devices: int = 1  # gpu-fraction-num-devices
@@ -394,6 +482,7 @@ class Task:
         new.namespace = self.namespace
         new.name = self.name
         new.job_uid = self.job_uid
+        new.extended = self.extended
         new.gpu_fraction = self.gpu_fraction
         new.gpu_memory_mib = self.gpu_memory_mib
         new.gpu_devices = self.gpu_devices
@@ -453,6 +542,8 @@ class Task:
     def gpu_on(self, node: Node | None) -> float:
         """GPUs counted against the queue when this task runs on ``node``."""
         if not self.is_shared:
+            if self.extended is not None:
+                return self.request.gpu + quota_gpus(self.extended)
             return self.request.gpu
         if node is None:
             return self.gpu_fraction * self.gpu_devices if self.gpu_fraction > 0 else 0.0

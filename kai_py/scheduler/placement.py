@@ -22,7 +22,7 @@ from kai_py.scheduler import pinning
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 from kai_py.scheduler.predicates import PredicateCache
-from kai_py.scheduler.reasons import TOO_MANY_PODS
+from kai_py.scheduler.reasons import TOO_MANY_PODS, insufficient
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
 
@@ -63,6 +63,8 @@ class Placer:
             later = slots + node.pods_releasing - node.pods_pipelined
             if later < 1 or (not future and slots < 1):
                 return False
+        if task.extended is not None and node.extended_shortfall(task.extended, future):
+            return False
         req = task.request
         idle_cpu = node.allocatable.cpu - node.used.cpu
         idle_mem = node.allocatable.memory - node.used.memory
@@ -303,6 +305,11 @@ class Placer:
     def _resource_shortfall(self, task: Task, node: Node) -> str:
         if node.pod_slots(True) < 1:
             return TOO_MANY_PODS
+        if task.extended is not None:
+            short = node.extended_shortfall(task.extended, True)
+            if short is not None:
+                name, wanted, free, allocatable = short
+                return insufficient(name, wanted, free, allocatable)
         idle = node.idle
         if task.pin is not None and self._fits_plain(task, node, True):
             portion = task.portion_on(node) if task.is_shared else 0.0
@@ -341,4 +348,5 @@ def fit_key(task: Task) -> tuple[object, ...]:
         task.gpu_fraction,
         task.gpu_memory_mib,
         task.gpu_devices,
+        None if task.extended is None else tuple(sorted(task.extended.items())),
     )

@@ -33,3 +33,18 @@ class Reason:
 
     def as_dict(self) -> dict[str, object]:
         return {"reason": self.code, "message": self.message, "details": self.details}
+
+
+def insufficient(name: str, requested: float, free: float, allocatable: float) -> str:
+    """A node's cause for a resource beyond CPU, memory and GPUs it cannot hold, in
+    kube-scheduler's words with the amounts (in the resource's own units: bytes for
+    ephemeral-storage and hugepages, devices for the rest)."""
+    return (
+        f"Insufficient {name} (requested {_amount(requested)}, free "
+        f"{_amount(max(free, 0.0))} of {_amount(allocatable)})"
+    )
+
+
+def _amount(value: float) -> str:
+    """Whole amounts in full (bytes: 1073741824, not 1.07374e+09), others as they are."""
+    return str(int(value)) if value == int(value) else f"{value:g}"

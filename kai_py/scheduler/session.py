@@ -30,6 +30,7 @@ from kai_py.scheduler.model import (
     Task,
     TaskStatus,
     new_group_id,
+    quota_gpus,
 )
 from kai_py.scheduler.nodeindex import NodeIndex
 from kai_py.scheduler.reasons import Reason
@@ -183,6 +184,7 @@ class Session:
         for node in self.nodes.values():
             node.used, node.releasing, node.pipelined = Res(), Res(), Res()
             node.pods = node.pods_releasing = node.pods_pipelined = 0
+            node.extended_used = node.extended_releasing = node.extended_pipelined = None
             node.groups = {}
             node.tasks = {}
         # Every task of every job passes here once per cycle (41,000 running pods at
@@ -212,6 +214,8 @@ class Session:
                             gpu = self.task_gpu(task, None)
                         else:
                             gpu = request.gpu
+                            if task.extended is not None:
+                                gpu += quota_gpus(task.extended)
                         cpu, memory = request.cpu, request.memory
                         for queue in chain:
                             total = queue.request
@@ -235,7 +239,11 @@ class Session:
                     gpu = task.gpu_on(where)
                 else:
                     gpu = request.gpu
+                    if task.extended is not None:
+                        gpu += quota_gpus(task.extended)
                 job.version += 1
+                if task.extended is not None:
+                    where.change_extended(task.extended, 1.0, True, False)
                 total = where.used
                 total.cpu += request.cpu
                 total.memory += request.memory
@@ -312,6 +320,8 @@ class Session:
             gpu = self.task_gpu(task, node)
         else:
             gpu = request.gpu  # task_gpu of a whole-GPU task, without its three calls
+            if task.extended is not None:
+                gpu += quota_gpus(task.extended)
         cpu, memory = request.cpu, request.memory
         for queue in self.ancestors(job.queue):
             total = queue.request
@@ -348,6 +358,8 @@ class Session:
                 node.pods_releasing += step
         else:
             node.pods_pipelined += step
+        if task.extended is not None:
+            node.change_extended(task.extended, sign, task.claim_now, releasing)
         if task.gpu_groups:
             portion = task.portion_on(node)
             memory = task.gpu_memory_mib or portion * node.gpu_memory_mib

@@ -176,6 +176,7 @@ class Simulation:
             name=task.name,
             job_uid=task.job_uid,
             request=task.request.copy(),
+            extended=task.extended,
             gpu_fraction=task.gpu_fraction,
             gpu_memory_mib=task.gpu_memory_mib,
             gpu_devices=task.gpu_devices,

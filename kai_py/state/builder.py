@@ -44,9 +44,11 @@ from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
 from kai_py.state.convert import (
     node_from_manifest,
-    pod_requests,
     pod_status,
     queue_amount,
+    requests_by_name,
+    split_requests,
+    take_extended,
     task_from_pod,
 )
 from kai_py.state.documents import Document, InputError
@@ -801,10 +803,12 @@ def _add_pod(
         if node is not None and status is not PENDING:
             node.max_pods -= 1  # its slot, even when its requests do not parse
             try:
-                used = pod_requests(body)
+                used, extended = split_requests(requests_by_name(body))
             except WorkloadError:
                 return
             node.allocatable.sub(used)
+            if extended is not None:
+                take_extended(node, extended)
         built.other_scheduler_pods += 1
         return
     # An annotated pod names its group; only others need the grouper (and its owners).

@@ -56,6 +56,7 @@ from kai_py.scheduler.model import Config
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
 from kai_py.state.builder import Built, ParseMemo, PodFacts, build
+from kai_py.state.convert import take_extended
 from kai_py.state.documents import Document
 from kai_py.state.foreign import ForeignPods
 from kai_py.state.passmemo import PassMemo
@@ -110,6 +111,7 @@ _POD_SPEC_KEYS: Final = (
     "tolerations",
     "priorityClassName",
     "schedulingGates",  # a gated pod is never placed (its Binding would be refused)
+    "overhead",  # RuntimeClass overhead: part of the pod's request
 )
 #: The node annotations the scheduler reads: its GPU inventory (for pinned pods).
 _NODE_ANNOTATIONS: Final = (keys.GPU_INVENTORY_ANNOTATION, keys.HAMI_NODE_REGISTER_ANNOTATION)
@@ -124,11 +126,14 @@ def _meta(body: Mapping[str, Any], wanted: Iterable[str] = _META_KEYS) -> Json:
 def _resources_only(containers: object) -> list[Json]:
     if not isinstance(containers, list):
         return []
-    return [
-        {"name": c.get("name", ""), "resources": c.get("resources") or {}}
-        for c in containers
-        if isinstance(c, Mapping)
-    ]
+    out: list[Json] = []
+    for c in containers:
+        if isinstance(c, Mapping):
+            kept = {"name": c.get("name", ""), "resources": c.get("resources") or {}}
+            if c.get("restartPolicy"):  # a sidecar's (Always): counted with the app's
+                kept["restartPolicy"] = c["restartPolicy"]
+            out.append(kept)
+    return out
 
 
 def project_reservation(body: Mapping[str, Any]) -> Json | None:
@@ -178,6 +183,7 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
                 "nodeName": spec["nodeName"],
                 "containers": _resources_only(spec.get("containers")),
                 "initContainers": _resources_only(spec.get("initContainers")),
+                **({"overhead": spec["overhead"]} if spec.get("overhead") else {}),
             },
             "status": {"phase": phase} if phase else {},
         }
@@ -328,6 +334,8 @@ class View:
     memo: ParseMemo | None = None
     #: Per node: what other schedulers' bound pods hold (they are not in ``documents``).
     used_by_others: dict[str, Res] = field(default_factory=dict)
+    #: Per node: what they hold of resources besides CPU, memory and GPUs.
+    extended_by_others: dict[str, dict[str, float]] = field(default_factory=dict)
     #: How many such pods there are.
     others: int = 0
     #: Per node: how many of other schedulers' pods (not in ``documents``) are bound there.
@@ -360,6 +368,9 @@ class View:
             used = self.used_by_others.get(node.name)
             if used is not None:
                 node.allocatable.sub(used)
+            held = self.extended_by_others.get(node.name)
+            if held is not None:
+                take_extended(node, held)
             node.avoided = self.avoided.get(node.name)
             node.max_pods -= self.pods_of_others.get(node.name, 0)
         built.other_scheduler_pods += self.others
@@ -685,6 +696,7 @@ class ClusterCache:
             wake_at=wake,
             memo=self.memo,
             used_by_others=self.foreign_pods.used(),
+            extended_by_others=self.foreign_pods.extended_used(),
             pods_of_others=self.foreign_pods.pods_per_node(),
             others=self.foreign_pods.counted(),
             pods_by_name=dict(self.objects[PODS]),

@@ -29,6 +29,9 @@ from kai_py.scheduler.model import (
 )
 from kai_py.scheduler.resources import INF, Res
 
+#: The resources Res holds; every other one a pod or a node names is ``extended``.
+_BASIC: Final = frozenset({"cpu", "memory", keys.GPU_RESOURCE})
+
 
 def _quantity(obj: str, path: str, value: object) -> float:
     try:
@@ -86,6 +89,7 @@ def node_from_manifest(obj: Manifest) -> Node:
     return Node(
         name=name,
         max_pods=_max_pods(who, allocatable),
+        extended=_node_extended(who, allocatable),
         cards=cards,
         group_cards=inventory.group_cards(meta(obj).get("annotations") or {}),
         allocatable=resource_vector(who, "status.allocatable", allocatable),
@@ -95,6 +99,27 @@ def node_from_manifest(obj: Manifest) -> Node:
         unschedulable=bool(spec.get("unschedulable", False)),
         gpu_memory_mib=gpu_memory,
     )
+
+
+def _node_extended(who: str, allocatable: Mapping[str, Any]) -> dict[str, float] | None:
+    """Every resource of status.allocatable besides CPU, memory, GPUs and pods."""
+    if not isinstance(allocatable, Mapping):
+        return None  # (reported by resource_vector)
+    out = {
+        str(name): _quantity(who, f"status.allocatable.{name}", raw)
+        for name, raw in allocatable.items()
+        if name not in _BASIC and name != "pods"
+    }
+    return out or None
+
+
+def take_extended(node: Node, held: Mapping[str, float]) -> None:
+    """Less ``held`` (what another scheduler's pods hold there) of the node's ``extended``:
+    a new dict, since a node's clones share the parsed one."""
+    have = dict(node.extended or {})
+    for name, amount in held.items():
+        have[name] = have.get(name, 0.0) - amount
+    node.extended = have
 
 
 def _max_pods(who: str, allocatable: Mapping[str, Any]) -> int:
@@ -111,30 +136,79 @@ def _max_pods(who: str, allocatable: Mapping[str, Any]) -> int:
 
 
 # ------------------------------------------------------------------- pods
-def pod_requests(obj: Manifest) -> Res:
-    """Effective requests as the kube-scheduler counts them.
-
-    Containers add up; an init container runs alone, so the pod needs the max
-    of that and the sum. A limit without a request is the request.
-    """
+def requests_by_name(obj: Manifest) -> dict[str, float]:
+    """A pod's effective requests per resource, as kube-scheduler computes them (the
+    component-helpers PodRequests rule, which the kubelet admits by): the app
+    containers and the restartable init containers (sidecars, restartPolicy: Always)
+    add up; each other init container runs alone beside the sidecars started before
+    it, so the pod needs the larger of that and the sum; spec.overhead (RuntimeClass)
+    is added. A limit without a request is the request, as the API server defaults
+    it. CPU in millicores, everything else in its own unit (bytes, devices)."""
     who = ref(obj)
     spec = obj.get("spec") or {}
-
-    def container_res(c: Mapping[str, Any], path: str) -> Res:
-        resources = c.get("resources") or {}
-        merged = dict(resources.get("limits") or {})
-        merged.update(resources.get("requests") or {})
-        return resource_vector(who, f"{path}.resources", merged)
-
-    total = Res()
+    total: dict[str, float] = {}
     for i, c in enumerate(spec.get("containers") or []):
-        total.add(container_res(c, f"spec.containers[{i}]"))
+        _add_to(total, _container_requests(who, c, f"spec.containers[{i}]"))
+    sidecars: dict[str, float] = {}
+    peak: dict[str, float] = {}  # the most any init container needs with its sidecars
     for i, c in enumerate(spec.get("initContainers") or []):
-        init = container_res(c, f"spec.initContainers[{i}]")
-        total = Res(
-            max(total.cpu, init.cpu), max(total.memory, init.memory), max(total.gpu, init.gpu)
-        )
+        init = _container_requests(who, c, f"spec.initContainers[{i}]")
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always":
+            _add_to(total, init)
+            _add_to(sidecars, init)
+            continue
+        _add_to(init, sidecars)
+        for name, amount in init.items():
+            if amount > peak.get(name, 0.0):
+                peak[name] = amount
+    for name, amount in peak.items():  # compared with the whole sum, sidecars and all
+        if amount > total.get(name, 0.0):
+            total[name] = amount
+    _add_to(total, _quantities(who, "spec.overhead", spec.get("overhead")))
     return total
+
+
+def _container_requests(who: str, c: object, path: str) -> dict[str, float]:
+    if not isinstance(c, Mapping):
+        raise WorkloadError(who, path, f"must be a container, got {c!r}")
+    resources = c.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise WorkloadError(who, f"{path}.resources", f"must be a map, got {resources!r}")
+    limits = _quantities(who, f"{path}.resources.limits", resources.get("limits"))
+    limits.update(_quantities(who, f"{path}.resources.requests", resources.get("requests")))
+    return limits
+
+
+def _quantities(who: str, path: str, values: object) -> dict[str, float]:
+    if not values:
+        return {}
+    if not isinstance(values, Mapping):
+        raise WorkloadError(who, path, f"must be a map of resource quantities, got {values!r}")
+    out: dict[str, float] = {}
+    for name, raw in values.items():
+        amount = _quantity(who, f"{path}.{name}", raw)
+        out[str(name)] = amount * 1000 if name == "cpu" else amount
+    return out
+
+
+def _add_to(into: dict[str, float], amounts: Mapping[str, float]) -> None:
+    for name, amount in amounts.items():
+        into[name] = into.get(name, 0.0) + amount
+
+
+def split_requests(by_name: Mapping[str, float]) -> tuple[Res, dict[str, float] | None]:
+    """(CPU, memory, whole GPUs) and every other resource asked for (None when none is:
+    the usual pod). Zero amounts are left out: they ask for nothing."""
+    res = Res(
+        by_name.get("cpu", 0.0), by_name.get("memory", 0.0), by_name.get(keys.GPU_RESOURCE, 0.0)
+    )
+    extended = {n: a for n, a in by_name.items() if n not in _BASIC and a > 0}
+    return res, extended or None
+
+
+def pod_requests(obj: Manifest) -> Res:
+    """CPU, memory and whole GPUs of ``requests_by_name``."""
+    return split_requests(requests_by_name(obj))[0]
 
 
 def _gpu_limit(obj: Manifest) -> bool:
@@ -282,6 +356,7 @@ class _SpecParts:
     one template (a Job's, a Deployment's), wherever it runs."""
 
     request: Res
+    extended: dict[str, float] | None
     node_selector: dict[str, str]
     affinity: tuple[tuple[SelectorRequirement, ...], ...]
     tolerations: tuple[Toleration, ...]
@@ -291,7 +366,14 @@ class _SpecParts:
 
 #: The spec fields _SpecParts reads (nodeName is not one: a template's pods share
 #: their parts wherever they run).
-_PARTS_FIELDS: Final = ("containers", "initContainers", "nodeSelector", "affinity", "tolerations")
+_PARTS_FIELDS: Final = (
+    "containers",
+    "initContainers",
+    "overhead",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+)
 #: Parts by those fields' JSON. Emptied when full: a cluster has few templates, and
 #: a rebuilt entry costs one parse.
 _PARTS_MEMO: dict[bytes, _SpecParts] = {}
@@ -309,8 +391,10 @@ def _spec_parts(obj: Manifest) -> _SpecParts:
         key = None
     parts = _PARTS_MEMO.get(key) if key is not None else None
     if parts is None:
+        request, extended = split_requests(requests_by_name(obj))
         parts = _SpecParts(
-            request=pod_requests(obj),
+            request=request,
+            extended=extended,
             node_selector={str(k): str(v) for k, v in (spec.get("nodeSelector") or {}).items()},
             affinity=_affinity(obj),
             tolerations=_tolerations(obj),
@@ -352,6 +436,7 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         name=name,
         job_uid=job_uid,
         request=parts.request.copy(),  # Tasks own theirs: parts are shared
+        extended=parts.extended,  # never changed in place: shared
         gpu_fraction=fraction,
         gpu_memory_mib=memory,
         gpu_devices=devices,

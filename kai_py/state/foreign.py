@@ -17,7 +17,7 @@ from typing import Any
 
 from kai_py.api.objects import WorkloadError, is_newer, meta, resource_version
 from kai_py.scheduler.resources import Res
-from kai_py.state.convert import pod_requests
+from kai_py.state.convert import requests_by_name, split_requests
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -43,6 +43,9 @@ class ForeignPods:
         #: Pods per node, every kept pod (one whose requests do not parse still takes
         #: one of the node's pod slots); a count, so kept by adding and subtracting.
         self._pods_on: dict[str, int] = {}
+        #: Per node, the few pods that hold more than CPU, memory and GPUs (rdma/ib,
+        #: ephemeral-storage...): what they hold of those.
+        self._extended_on: dict[str, dict[Key, dict[str, float]]] = {}
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -65,10 +68,14 @@ class ForeignPods:
 
     def put(self, key: Key, body: Mapping[str, Any], node: str) -> None:
         self.pop(key)
+        extended: dict[str, float] | None = None
         try:
-            request: Res | None = pod_requests(body)
+            request: Res | None
+            request, extended = split_requests(requests_by_name(body))
         except WorkloadError:
             request = None
+        if extended is not None:
+            self._extended_on.setdefault(node, {})[key] = extended
         pod = ForeignPod(str(meta(body).get("uid") or ""), resource_version(body), node, request)
         self._pods[key] = pod
         self._pods_on[node] = self._pods_on.get(node, 0) + 1
@@ -87,6 +94,9 @@ class ForeignPods:
             self._pods_on[current.node] = left
         else:
             del self._pods_on[current.node]
+        extended = self._extended_on.get(current.node)
+        if extended is not None and extended.pop(key, None) is not None and not extended:
+            del self._extended_on[current.node]
         on_node = self._by_node.get(current.node)
         if on_node is not None and on_node.pop(key, None) is not None:
             self._dirty.add(current.node)
@@ -108,6 +118,17 @@ class ForeignPods:
             self._sums[node] = total
         self._dirty.clear()
         return dict(self._sums)
+
+    def extended_used(self) -> dict[str, dict[str, float]]:
+        """Per node: what these pods hold besides CPU, memory and GPUs (summed each time:
+        few pods ask for such resources)."""
+        out: dict[str, dict[str, float]] = {}
+        for node, pods in self._extended_on.items():
+            total = out[node] = {}
+            for amounts in pods.values():
+                for name, amount in amounts.items():
+                    total[name] = total.get(name, 0.0) + amount
+        return out
 
     def pods_per_node(self) -> dict[str, int]:
         """Per node: how many of these pods are bound there (a copy)."""

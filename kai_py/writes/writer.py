@@ -65,6 +65,7 @@ from kai_py.scheduler.model import (
     Job,
     Node,
     Task,
+    quota_gpus,
 )
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
@@ -360,6 +361,8 @@ def job_resources(job: Job, nodes: Mapping[str, Node]) -> JobResources:
             gpu = task.gpu_on(nodes.get(task.node_name) if task.node_name else None)
         else:
             gpu = request.gpu
+            if task.extended is not None:
+                gpu += quota_gpus(task.extended)
         r_cpu += request.cpu
         r_memory += request.memory
         r_gpu += gpu

@@ -173,6 +173,19 @@ def test_system_reserved_lowers_allocatable() -> None:
     assert node["status"]["allocatable"]["cpu"] == "7500m"
 
 
+def test_extended_resources_are_advertised_and_checked() -> None:
+    group = {"name": "n", "extendedResources": {"rdma/ib": 4, "hugepages-2Mi": "1Gi"}}
+    spec = parse_cluster({"nodes": [group]})
+    node = node_manifest("n-0", spec.nodes[0], 0, "2026-01-01T00:00:00Z")
+    for part in ("capacity", "allocatable"):
+        assert node["status"][part]["rdma/ib"] == "4"
+        assert node["status"][part]["hugepages-2Mi"] == "1Gi"
+    with pytest.raises(ClusterSpecError, match=r"extendedResources: .*'pods' has its own field"):
+        parse_cluster({"nodes": [{"name": "n", "extendedResources": {"pods": "9"}}]})
+    with pytest.raises(ClusterSpecError, match=r"extendedResources: .*rdma/ib: 'x' is not a"):
+        parse_cluster({"nodes": [{"name": "n", "extendedResources": {"rdma/ib": "x"}}]})
+
+
 def test_bad_cluster_file_names_file_and_field(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("nodes:\n  - name: gpu\n    gpus: many\n")

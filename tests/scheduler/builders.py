@@ -55,6 +55,7 @@ def node(
     unschedulable: bool = False,
     gpu_memory_mib: float = 0.0,
     max_pods: int = NO_POD_LIMIT,
+    extended: dict[str, float] | None = None,
 ) -> Node:
     labels = dict(labels or {})
     if gpu_memory_mib:
@@ -68,6 +69,7 @@ def node(
         unschedulable=unschedulable,
         gpu_memory_mib=gpu_memory_mib,
         max_pods=max_pods,
+        extended=extended,
     )
 
 
@@ -126,6 +128,7 @@ def task(
     start_time: float | None = None,
     created: float = 0.0,
     role: str = "worker",
+    extended: dict[str, float] | None = None,
 ) -> Task:
     """A pod. ``job`` fills in ``job_uid``; ``fraction``/``gpu_memory_mib`` make it shared."""
     n = next(_ids)
@@ -136,6 +139,7 @@ def task(
         name=name,
         job_uid="",
         request=Res(cpu, memory, gpu),
+        extended=extended,
         gpu_fraction=fraction,
         gpu_memory_mib=gpu_memory_mib,
         gpu_devices=devices,

@@ -55,9 +55,12 @@ def test_job_clone_copies_every_field_and_owns_its_lists() -> None:
 
 
 def test_node_clone_copies_every_field_and_owns_its_session_state() -> None:
-    owned = {"allocatable", "used", "releasing", "pipelined", "groups", "tasks"}
+    extended = {"extended_used", "extended_releasing", "extended_pipelined"}
+    owned = {"allocatable", "used", "releasing", "pipelined", "groups", "tasks", *extended}
     node = Node("n", Res(8, 8, 8))
     _sentinels(node, Node.__slots__, owned)
+    for name in extended:
+        setattr(node, name, {"rdma/ib": 1.0})
     node.used.add(Res(1, 1, 1))
     node.groups["g"] = GpuGroup("g", used=0.5)
     node.tasks["t"] = Task(uid="t", namespace="ns", name="p", job_uid="j", request=Res())
@@ -68,5 +71,8 @@ def test_node_clone_copies_every_field_and_owns_its_session_state() -> None:
     clone.groups["g"].used = 1.0
     clone.groups["h"] = GpuGroup("h")
     del clone.tasks["t"]
+    clone.change_extended({"rdma/ib": 1.0}, 1.0, True, True)
+    clone.change_extended({"rdma/ib": 1.0}, 1.0, False, False)
+    assert all(getattr(node, name) == {"rdma/ib": 1.0} for name in extended)
     assert node.allocatable == Res(8, 8, 8) and node.used == Res(1, 1, 1)
     assert node.groups == {"g": GpuGroup("g", used=0.5)} and "t" in node.tasks

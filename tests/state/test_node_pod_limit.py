@@ -3,6 +3,7 @@ a slot once: the scheduler's own (as tasks), other schedulers' and reservation p
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kai_py.api import keys
@@ -146,3 +147,54 @@ def test_a_full_node_gets_no_pod_from_the_operator() -> None:
     assert decisions.binds == []
     decisions = run_cycle(_cache(pods="6").view(NOW).build(NOW).snapshot)
     assert [(t.name, t.node_name) for t in decisions.binds] == [("new", "n")]
+
+
+def test_a_burst_of_3000_pods_fills_nodes_of_1200_pods_and_no_further() -> None:
+    """The burst that once bound 3,000 pods to one node: CPU pods, binpack, nodes that
+    admit 1,200 pods each (status.allocatable.pods), read from manifests as the
+    operator reads them."""
+    cache = ClusterCache()
+    for name in ("n1", "n2"):
+        cache.observe(NODES, "ADDED", _node(name, {"cpu": "1000", "memory": "4Ti", "pods": "1200"}))
+    cache.observe(
+        QUEUES,
+        "ADDED",
+        {
+            "metadata": {"name": "q", "uid": "q", "resourceVersion": "1"},
+            "spec": {
+                "resources": {
+                    r: {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+                    for r in ("gpu", "cpu", "memory")
+                }
+            },
+        },
+    )
+    for i in range(3000):
+        cache.observe(
+            PODGROUPS,
+            "ADDED",
+            {
+                "metadata": {"name": f"g{i}", "namespace": "ns", "uid": f"g{i}"},
+                "spec": {"minMember": 1, "queue": "q"},
+            },
+        )
+        cache.observe(
+            PODS,
+            "ADDED",
+            _pod(
+                f"p{i}",
+                scheduler="kai-scheduler",
+                node="",
+                phase="Pending",
+                requests={"cpu": "100m", "memory": "64Mi"},
+                annotations={"pod-group-name": f"g{i}"},
+            ),
+        )
+    decisions = run_cycle(cache.view(NOW).build(NOW).snapshot)
+    per_node = Counter(t.node_name for t in decisions.binds)
+    assert per_node == {"n1": 1200, "n2": 1200}
+    assert len(decisions.pending_reasons) == 600
+    assert all(
+        "0/2 nodes are available: 2 Too many pods." in why
+        for why in decisions.pending_reasons.values()
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 
-from kai_py.scheduler.model import ALLOCATED, PENDING, PIPELINED, Job, Task
+from kai_py.scheduler.model import ALLOCATED, PENDING, PIPELINED, Job, Task, quota_gpus
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Session, Statement
@@ -85,6 +85,8 @@ def demand(session: Session, job: Job, count: int | None = None) -> Res:
             gpu += session.task_gpu(task, None)
         else:
             gpu += request.gpu
+            if task.extended is not None:
+                gpu += quota_gpus(task.extended)
     total = Res(cpu, memory, gpu)
     session.memo[key] = total
     if step is not None:

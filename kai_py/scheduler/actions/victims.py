@@ -869,6 +869,7 @@ def shadow_of(task: Task) -> Task:
         name=task.name,
         job_uid=task.job_uid,
         request=task.request,
+        extended=task.extended,  # its new place must hold these too
         gpu_fraction=task.gpu_fraction,
         gpu_memory_mib=task.gpu_memory_mib,
         gpu_devices=task.gpu_devices,
