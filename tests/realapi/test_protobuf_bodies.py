@@ -13,16 +13,11 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from probes import Target
-from realapi_backends import require_binaries
-from realapi_server import ADMIN_TOKEN, RealApiServer
-
-from kai_py.emulator.apiserver.threaded import run_in_thread
 
 FIXTURES = Path(__file__).resolve().parents[1] / "emulator" / "fixtures" / "protobuf"
 PROTOBUF = "application/vnd.kubernetes.protobuf"
@@ -40,39 +35,11 @@ COLLECTIONS = {
     "statefulset": "/apis/apps/v1/namespaces/default/statefulsets",
     "priorityclass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "lease": "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+    "runtimeclass": "/apis/node.k8s.io/v1/runtimeclasses",
+    "storageclass": "/apis/storage.k8s.io/v1/storageclasses",
+    "persistentvolume": "/api/v1/persistentvolumes",
 }
 SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
-
-
-@pytest.fixture(scope="module")
-def targets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
-    server = RealApiServer(tmp_path_factory.mktemp("real"), require_binaries()).start()
-    try:
-        with run_in_thread() as emu:
-            found = {
-                "real": Target(server.url, ADMIN_TOKEN, server.ca_file),
-                "emulator": Target(emu.url),
-            }
-            for target in found.values():
-                # What the fixtures' pods name: the real server's admission checks both exist.
-                target.call(
-                    "POST",
-                    "/api/v1/namespaces/default/serviceaccounts",
-                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
-                )
-                target.call(
-                    "POST",
-                    "/apis/scheduling.k8s.io/v1/priorityclasses",
-                    {
-                        "apiVersion": "scheduling.k8s.io/v1",
-                        "kind": "PriorityClass",
-                        "metadata": {"name": "train"},
-                        "value": 100,
-                    },
-                )
-            yield found
-    finally:
-        server.stop()
 
 
 def _stored(obj: dict[str, Any]) -> dict[str, Any]:
@@ -99,9 +66,9 @@ def _text(obj: dict[str, Any]) -> str:
 @pytest.mark.parametrize("backend", ["emulator", "real"])
 @pytest.mark.parametrize("fixture", sorted(COLLECTIONS))
 def test_a_protobuf_body_is_stored_as_its_json_twin(
-    targets: dict[str, Target], backend: str, fixture: str
+    servers: dict[str, Target], backend: str, fixture: str
 ) -> None:
-    target, collection = targets[backend], COLLECTIONS[fixture]
+    target, collection = servers[backend], COLLECTIONS[fixture]
     body = json.loads((FIXTURES / f"{fixture}.json").read_text())
     name = body["metadata"]["name"]
     status, from_pb = target.call(

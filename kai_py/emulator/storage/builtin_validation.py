@@ -185,7 +185,16 @@ def _pod_defaults(obj: JSON, old: JSON | None) -> None:
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         if isinstance(c, dict):
-            c.setdefault("resources", {})
+            resources = c.setdefault("resources", {})
+            limits = resources.get("limits") if isinstance(resources, dict) else None
+            if isinstance(limits, dict) and limits:
+                # As SetDefaults_Pod (pods only, not templates): a resource with a limit
+                # and no request is requested at its limit.
+                requests = resources.get("requests")
+                if not isinstance(requests, dict):
+                    requests = resources["requests"] = {}
+                for name, value in limits.items():
+                    requests.setdefault(name, value)
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("terminationMessagePolicy", "File")
             image = str(c.get("image", ""))
@@ -520,6 +529,25 @@ def _service_defaults(obj: JSON, old: JSON | None) -> None:
                 spec[field] = old_spec[field]
 
 
+# ---- storage --------------------------------------------------------------------------------
+
+
+def _persistentvolume_defaults(obj: JSON, old: JSON | None) -> None:
+    spec = obj.setdefault("spec", {})
+    if isinstance(spec, dict):
+        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+        spec.setdefault("volumeMode", "Filesystem")
+    if old is None:
+        status = obj.setdefault("status", {})
+        if isinstance(status, dict):
+            status.setdefault("phase", "Pending")
+
+
+def _storageclass_defaults(obj: JSON, old: JSON | None) -> None:
+    obj.setdefault("reclaimPolicy", "Delete")
+    obj.setdefault("volumeBindingMode", "Immediate")
+
+
 _DEFAULTERS = {
     "secrets": _secret_defaults,
     "services": _service_defaults,
@@ -529,6 +557,8 @@ _DEFAULTERS = {
     "replicasets.apps": _replicaset_defaults,
     "priorityclasses.scheduling.k8s.io": _priorityclass_defaults,
     "namespaces": _namespace_defaults,
+    "persistentvolumes": _persistentvolume_defaults,
+    "storageclasses.storage.k8s.io": _storageclass_defaults,
 }
 _VALIDATORS = {
     "pods": _pod_validate,
