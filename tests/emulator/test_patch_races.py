@@ -1,9 +1,10 @@
-"""A patch that loses a race to another write while its webhooks run.
+"""A patch or update that loses a race to another write while its webhooks run.
 
 kube-apiserver applies a patch inside GuaranteedUpdate: when the object
 changed between the read and the write, it applies the patch again to the
 newer object (admission included), so an unconditional patch never gets 409
-for a race it did not ask about; a patch naming a resourceVersion does.
+for a race it did not ask about; a patch naming a resourceVersion does. An
+update (PUT) without a resourceVersion is unconditional too, and retried alike.
 The race is made on purpose: a mutating hook that, on its first call, waits
 while another write lands.
 """
@@ -56,7 +57,8 @@ PATCHES: dict[str, Any] = {
 async def _race(
     patch_type: str, make_patch: Callable[[JSON], Any]
 ) -> tuple[Store, SlowFirstWebhook, Any]:
-    """Start the patch, let another write land while its hook waits, then finish it."""
+    """Start the patch (or, for "update", the PUT), let another write land while its
+    hook waits, then finish it."""
     store = Store()
     created = await store.create(
         "configmaps", {"metadata": {"name": "cm", "namespace": "default"}, "data": {}}
@@ -64,7 +66,11 @@ async def _race(
     patch = make_patch(created)
     hook = SlowFirstWebhook()
     store.admission = hook
-    patching = asyncio.create_task(store.patch("configmaps", "default", "cm", patch, patch_type))
+    if patch_type == "update":
+        write = store.update("configmaps", patch)
+    else:
+        write = store.patch("configmaps", "default", "cm", patch, patch_type)
+    patching = asyncio.create_task(write)
     await hook.entered.wait()
     store.admission = None  # the other writer is not slowed down
     await store.patch("configmaps", "default", "cm", {"data": {"theirs": "2"}})
@@ -100,5 +106,19 @@ def test_a_patch_naming_a_resource_version_still_gets_409_after_a_race() -> None
         assert isinstance(result, ApiError) and result.code == 409
         assert "the object has been modified" in result.message
         assert (await store.get("configmaps", "default", "cm"))["data"] == {"theirs": "2"}
+
+    run(body())
+
+
+def test_an_update_without_a_resource_version_is_made_again_after_a_race() -> None:
+    async def body() -> None:
+        def replace(_: JSON) -> JSON:
+            return {"metadata": {"name": "cm", "namespace": "default"}, "data": {"mine": "1"}}
+
+        store, hook, result = await _race("update", replace)
+        assert not isinstance(result, ApiError), result.status
+        assert hook.updates == 2
+        # A PUT replaces: what the other write added is gone.
+        assert (await store.get("configmaps", "default", "cm"))["data"] == {"mine": "1"}
 
     run(body())

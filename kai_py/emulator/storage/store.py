@@ -187,8 +187,9 @@ class AdmissionRequest:
     )
 
 
-#: How often a patch that loses a race to another write is tried (the real server
-#: retries until its request times out; a bound keeps a livelock visible).
+#: How often a patch or unconditional update that loses a race to another write is
+#: tried (the real server retries until its request times out; a bound keeps a
+#: livelock visible).
 _PATCH_ATTEMPTS = 10
 
 
@@ -561,8 +562,8 @@ class Store:
         allows for built-ins and custom resources. ``.status`` is kept from the
         stored object when the type has a status subresource.
         """
-        return await self._replace(
-            resource, obj, namespace, "", dry_run, field_validation, warnings, shared=shared
+        return await self._replace_unless_named(
+            resource, obj, namespace, "", dry_run, field_validation, warnings, shared
         )
 
     async def update_status(
@@ -576,9 +577,41 @@ class Store:
     ) -> JSON:
         """PUT on the ``/status`` subresource: only ``.status`` changes (for pods, the
         metadata too but ownerReferences and deletionTimestamp, as on a real server)."""
-        return await self._replace(
-            resource, obj, namespace, "status", dry_run, "Ignore", None, shared=shared
+        return await self._replace_unless_named(
+            resource, obj, namespace, "status", dry_run, "Ignore", None, shared
         )
+
+    async def _replace_unless_named(
+        self,
+        resource: str | ResourceType,
+        obj: JSON,
+        namespace: str | None,
+        subresource: str,
+        dry_run: bool,
+        field_validation: str,
+        warnings: builtins.list[str] | None,
+        shared: bool,
+    ) -> JSON:
+        """A PUT: one without a resourceVersion is tried again after losing a race, as
+        the real server's GuaranteedUpdate does (one with a resourceVersion gets 409)."""
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        named = isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+        for attempt in range(_PATCH_ATTEMPTS):
+            try:
+                return await self._replace(
+                    resource,
+                    obj,
+                    namespace,
+                    subresource,
+                    dry_run,
+                    field_validation,
+                    warnings,
+                    shared=shared,
+                )
+            except _LostRace:
+                if named or attempt + 1 == _PATCH_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     async def patch(
         self,
