@@ -45,9 +45,9 @@ func main() {
 	}
 }
 
-// field: [number, json name, type, flags, message]; flags: r repeated,
+// field: [json name, type, flags, message] by number; flags: r repeated,
 // m map (type is the value's; keys are strings), p pointer, o omitempty,
-// i inlined into the parent's JSON.
+// z omitzero, i inlined into the parent's JSON.
 type field []any
 
 var (
@@ -134,6 +134,8 @@ func walk(t reflect.Type) {
 			switch opt {
 			case "omitempty":
 				flags += "o"
+			case "omitzero":
+				flags += "z"
 			case "inline":
 				flags += "i"
 			}

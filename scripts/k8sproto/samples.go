@@ -9,7 +9,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	nodev1 "k8s.io/api/node/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -196,6 +198,26 @@ func samples() map[string]runtime.Object {
 				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/mnt/pv"}},
 				StorageClassName:       "standard",
 			},
+		},
+		"controllerrevision": &appsv1.ControllerRevision{
+			ObjectMeta: meta("pb-rev", "default"),
+			Data:       runtime.RawExtension{Raw: []byte(`{"spec":{"template":{"metadata":{"labels":{"app":"w"}}}}}`)},
+			Revision:   3,
+		},
+		"binding": &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: "pb-pod", Namespace: "default", UID: "1234"},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: "gpu-node-1"},
+		},
+		"eviction": &policyv1.Eviction{
+			ObjectMeta:    metav1.ObjectMeta{Name: "pb-pod", Namespace: "default"},
+			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(30))},
+		},
+		"eventsv1": &eventsv1.Event{
+			ObjectMeta: meta("pb-ev1", "default"), EventTime: micro,
+			ReportingController: "kai-py/fixture", ReportingInstance: "x", Action: "Bind", Reason: "Scheduled",
+			Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "p"},
+			Note:      "bound", Type: "Normal",
+			Series: &eventsv1.EventSeries{Count: 2, LastObservedTime: micro},
 		},
 		"deleteoptions": &metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0)), PropagationPolicy: ptr(metav1.DeletePropagationForeground)},
 	}

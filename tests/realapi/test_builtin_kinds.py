@@ -199,3 +199,29 @@ def test_a_limit_without_a_request_is_requested_at_the_limit(
     }
     assert pod["spec"]["initContainers"][0]["resources"]["requests"] == {"memory": "2Gi"}
     assert pod["status"]["qosClass"] == "Burstable"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_events_v1_series_does_not_fill_the_core_count_or_last_timestamp(
+    servers: dict[str, Target], backend: str
+) -> None:
+    target = servers[backend]
+    body = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "series-only"},
+        "eventTime": "2026-01-02T03:04:05.123456Z",
+        "series": {"count": 2, "lastObservedTime": "2026-01-02T03:04:05.123456Z"},
+        "reportingController": "kai-py/test",
+        "reportingInstance": "x",
+        "action": "Bind",
+        "reason": "Scheduled",
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "p"},
+        "type": "Normal",
+    }
+    status, answer = target.call("POST", "/apis/events.k8s.io/v1/namespaces/default/events", body)
+    assert status == 201, answer
+    status, core = target.call("GET", "/api/v1/namespaces/default/events/series-only")
+    assert status == 200
+    assert core.get("count") is None and core.get("lastTimestamp") is None
+    assert core["series"] == body["series"]

@@ -30,6 +30,7 @@ COLLECTIONS = {
     "pvc": "/api/v1/namespaces/default/persistentvolumeclaims",
     "pod": "/api/v1/namespaces/default/pods",
     "event": "/api/v1/namespaces/default/events",
+    "eventsv1": "/apis/events.k8s.io/v1/namespaces/default/events",
     "job": "/apis/batch/v1/namespaces/default/jobs",
     "deployment": "/apis/apps/v1/namespaces/default/deployments",
     "statefulset": "/apis/apps/v1/namespaces/default/statefulsets",

@@ -11,7 +11,8 @@ structs, Time/MicroTime/Duration/Quantity/IntOrString in their string forms,
 bytes in base64, raw extensions as the JSON (or nested object) they carry, and
 a zero value dropped only where the Go JSON form omits it (a non-pointer
 ``omitempty`` field: Go writes those to protobuf even when empty, while a
-pointer field that is present with a zero value, like ``replicas: 0``, stays).
+pointer field that is present with a zero value, like ``replicas: 0``, stays;
+a zero Time is null, or left out where it is ``omitzero``).
 Responses are always JSON (clients accept it).
 """
 
@@ -44,6 +45,7 @@ class _Field(NamedTuple):
     is_map: bool
     pointer: bool
     omitempty: bool
+    omitzero: bool
     inline: bool
     message: str
 
@@ -69,6 +71,7 @@ def _schema() -> _Schema:
                 is_map="m" in f[2],
                 pointer="p" in f[2],
                 omitempty="o" in f[2],
+                omitzero="z" in f[2],
                 inline="i" in f[2],
                 message=f[3] if len(f) > 3 else "",
             )
@@ -151,7 +154,7 @@ def _trim(n: int, size: int) -> str:
 
 def _time(buf: bytes, micro: bool) -> str | None:
     if not buf:
-        return None  # how Go writes its zero time, which JSON writes as null
+        return None  # how Go writes its zero time, which its JSON writes as null
     parts = {n: v for n, _w, v in _fields(buf)}
     # A Time keeps whole seconds only (the API server drops nanos so protobuf and
     # JSON writers store the same value); a MicroTime keeps microseconds.
@@ -245,11 +248,12 @@ def _decode(buf: bytes, message: str) -> JSON:
             out.update(_value(field, wire, value))
         else:
             item = _value(field, wire, value)
-            if item is None or (
+            # A zero Time (None) stays, as Go's JSON writes it (null), unless omitzero.
+            if (item is None and field.omitzero) or (
                 field.omitempty
                 and not field.pointer
-                and item == _ZERO.get(field.type, item)
                 and field.type in _ZERO
+                and item == _ZERO[field.type]
             ):
                 out.pop(field.name, None)
                 continue
