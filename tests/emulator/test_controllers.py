@@ -563,5 +563,27 @@ def test_statefulset_rolls_a_new_template_out() -> None:
 
         sts = await cluster.wait_for(rolled)
         assert sts["status"]["updatedReplicas"] == 2
+        # A partition keeps the pods below it on their revision.
+        template = {"metadata": {"labels": {"app": "db", "v": "3"}}}
+        strategy = {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}
+        await cluster.store.patch(
+            "statefulsets",
+            "default",
+            "db",
+            {"spec": {"template": template, "updateStrategy": strategy}},
+        )
+
+        async def partly() -> Json | None:
+            pods = {p["metadata"]["name"]: p for p in await pods_of(cluster, "app=db")}
+            versions = {n: p["metadata"]["labels"].get("v") for n, p in pods.items()}
+            ready = all(_running_and_ready(p) for p in pods.values())
+            return pods if ready and versions == {"db-0": "2", "db-1": "3"} else None
+
+        await cluster.wait_for(partly)
+        for _ in range(5):
+            clock.advance(1)
+            await asyncio.sleep(0.05)
+        pods = await pods_of(cluster, "app=db")
+        assert sorted(p["metadata"]["labels"]["v"] for p in pods) == ["2", "3"]
 
     run(check)

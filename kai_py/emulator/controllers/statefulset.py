@@ -11,8 +11,8 @@ time in ordinal order, each once the one before is Running and Ready, and
 removed one at a time from the highest ordinal; with ``Parallel`` all at once.
 A pod that is deleted or finishes is made again. A template change rolls
 out (``RollingUpdate``, the default) by deleting the highest-ordinal pod of
-an old revision once every pod is Running and Ready; ``OnDelete`` waits for
-the user to delete pods. No ControllerRevision objects are kept: the
+an old revision once every pod is Running and Ready, down to
+``rollingUpdate.partition``; ``OnDelete`` waits for the user to delete pods. No ControllerRevision objects are kept: the
 revision is a hash of the template.
 """
 
@@ -116,13 +116,16 @@ class StatefulSetController:
                 if not is_deleting(by_ordinal[ordinal]):
                     await self._delete(sts, by_ordinal[ordinal])
             return
-        strategy = ((sts.get("spec") or {}).get("updateStrategy") or {}).get("type")
-        if strategy == "OnDelete":
+        strategy = (sts.get("spec") or {}).get("updateStrategy") or {}
+        if strategy.get("type") == "OnDelete":
             return
+        partition = int((strategy.get("rollingUpdate") or {}).get("partition", 0))
         current = [by_ordinal[o] for o in wanted if o in by_ordinal]
         if len(current) < len(wanted) or not all(_running_and_ready(p) for p in current):
             return
         for ordinal in reversed(wanted):
+            if ordinal < partition:
+                return  # pods below the partition keep their revision
             pod = by_ordinal[ordinal]
             if (pod["metadata"].get("labels") or {}).get(REVISION_LABEL) != revision:
                 await self._delete(sts, pod)
