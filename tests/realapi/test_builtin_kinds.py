@@ -10,6 +10,9 @@ limits (the API server's defaulting). Each case runs on both servers.
 
 from __future__ import annotations
 
+import json
+import ssl
+import urllib.request
 from typing import Any
 
 import pytest
@@ -225,3 +228,94 @@ def test_an_events_v1_series_does_not_fill_the_core_count_or_last_timestamp(
     assert status == 200
     assert core.get("count") is None and core.get("lastTimestamp") is None
     assert core["series"] == body["series"]
+
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+def _table(target: Target, collection: str) -> tuple[list[str], list[list[Any]]]:
+    """(column names, rows without the Age column) of ``kubectl get``'s Table."""
+    req = urllib.request.Request(target.url + collection, headers={"Accept": TABLE})
+    if target.token:
+        req.add_header("Authorization", f"Bearer {target.token}")
+    context = ssl.create_default_context(cafile=target.ca_file) if target.ca_file else None
+    with urllib.request.urlopen(req, context=context, timeout=30) as resp:
+        table = json.loads(resp.read())
+    names = [c["name"] for c in table["columnDefinitions"]]
+    age = names.index("Age")
+    rows = [[v for i, v in enumerate(r["cells"]) if i != age] for r in table["rows"]]
+    return [n for n in names if n != "Age"], rows
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kubectl_tables_of_storage_classes_runtime_classes_and_volumes(
+    servers: dict[str, Target], backend: str
+) -> None:
+    target = servers[backend]
+    sc = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": "t-default",
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": "example.com/x",
+        "allowVolumeExpansion": True,
+    }
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": "t-pv"},
+        "spec": {
+            "capacity": {"storage": "2Gi"},
+            "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+            "hostPath": {"path": "/mnt/t"},
+            "storageClassName": "t-default",
+        },
+    }
+    rc = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "t-rc"}}
+    for collection, body in (
+        ("/apis/storage.k8s.io/v1/storageclasses", sc),
+        ("/api/v1/persistentvolumes", pv),
+        ("/apis/node.k8s.io/v1/runtimeclasses", {**rc, "handler": "runsc"}),
+    ):
+        status, answer = target.call("POST", collection, body)
+        assert status == 201, answer
+    names, rows = _table(target, "/apis/storage.k8s.io/v1/storageclasses/t-default")
+    assert names == [
+        "Name",
+        "Provisioner",
+        "ReclaimPolicy",
+        "VolumeBindingMode",
+        "AllowVolumeExpansion",
+    ]
+    assert rows == [["t-default", "example.com/x", "Delete", "Immediate", True]]
+    names, rows = _table(target, "/apis/node.k8s.io/v1/runtimeclasses/t-rc")
+    assert (names, rows) == (["Name", "Handler"], [["t-rc", "runsc"]])
+    names, rows = _table(target, "/api/v1/persistentvolumes/t-pv")
+    assert names == [
+        "Name",
+        "Capacity",
+        "Access Modes",
+        "Reclaim Policy",
+        "Status",
+        "Claim",
+        "StorageClass",
+        "VolumeAttributesClass",
+        "Reason",
+        "VolumeMode",
+    ]
+    assert rows == [
+        [
+            "t-pv",
+            "2Gi",
+            "RWO,ROX",
+            "Retain",
+            "Pending",
+            "",
+            "t-default",
+            "<unset>",
+            "",
+            "Filesystem",
+        ]
+    ]
