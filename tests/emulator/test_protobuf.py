@@ -74,6 +74,12 @@ def test_a_kind_without_a_schema_is_refused_by_name() -> None:
         protobuf.decode(_envelope("scheduling.run.ai/v2", "Queue", b""))
 
 
+def test_a_field_of_the_wrong_wire_type_is_refused() -> None:
+    # Pod field 1 (metadata) as a varint instead of a message.
+    with pytest.raises(ProtobufError, match="malformed protobuf body"):
+        protobuf.decode(_envelope("v1", "Pod", _varint(1 << 3 | 0) + _varint(7)))
+
+
 def test_a_truncated_body_is_refused() -> None:
     body = (FIXTURES / "pod.pb").read_bytes()
     with pytest.raises(ProtobufError):

@@ -281,4 +281,11 @@ def decode(body: bytes) -> JSON:
     """A JSON object from a ``k8s\\x00``-prefixed protobuf body; ProtobufError if unknown."""
     if not body.startswith(MAGIC):
         raise ProtobufError("missing the k8s protobuf prefix")
-    return _unknown(body[len(MAGIC) :])
+    try:
+        return _unknown(body[len(MAGIC) :])
+    except ProtobufError:
+        raise
+    except (TypeError, ValueError, IndexError, KeyError, struct.error) as exc:
+        # A field whose wire type does not match its schema, bad UTF-8, ...: the
+        # client's fault (400/415), never a server error.
+        raise ProtobufError(f"malformed protobuf body: {exc!r}") from None
