@@ -319,3 +319,74 @@ def test_kubectl_tables_of_storage_classes_runtime_classes_and_volumes(
             "Filesystem",
         ]
     ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_claims_and_statefulsets_get_the_real_defaults_and_tables(
+    servers: dict[str, Target], backend: str
+) -> None:
+    target = servers[backend]
+    default_class = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {
+            "name": "t-default",
+            "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+        },
+        "provisioner": "example.com/x",
+    }
+    status, answer = target.call("POST", "/apis/storage.k8s.io/v1/storageclasses", default_class)
+    assert status in (201, 409), answer
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "t-claim"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    status, created = target.call(
+        "POST", "/api/v1/namespaces/default/persistentvolumeclaims", claim
+    )
+    assert status == 201, created
+    assert (created["spec"]["volumeMode"], created["status"]) == (
+        "Filesystem",
+        {"phase": "Pending"},
+    )
+    names, rows = _table(target, "/api/v1/namespaces/default/persistentvolumeclaims/t-claim")
+    assert names == [
+        "Name",
+        "Status",
+        "Volume",
+        "Capacity",
+        "Access Modes",
+        "StorageClass",
+        "VolumeAttributesClass",
+        "VolumeMode",
+    ]
+    assert rows == [["t-claim", "Pending", "", "", "", "t-default", "<unset>", "Filesystem"]]
+    template = {
+        "metadata": {"labels": {"a": "b"}},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox"}, {"name": "d", "image": "nginx"}]
+        },
+    }
+    sts = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "t-sts"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}}, "template": template},
+    }
+    status, created = target.call("POST", "/apis/apps/v1/namespaces/default/statefulsets", sts)
+    assert status == 201, created
+    spec = created["spec"]
+    assert spec["podManagementPolicy"] == "OrderedReady" and spec["revisionHistoryLimit"] == 10
+    assert spec["updateStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"partition": 0, "maxUnavailable": 1},
+    }
+    assert spec["persistentVolumeClaimRetentionPolicy"] == {
+        "whenDeleted": "Retain",
+        "whenScaled": "Retain",
+    }
+    names, rows = _table(target, "/apis/apps/v1/namespaces/default/statefulsets/t-sts")
+    assert names == ["Name", "Ready", "Containers", "Images"]
+    assert rows == [["t-sts", "0/2", "c,d", "busybox,nginx"]]

@@ -268,6 +268,33 @@ def _storageclass_row(obj: JSON, now: float) -> list[Any]:
     ]
 
 
+def _persistentvolumeclaim_row(obj: JSON, now: float) -> list[Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return [
+        obj["metadata"]["name"],
+        status.get("phase", ""),
+        spec.get("volumeName", ""),
+        (status.get("capacity") or {}).get("storage", ""),
+        ",".join(_ACCESS_MODES.get(m, m) for m in status.get("accessModes") or []),
+        spec.get("storageClassName", ""),
+        spec.get("volumeAttributesClassName") or "<unset>",
+        _age(obj, now),
+        spec.get("volumeMode", ""),
+    ]
+
+
+def _statefulset_row(obj: JSON, now: float) -> list[Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    return [
+        obj["metadata"]["name"],
+        f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+        _age(obj, now),
+        ",".join(str(c.get("name", "")) for c in containers),
+        ",".join(str(c.get("image", "")) for c in containers),
+    ]
+
+
 def _runtimeclass_row(obj: JSON, now: float) -> list[Any]:
     return [obj["metadata"]["name"], obj.get("handler", ""), _age(obj, now)]
 
@@ -442,6 +469,30 @@ _BUILTIN: dict[str, tuple[list[Column], Row]] = {
             _AGE,
         ],
         _storageclass_row,
+    ),
+    "persistentvolumeclaims": (
+        [
+            _NAME,
+            ("Status", "string", 0, "The phase of the claim."),
+            ("Volume", "string", 0, "The volume bound to the claim."),
+            ("Capacity", "string", 0, "The capacity of the bound volume."),
+            ("Access Modes", "string", 0, "The access modes of the bound volume."),
+            ("StorageClass", "string", 0, "The storage class of the claim."),
+            ("VolumeAttributesClass", "string", 0, "The volume attributes class."),
+            _AGE,
+            ("VolumeMode", "string", 1, "The volume mode."),
+        ],
+        _persistentvolumeclaim_row,
+    ),
+    "statefulsets.apps": (
+        [
+            _NAME,
+            ("Ready", "string", 0, "Number of the pod with ready state."),
+            _AGE,
+            ("Containers", "string", 1, "Names of each container in the template."),
+            ("Images", "string", 1, "Images referenced by each container in the template."),
+        ],
+        _statefulset_row,
     ),
     "runtimeclasses.node.k8s.io": (
         [_NAME, ("Handler", "string", 0, "Handler is the name of the runtime handler."), _AGE],

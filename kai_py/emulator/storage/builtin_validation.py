@@ -363,6 +363,25 @@ def _replicaset_defaults(obj: JSON, old: JSON | None) -> None:
             _pod_template_defaults(tspec)
 
 
+def _statefulset_defaults(obj: JSON, old: JSON | None) -> None:
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    spec.setdefault(
+        "updateStrategy",
+        {"type": "RollingUpdate", "rollingUpdate": {"partition": 0, "maxUnavailable": 1}},
+    )
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault(
+        "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    )
+    tspec = (spec.get("template") or {}).get("spec")
+    if isinstance(tspec, dict):
+        _pod_template_defaults(tspec)
+
+
 def _selector_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
     spec = obj.get("spec") or {}
     selector = spec.get("selector")
@@ -543,6 +562,16 @@ def _persistentvolume_defaults(obj: JSON, old: JSON | None) -> None:
             status.setdefault("phase", "Pending")
 
 
+def _persistentvolumeclaim_defaults(obj: JSON, old: JSON | None) -> None:
+    spec = obj.setdefault("spec", {})
+    if isinstance(spec, dict):
+        spec.setdefault("volumeMode", "Filesystem")
+    if old is None:
+        status = obj.setdefault("status", {})
+        if isinstance(status, dict):
+            status.setdefault("phase", "Pending")
+
+
 def _storageclass_defaults(obj: JSON, old: JSON | None) -> None:
     obj.setdefault("reclaimPolicy", "Delete")
     obj.setdefault("volumeBindingMode", "Immediate")
@@ -558,6 +587,8 @@ _DEFAULTERS = {
     "priorityclasses.scheduling.k8s.io": _priorityclass_defaults,
     "namespaces": _namespace_defaults,
     "persistentvolumes": _persistentvolume_defaults,
+    "persistentvolumeclaims": _persistentvolumeclaim_defaults,
+    "statefulsets.apps": _statefulset_defaults,
     "storageclasses.storage.k8s.io": _storageclass_defaults,
 }
 _VALIDATORS = {

@@ -187,6 +187,7 @@ class AdmissionRequest:
     )
 
 
+_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 #: How often a patch or unconditional update that loses a race to another write is
 #: tried (the real server retries until its request times out; a bound keeps a
 #: livelock visible).
@@ -521,6 +522,8 @@ class Store:
         if rt.storage_key == "pods":
             self._admit_pod_priority(obj)
             self._admit_pod_runtime_class(obj)
+        elif rt.storage_key == "persistentvolumeclaims":
+            self._admit_claim_storage_class(obj)
         elif rt.storage_key == "services":
             self._allocate_cluster_ip(obj)
         if self.admission is not None:
@@ -1395,6 +1398,24 @@ class Store:
         spec["priority"] = value
         if pc is not None and pc.get("preemptionPolicy"):
             spec["preemptionPolicy"] = pc["preemptionPolicy"]
+
+    def _admit_claim_storage_class(self, claim: JSON) -> None:
+        """The DefaultStorageClass plugin: a claim naming no class gets the default one
+        (the newest, if several are marked); an explicit "" stays."""
+        spec = claim.get("spec")
+        if not isinstance(spec, dict) or "storageClassName" in spec:
+            return
+        marked = [
+            sc
+            for sc in self._objects.get("storageclasses.storage.k8s.io", {}).values()
+            if (sc["metadata"].get("annotations") or {}).get(_DEFAULT_CLASS) == "true"
+        ]
+        if marked:
+            newest = max(
+                marked,
+                key=lambda sc: (sc["metadata"]["creationTimestamp"], sc["metadata"]["name"]),
+            )
+            spec["storageClassName"] = newest["metadata"]["name"]
 
     def _runtime_class(self, pod: JSON) -> JSON | None:
         """The pod's RuntimeClass; 403 as the RuntimeClass admission plugin if it is missing."""
