@@ -242,8 +242,10 @@ def test_typed_create_commands_send_protobuf(kubectl: Kubectl) -> None:
     pc = json.loads(kubectl("get", "priorityclass", "train", "-o", "json").stdout)
     assert pc["value"] == 1000 and pc["preemptionPolicy"] == "Never"
     assert kubectl("get", "sa", "robot", "-o", "name").stdout.strip() == "serviceaccount/robot"
-    unsupported = kubectl("create", "deployment", "d", "--image=nginx", check=False)
-    assert unsupported.returncode == 1 and "unknown format" in unsupported.stderr
+    kubectl("create", "deployment", "d", "--image=nginx", "--replicas=0")
+    deploy = json.loads(kubectl("get", "deployment", "d", "-o", "json").stdout)
+    assert deploy["spec"]["replicas"] == 0
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx"
 
 
 def test_drain_evicts_through_the_eviction_subresource(kubectl: Kubectl) -> None:

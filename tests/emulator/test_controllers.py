@@ -452,3 +452,170 @@ def test_job_active_deadline_and_ttl_after_finished() -> None:
         await until(cluster, clock, deleted)
 
     run(check)
+
+
+def statefulset(name: str, replicas: int, policy: str = "OrderedReady") -> Json:
+    body = deployment(name, replicas)
+    body["kind"] = "StatefulSet"
+    body["spec"].update(
+        {
+            "serviceName": name,
+            "podManagementPolicy": policy,
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}},
+                    },
+                }
+            ],
+        }
+    )
+    return body
+
+
+async def _pod_events(watch: Any) -> list[tuple[str, Json]]:
+    """What a watch has seen so far (it stops at the first pause)."""
+    events: list[tuple[str, Json]] = []
+    while True:
+        try:
+            events.append(await asyncio.wait_for(watch.__anext__(), 0.2))
+        except TimeoutError:
+            return events
+
+
+def _running_and_ready(pod: Json) -> bool:
+    ready = any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in pod.get("status", {}).get("conditions") or []
+    )
+    return pod.get("status", {}).get("phase") == "Running" and ready
+
+
+async def _statefulset_ready(cluster: DevCluster, name: str, count: int) -> Json | None:
+    sts = await cluster.store.get("statefulsets", "default", name)
+    status = sts.get("status") or {}
+    live = [
+        p
+        for p in await pods_of(cluster, f"app={name}")
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+    ok = status.get("readyReplicas") == count == len(live) and status.get("replicas") == count
+    return sts if ok else None
+
+
+def test_statefulset_makes_its_pods_in_order_with_their_claims() -> None:
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        watch = cluster.store.watch("pods", "default")
+        created = await cluster.store.create("statefulsets", statefulset("db", 3))
+        sts = await cluster.wait_for(lambda: _statefulset_ready(cluster, "db", 3))
+        pods = sorted(await pods_of(cluster, "app=db"), key=lambda p: p["metadata"]["name"])
+        assert [p["metadata"]["name"] for p in pods] == ["db-0", "db-1", "db-2"]
+        revision = sts["status"]["updateRevision"]
+        for ordinal, pod in enumerate(pods):
+            name = f"db-{ordinal}"
+            labels = pod["metadata"]["labels"]
+            assert labels["statefulset.kubernetes.io/pod-name"] == name
+            assert labels["apps.kubernetes.io/pod-index"] == str(ordinal)
+            assert labels["controller-revision-hash"] == revision
+            (owner,) = pod["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["uid"]) == ("StatefulSet", created["metadata"]["uid"])
+            assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == (name, "db")
+            claim = f"data-db-{ordinal}"
+            assert {"name": "data", "persistentVolumeClaim": {"claimName": claim}} in pod["spec"][
+                "volumes"
+            ]
+            pvc = await cluster.store.get("persistentvolumeclaims", "default", claim)
+            assert pvc["metadata"]["labels"] == {"app": "db"}
+            assert pvc["spec"]["resources"] == {"requests": {"storage": "1Gi"}}
+        status = sts["status"]
+        assert (status["currentReplicas"], status["updatedReplicas"]) == (3, 3)
+        assert status["availableReplicas"] == 3 and status["currentRevision"] == revision
+        # OrderedReady: each pod was made only after the one before it ran and was ready.
+        ready_seen: set[str] = set()
+        for kind, pod in await _pod_events(watch):
+            name = pod["metadata"]["name"]
+            if kind == "ADDED" and name != "db-0":
+                assert f"db-{int(name[-1]) - 1}" in ready_seen, name
+            if _running_and_ready(pod):
+                ready_seen.add(name)
+        watch.close()
+
+    run(check)
+
+
+def test_statefulset_parallel_scales_recreates_and_keeps_claims() -> None:
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        await cluster.store.create("statefulsets", statefulset("db", 3, "Parallel"))
+        await cluster.wait_for(lambda: _statefulset_ready(cluster, "db", 3))
+        await cluster.store.patch("statefulsets", "default", "db", {"spec": {"replicas": 1}})
+        await cluster.wait_for(lambda: _statefulset_ready(cluster, "db", 1))
+        (pod,) = await pods_of(cluster, "app=db")
+        assert pod["metadata"]["name"] == "db-0"
+        claims, _ = await cluster.store.list("persistentvolumeclaims", "default")
+        assert sorted(c["metadata"]["name"] for c in claims) == [
+            "data-db-0",
+            "data-db-1",
+            "data-db-2",
+        ]
+        await cluster.store.delete("pods", "default", "db-0", grace_period_seconds=0)
+
+        async def recreated() -> Json | None:
+            pods = await pods_of(cluster, "app=db")
+            fresh = [p for p in pods if p["metadata"]["uid"] != pod["metadata"]["uid"]]
+            return fresh[0] if fresh and _running_and_ready(fresh[0]) else None
+
+        again = await cluster.wait_for(recreated)
+        assert again["metadata"]["name"] == "db-0"
+        await cluster.store.patch("statefulsets", "default", "db", {"spec": {"replicas": 2}})
+        await cluster.wait_for(lambda: _statefulset_ready(cluster, "db", 2))
+
+    run(check)
+
+
+def test_statefulset_rolls_a_new_template_out() -> None:
+    async def check(cluster: DevCluster, clock: ManualClock) -> None:
+        await cluster.store.create("statefulsets", statefulset("db", 2))
+        first = await cluster.wait_for(lambda: _statefulset_ready(cluster, "db", 2))
+        template = {"metadata": {"labels": {"app": "db", "v": "2"}}}
+        await cluster.store.patch("statefulsets", "default", "db", {"spec": {"template": template}})
+
+        async def rolled() -> Json | None:
+            sts = await _statefulset_ready(cluster, "db", 2)
+            if sts is None or sts["status"]["updateRevision"] == first["status"]["updateRevision"]:
+                return None
+            pods = await pods_of(cluster, "app=db")
+            done = all(p["metadata"]["labels"].get("v") == "2" for p in pods)
+            return (
+                sts
+                if done and sts["status"]["currentRevision"] == sts["status"]["updateRevision"]
+                else None
+            )
+
+        sts = await cluster.wait_for(rolled)
+        assert sts["status"]["updatedReplicas"] == 2
+        # A partition keeps the pods below it on their revision.
+        template = {"metadata": {"labels": {"app": "db", "v": "3"}}}
+        strategy = {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}
+        await cluster.store.patch(
+            "statefulsets",
+            "default",
+            "db",
+            {"spec": {"template": template, "updateStrategy": strategy}},
+        )
+
+        async def partly() -> Json | None:
+            pods = {p["metadata"]["name"]: p for p in await pods_of(cluster, "app=db")}
+            versions = {n: p["metadata"]["labels"].get("v") for n, p in pods.items()}
+            ready = all(_running_and_ready(p) for p in pods.values())
+            return pods if ready and versions == {"db-0": "2", "db-1": "3"} else None
+
+        await cluster.wait_for(partly)
+        for _ in range(5):
+            clock.advance(1)
+            await asyncio.sleep(0.05)
+        pods = await pods_of(cluster, "app=db")
+        assert sorted(p["metadata"]["labels"]["v"] for p in pods) == ["2", "3"]
+
+    run(check)

@@ -19,7 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chart"))
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from operator_helpers import Operator, start_operator, stop_operator
-from realapi_backends import BACKENDS, Backend, backend_cluster
+from probes import Target
+from realapi_backends import BACKENDS, Backend, backend_cluster, require_binaries
+from realapi_server import ADMIN_TOKEN, RealApiServer
+
+from kai_py.emulator.apiserver.threaded import run_in_thread
 
 
 @pytest.fixture(params=BACKENDS)
@@ -66,3 +70,35 @@ def operator(backend: Backend, tmp_path: Path, operator_args: list[str]) -> Iter
             print(running.log)
     assert "Traceback" not in running.log, running.log
     assert running.process.returncode == 0, running.log
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Target]]:
+    """A real kube-apiserver (no controllers) and an emulator, bare but for what pods need."""
+    server = RealApiServer(tmp_path_factory.mktemp("real"), require_binaries()).start()
+    try:
+        with run_in_thread() as emu:
+            found = {
+                "real": Target(server.url, ADMIN_TOKEN, server.ca_file),
+                "emulator": Target(emu.url),
+            }
+            for target in found.values():
+                # What the fixtures' pods name: the real server's admission checks both exist.
+                target.call(
+                    "POST",
+                    "/api/v1/namespaces/default/serviceaccounts",
+                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
+                )
+                target.call(
+                    "POST",
+                    "/apis/scheduling.k8s.io/v1/priorityclasses",
+                    {
+                        "apiVersion": "scheduling.k8s.io/v1",
+                        "kind": "PriorityClass",
+                        "metadata": {"name": "train"},
+                        "value": 100,
+                    },
+                )
+            yield found
+    finally:
+        server.stop()

@@ -249,6 +249,74 @@ def _lease_row(obj: JSON, now: float) -> list[Any]:
     ]
 
 
+_ACCESS_MODES = {
+    "ReadWriteOnce": "RWO",
+    "ReadOnlyMany": "ROX",
+    "ReadWriteMany": "RWX",
+    "ReadWriteOncePod": "RWOP",
+}
+
+
+def _storageclass_row(obj: JSON, now: float) -> list[Any]:
+    return [
+        obj["metadata"]["name"],  # kubectl itself adds " (default)"
+        obj.get("provisioner", ""),
+        obj.get("reclaimPolicy", ""),
+        obj.get("volumeBindingMode", ""),
+        bool(obj.get("allowVolumeExpansion", False)),
+        _age(obj, now),
+    ]
+
+
+def _persistentvolumeclaim_row(obj: JSON, now: float) -> list[Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    return [
+        obj["metadata"]["name"],
+        status.get("phase", ""),
+        spec.get("volumeName", ""),
+        (status.get("capacity") or {}).get("storage", ""),
+        ",".join(_ACCESS_MODES.get(m, m) for m in status.get("accessModes") or []),
+        spec.get("storageClassName", ""),
+        spec.get("volumeAttributesClassName") or "<unset>",
+        _age(obj, now),
+        spec.get("volumeMode", ""),
+    ]
+
+
+def _statefulset_row(obj: JSON, now: float) -> list[Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    return [
+        obj["metadata"]["name"],
+        f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+        _age(obj, now),
+        ",".join(str(c.get("name", "")) for c in containers),
+        ",".join(str(c.get("image", "")) for c in containers),
+    ]
+
+
+def _runtimeclass_row(obj: JSON, now: float) -> list[Any]:
+    return [obj["metadata"]["name"], obj.get("handler", ""), _age(obj, now)]
+
+
+def _persistentvolume_row(obj: JSON, now: float) -> list[Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    claim = spec.get("claimRef") or {}
+    return [
+        obj["metadata"]["name"],
+        (spec.get("capacity") or {}).get("storage", ""),
+        ",".join(_ACCESS_MODES.get(m, m) for m in spec.get("accessModes") or []),
+        spec.get("persistentVolumeReclaimPolicy", ""),
+        status.get("phase", ""),
+        f"{claim.get('namespace')}/{claim.get('name')}" if claim else "",
+        spec.get("storageClassName", ""),
+        spec.get("volumeAttributesClassName") or "<unset>",
+        status.get("reason", ""),
+        _age(obj, now),
+        spec.get("volumeMode", ""),
+    ]
+
+
 _NAME = ("Name", "string", 0, "Name must be unique within a namespace.")
 _AGE = (
     "Age",
@@ -385,6 +453,66 @@ _BUILTIN: dict[str, tuple[list[Column], Row]] = {
     "leases.coordination.k8s.io": (
         [_NAME, ("Holder", "string", 0, "The holder identity."), _AGE],
         _lease_row,
+    ),
+    "storageclasses.storage.k8s.io": (
+        [
+            _NAME,
+            ("Provisioner", "string", 0, "Indicates the type of the provisioner."),
+            ("ReclaimPolicy", "string", 0, "Indicates the type of the reclaim policy."),
+            ("VolumeBindingMode", "string", 0, "Indicates the mode of the volume binding."),
+            (
+                "AllowVolumeExpansion",
+                "string",
+                0,
+                "Indicates whether the storage class allow volume expand.",
+            ),
+            _AGE,
+        ],
+        _storageclass_row,
+    ),
+    "persistentvolumeclaims": (
+        [
+            _NAME,
+            ("Status", "string", 0, "The phase of the claim."),
+            ("Volume", "string", 0, "The volume bound to the claim."),
+            ("Capacity", "string", 0, "The capacity of the bound volume."),
+            ("Access Modes", "string", 0, "The access modes of the bound volume."),
+            ("StorageClass", "string", 0, "The storage class of the claim."),
+            ("VolumeAttributesClass", "string", 0, "The volume attributes class."),
+            _AGE,
+            ("VolumeMode", "string", 1, "The volume mode."),
+        ],
+        _persistentvolumeclaim_row,
+    ),
+    "statefulsets.apps": (
+        [
+            _NAME,
+            ("Ready", "string", 0, "Number of the pod with ready state."),
+            _AGE,
+            ("Containers", "string", 1, "Names of each container in the template."),
+            ("Images", "string", 1, "Images referenced by each container in the template."),
+        ],
+        _statefulset_row,
+    ),
+    "runtimeclasses.node.k8s.io": (
+        [_NAME, ("Handler", "string", 0, "Handler is the name of the runtime handler."), _AGE],
+        _runtimeclass_row,
+    ),
+    "persistentvolumes": (
+        [
+            _NAME,
+            ("Capacity", "string", 0, "The capacity of the volume."),
+            ("Access Modes", "string", 0, "The access modes of the volume."),
+            ("Reclaim Policy", "string", 0, "What happens to the volume when released."),
+            ("Status", "string", 0, "The phase of the volume."),
+            ("Claim", "string", 0, "The claim bound to the volume."),
+            ("StorageClass", "string", 0, "The storage class of the volume."),
+            ("VolumeAttributesClass", "string", 0, "The volume attributes class."),
+            ("Reason", "string", 0, "Why the volume is in this phase."),
+            _AGE,
+            ("VolumeMode", "string", 1, "The volume mode."),
+        ],
+        _persistentvolume_row,
     ),
 }
 

@@ -42,6 +42,8 @@ LEASES = Kind("coordination.k8s.io", "v1", "leases")
 JOBS = Kind("batch", "v1", "jobs")
 DEPLOYMENTS = Kind("apps", "v1", "deployments")
 REPLICASETS = Kind("apps", "v1", "replicasets")
+STATEFULSETS = Kind("apps", "v1", "statefulsets")
+PVCS = Kind("", "v1", "persistentvolumeclaims")
 CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 
 

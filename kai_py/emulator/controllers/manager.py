@@ -10,6 +10,7 @@ from kai_py.emulator.clientgo.client import (
     NODES,
     PODS,
     REPLICASETS,
+    STATEFULSETS,
     ClusterClient,
 )
 from kai_py.emulator.clientgo.runtime import Informer, WorkQueue
@@ -17,11 +18,12 @@ from kai_py.emulator.controllers.default_scheduler import DefaultScheduler
 from kai_py.emulator.controllers.deployment import DeploymentController
 from kai_py.emulator.controllers.job import DEFAULT_FAILURE_BACKOFF, JobController
 from kai_py.emulator.controllers.replicaset import ReplicaSetController
+from kai_py.emulator.controllers.statefulset import StatefulSetController
 from kai_py.emulator.timesource import Clock
 
 
 class ControllerManager:
-    """Runs the Job, ReplicaSet and Deployment controllers and the default scheduler."""
+    """Runs the Job, ReplicaSet, Deployment, StatefulSet controllers and the default scheduler."""
 
     def __init__(
         self,
@@ -37,6 +39,7 @@ class ControllerManager:
         self.jobs = Informer(client, JOBS)
         self.replicasets = Informer(client, REPLICASETS)
         self.deployments = Informer(client, DEPLOYMENTS)
+        self.statefulsets = Informer(client, STATEFULSETS)
         self.job = JobController(
             client,
             self.jobs,
@@ -51,6 +54,9 @@ class ControllerManager:
         self.deployment = DeploymentController(
             client, self.deployments, self.replicasets, clock, events=events
         )
+        self.statefulset = StatefulSetController(
+            client, self.statefulsets, self.pods, clock, events=events
+        )
         self.scheduler = (
             DefaultScheduler(client, self.pods, self.nodes, clock, events=events)
             if default_scheduler
@@ -60,11 +66,23 @@ class ControllerManager:
 
     @property
     def informers(self) -> list[Informer]:
-        return [self.pods, self.nodes, self.jobs, self.replicasets, self.deployments]
+        return [
+            self.pods,
+            self.nodes,
+            self.jobs,
+            self.replicasets,
+            self.deployments,
+            self.statefulsets,
+        ]
 
     @property
     def queues(self) -> list[WorkQueue]:
-        queues = [self.job.queue, self.replicaset.queue, self.deployment.queue]
+        queues = [
+            self.job.queue,
+            self.replicaset.queue,
+            self.deployment.queue,
+            self.statefulset.queue,
+        ]
         if self.scheduler is not None:
             queues.append(self.scheduler.queue)
         return queues

@@ -185,7 +185,16 @@ def _pod_defaults(obj: JSON, old: JSON | None) -> None:
     spec.setdefault("serviceAccount", spec["serviceAccountName"])
     for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         if isinstance(c, dict):
-            c.setdefault("resources", {})
+            resources = c.setdefault("resources", {})
+            limits = resources.get("limits") if isinstance(resources, dict) else None
+            if isinstance(limits, dict) and limits:
+                # As SetDefaults_Pod (pods only, not templates): a resource with a limit
+                # and no request is requested at its limit.
+                requests = resources.get("requests")
+                if not isinstance(requests, dict):
+                    requests = resources["requests"] = {}
+                for name, value in limits.items():
+                    requests.setdefault(name, value)
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("terminationMessagePolicy", "File")
             image = str(c.get("image", ""))
@@ -367,6 +376,25 @@ def _replicaset_defaults(obj: JSON, old: JSON | None) -> None:
             _pod_template_defaults(tspec)
 
 
+def _statefulset_defaults(obj: JSON, old: JSON | None) -> None:
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    spec.setdefault(
+        "updateStrategy",
+        {"type": "RollingUpdate", "rollingUpdate": {"partition": 0, "maxUnavailable": 1}},
+    )
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault(
+        "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    )
+    tspec = (spec.get("template") or {}).get("spec")
+    if isinstance(tspec, dict):
+        _pod_template_defaults(tspec)
+
+
 def _selector_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
     spec = obj.get("spec") or {}
     selector = spec.get("selector")
@@ -533,6 +561,35 @@ def _service_defaults(obj: JSON, old: JSON | None) -> None:
                 spec[field] = old_spec[field]
 
 
+# ---- storage --------------------------------------------------------------------------------
+
+
+def _persistentvolume_defaults(obj: JSON, old: JSON | None) -> None:
+    spec = obj.setdefault("spec", {})
+    if isinstance(spec, dict):
+        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+        spec.setdefault("volumeMode", "Filesystem")
+    if old is None:
+        status = obj.setdefault("status", {})
+        if isinstance(status, dict):
+            status.setdefault("phase", "Pending")
+
+
+def _persistentvolumeclaim_defaults(obj: JSON, old: JSON | None) -> None:
+    spec = obj.setdefault("spec", {})
+    if isinstance(spec, dict):
+        spec.setdefault("volumeMode", "Filesystem")
+    if old is None:
+        status = obj.setdefault("status", {})
+        if isinstance(status, dict):
+            status.setdefault("phase", "Pending")
+
+
+def _storageclass_defaults(obj: JSON, old: JSON | None) -> None:
+    obj.setdefault("reclaimPolicy", "Delete")
+    obj.setdefault("volumeBindingMode", "Immediate")
+
+
 _DEFAULTERS = {
     "secrets": _secret_defaults,
     "services": _service_defaults,
@@ -542,6 +599,10 @@ _DEFAULTERS = {
     "replicasets.apps": _replicaset_defaults,
     "priorityclasses.scheduling.k8s.io": _priorityclass_defaults,
     "namespaces": _namespace_defaults,
+    "persistentvolumes": _persistentvolume_defaults,
+    "persistentvolumeclaims": _persistentvolumeclaim_defaults,
+    "statefulsets.apps": _statefulset_defaults,
+    "storageclasses.storage.k8s.io": _storageclass_defaults,
 }
 _VALIDATORS = {
     "pods": _pod_validate,

@@ -58,11 +58,8 @@ def to_storage(rt: ResourceType, obj: JSON) -> JSON:
     for new, old in _EVENT_FIELDS:
         if new in obj:
             out[old] = obj[new]
-    series = out.get("series")
-    if isinstance(series, dict):
-        out["count"] = series.get("count", out.get("count"))
-        if series.get("lastObservedTime"):
-            out.setdefault("lastTimestamp", str(series["lastObservedTime"])[:19] + "Z")
+    # As the real conversion: count and lastTimestamp come from the deprecated
+    # fields only, never from series (which core/v1 keeps as it is).
     return out
 
 

@@ -86,6 +86,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from kai_py.api.jsoncodec import copy as copy_json
+from kai_py.emulator.quantity import parse_quantity
 from kai_py.emulator.storage import builtin_validation, conversion, schema
 from kai_py.emulator.storage.errors import (
     ApiError,
@@ -184,6 +185,28 @@ class AdmissionRequest:
     user: JSON = field(
         default_factory=lambda: {"username": "system:admin", "groups": ["system:masters"]}
     )
+
+
+_DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+#: How often a patch or unconditional update that loses a race to another write is
+#: tried (the real server retries until its request times out; a bound keeps a
+#: livelock visible).
+_PATCH_ATTEMPTS = 10
+
+
+class _LostRace(ApiError):
+    """409 for a write whose object changed while it awaited (webhooks), not for a stale
+    resourceVersion the client named: the storage-level conflict a patch retries."""
+
+
+def _same_quantities(a: Any, b: Any) -> bool:
+    """Resource lists equal by value (``1000m`` is ``1``), as apimachinery's Semantic.DeepEqual."""
+    if not isinstance(a, dict) or not isinstance(b, dict) or a.keys() != b.keys():
+        return False
+    try:
+        return all(parse_quantity(a[k]) == parse_quantity(b[k]) for k in a)
+    except (ValueError, TypeError):
+        return a == b
 
 
 class AdmissionHook(Protocol):
@@ -498,6 +521,9 @@ class Store:
         obj = self._prepare(rt, obj, None, field_validation, warnings)
         if rt.storage_key == "pods":
             self._admit_pod_priority(obj)
+            self._admit_pod_runtime_class(obj)
+        elif rt.storage_key == "persistentvolumeclaims":
+            self._admit_claim_storage_class(obj)
         elif rt.storage_key == "services":
             self._allocate_cluster_ip(obj)
         if self.admission is not None:
@@ -505,6 +531,8 @@ class Store:
             mutated = await self.admission.mutate(req)
             if mutated is not None:
                 obj = self._prepare(rt, mutated, None, "Ignore", None)
+        if rt.storage_key == "pods":
+            self._check_pod_overhead(obj)  # a webhook may have changed it
         self._validate(rt, obj, None)
         if self.admission is not None:
             await self.admission.validate(
@@ -537,8 +565,8 @@ class Store:
         allows for built-ins and custom resources. ``.status`` is kept from the
         stored object when the type has a status subresource.
         """
-        return await self._replace(
-            resource, obj, namespace, "", dry_run, field_validation, warnings, shared=shared
+        return await self._replace_unless_named(
+            resource, obj, namespace, "", dry_run, field_validation, warnings, shared
         )
 
     async def update_status(
@@ -552,9 +580,41 @@ class Store:
     ) -> JSON:
         """PUT on the ``/status`` subresource: only ``.status`` changes (for pods, the
         metadata too but ownerReferences and deletionTimestamp, as on a real server)."""
-        return await self._replace(
-            resource, obj, namespace, "status", dry_run, "Ignore", None, shared=shared
+        return await self._replace_unless_named(
+            resource, obj, namespace, "status", dry_run, "Ignore", None, shared
         )
+
+    async def _replace_unless_named(
+        self,
+        resource: str | ResourceType,
+        obj: JSON,
+        namespace: str | None,
+        subresource: str,
+        dry_run: bool,
+        field_validation: str,
+        warnings: builtins.list[str] | None,
+        shared: bool,
+    ) -> JSON:
+        """A PUT: one without a resourceVersion is tried again after losing a race, as
+        the real server's GuaranteedUpdate does (one with a resourceVersion gets 409)."""
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        named = isinstance(meta, dict) and bool(meta.get("resourceVersion"))
+        for attempt in range(_PATCH_ATTEMPTS):
+            try:
+                return await self._replace(
+                    resource,
+                    obj,
+                    namespace,
+                    subresource,
+                    dry_run,
+                    field_validation,
+                    warnings,
+                    shared=shared,
+                )
+            except _LostRace:
+                if named or attempt + 1 == _PATCH_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     async def patch(
         self,
@@ -600,6 +660,43 @@ class Store:
                 "application/merge-patch+json, application/apply-patch+yaml",
             )
         ns = namespace or "" if rt.namespaced else ""
+        for attempt in range(_PATCH_ATTEMPTS):
+            try:
+                return await self._patch_once(
+                    rt,
+                    ns,
+                    name,
+                    patch,
+                    kind,
+                    subresource,
+                    dry_run,
+                    field_manager,
+                    field_validation,
+                    warnings,
+                    shared,
+                )
+            except _LostRace:
+                # As the real server's GuaranteedUpdate: the patch is applied again to
+                # the object that won (a patch naming a resourceVersion then gets 409).
+                if attempt + 1 == _PATCH_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _patch_once(
+        self,
+        rt: ResourceType,
+        ns: str,
+        name: str,
+        patch: Any,
+        kind: str,
+        subresource: str,
+        dry_run: bool,
+        field_manager: str | None,
+        field_validation: str,
+        warnings: builtins.list[str] | None,
+        shared: bool,
+    ) -> JSON:
+        """One try of :meth:`patch` on the object as it is now."""
         current = self._bucket(rt).get(self._key(rt, ns, name))
         if current is None:
             if kind == "apply":
@@ -1307,6 +1404,90 @@ class Store:
         if pc is not None and pc.get("preemptionPolicy"):
             spec["preemptionPolicy"] = pc["preemptionPolicy"]
 
+    def _admit_claim_storage_class(self, claim: JSON) -> None:
+        """The DefaultStorageClass plugin: a claim naming no class gets the default one
+        (the newest, if several are marked); an explicit "" stays."""
+        spec = claim.get("spec")
+        if not isinstance(spec, dict) or "storageClassName" in spec:
+            return
+        marked = [
+            sc
+            for sc in self._objects.get("storageclasses.storage.k8s.io", {}).values()
+            if (sc["metadata"].get("annotations") or {}).get(_DEFAULT_CLASS) == "true"
+        ]
+        if marked:
+            newest = max(
+                marked,
+                key=lambda sc: (sc["metadata"]["creationTimestamp"], sc["metadata"]["name"]),
+            )
+            spec["storageClassName"] = newest["metadata"]["name"]
+
+    def _runtime_class(self, pod: JSON) -> JSON | None:
+        """The pod's RuntimeClass; 403 as the RuntimeClass admission plugin if it is missing."""
+        name = (pod.get("spec") or {}).get("runtimeClassName")
+        if not name:
+            return None
+        rc = self._objects.get("runtimeclasses.node.k8s.io", {}).get(("", name))
+        if rc is None:
+            raise forbidden(
+                "pods",
+                "",
+                pod["metadata"]["name"],
+                f'pod rejected: RuntimeClass "{name}" not found',
+            )
+        return rc
+
+    def _admit_pod_runtime_class(self, pod: JSON) -> None:
+        """The RuntimeClass admission plugin: the class's overhead, nodeSelector, tolerations."""
+        rc = self._runtime_class(pod)
+        if rc is None:
+            return
+        spec, name = pod["spec"], pod["metadata"]["name"]
+        fixed = (rc.get("overhead") or {}).get("podFixed")
+        if fixed is not None:
+            if spec.get("overhead") and not _same_quantities(spec["overhead"], fixed):
+                raise forbidden(
+                    "pods",
+                    "",
+                    name,
+                    "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead",
+                )
+            spec["overhead"] = copy_json(fixed)
+        scheduling = rc.get("scheduling") or {}
+        selector = scheduling.get("nodeSelector") or {}
+        if selector:
+            merged = dict(spec.get("nodeSelector") or {})
+            for key, value in selector.items():
+                if merged.get(key, value) != value:
+                    raise forbidden(
+                        "pods",
+                        "",
+                        name,
+                        f"conflict: runtimeClass.scheduling.nodeSelector[{key}] = {value}; "
+                        f"pod.spec.nodeSelector[{key}] = {merged[key]}",
+                    )
+                merged[key] = value
+            spec["nodeSelector"] = merged
+        tolerations = list(spec.get("tolerations") or [])
+        for toleration in scheduling.get("tolerations") or []:
+            if toleration not in tolerations:
+                tolerations.append(copy_json(toleration))
+        if tolerations:
+            spec["tolerations"] = tolerations
+
+    def _check_pod_overhead(self, pod: JSON) -> None:
+        """The RuntimeClass plugin's validation: an overhead only as the class defines it."""
+        rc = self._runtime_class(pod)
+        fixed = (rc.get("overhead") or {}).get("podFixed") if rc is not None else None
+        overhead = (pod.get("spec") or {}).get("overhead")
+        if fixed is not None and not _same_quantities(overhead or {}, fixed):
+            why = "Pod's Overhead doesn't match RuntimeClass's defined Overhead"
+        elif fixed is None and overhead is not None:
+            why = "Pod Overhead set without corresponding RuntimeClass defined Overhead"
+        else:
+            return
+        raise forbidden("pods", "", pod["metadata"]["name"], f"pod rejected: {why}")
+
     def _validate(self, rt: ResourceType, obj: JSON, old: JSON | None) -> None:
         errors: builtins.list[FieldError] = []
         errors.extend(builtin_validation.validate_metadata(rt, obj, old))
@@ -1439,7 +1620,8 @@ class Store:
                 raise not_found(rt.plural, rt.group, name)
             if latest is not current:
                 # Someone wrote while webhooks ran: a real server's etcd CAS fails too.
-                raise conflict(rt.plural, rt.group, name)
+                lost = conflict(rt.plural, rt.group, name)
+                raise _LostRace(lost.code, lost.reason, lost.message, details=lost.details)
         if dry_run:
             # What the write would store, without storing it: same resourceVersion,
             # the generation it would get.
