@@ -164,16 +164,7 @@ def test_sidecars_and_init_containers_count_as_kube_scheduler_counts_them(
     assert "2 Insufficient cpu" in message
 
 
-@pytest.fixture
-def real_only(backend: Backend) -> None:
-    """Skips on the emulator before the operator starts (RuntimeClass is the real server's)."""
-    if backend.emulated is not None:
-        pytest.skip("the emulator serves no RuntimeClass (node.k8s.io) nor its admission")
-
-
 def test_runtimeclass_overhead_counts_with_the_containers(
-    backend: Backend,
-    real_only: None,
     operator: Operator,
     api: k8s.ApiClient,
     core: k8s.CoreV1Api,
