@@ -170,10 +170,14 @@ def test_a_quota_above_its_limit_is_admitted_with_a_warning_and_a_too_deep_queue
     custom: k8s.CustomObjectsApi,
 ) -> None:
     _wait_until_served(cluster, core, webhooks)
-    # Accepted, as KAI accepts it; the warning is the webhook's (test_webhooks_rules.py):
-    # the emulator's API server does not pass a webhook's warnings on.
+    # Accepted, as KAI accepts it, with the webhook's warning passed on to the client
+    # in a Warning header, as the real API server does (kubectl prints it).
     over = queue("over", gpu_quota=8, gpu_limit=4)
-    custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", over)
+    _, status, headers = custom.create_cluster_custom_object_with_http_info(
+        "scheduling.run.ai", "v2", "queues", over
+    )
+    assert status == 201
+    assert "spec.resources.gpu.quota" in headers["Warning"] and "limit" in headers["Warning"]
 
     custom.create_cluster_custom_object("scheduling.run.ai", "v2", "queues", queue("level-1"))
     for i in range(2, MAX_QUEUE_DEPTH + 1):

@@ -165,6 +165,9 @@ class WebhookDispatcher:
                 f'failed to call webhook: Post "{url}": {exc}',
             ) from None
         response = (body or {}).get("response") or {}
+        if request.warnings is not None:
+            # Passed on to the client as the real server does, denied or not.
+            request.warnings.extend(str(w) for w in response.get("warnings") or [])
         if not response.get("allowed", False):
             raise _denied(name, response.get("status") or {})
         return dict(response)

@@ -185,6 +185,8 @@ class AdmissionRequest:
     user: JSON = field(
         default_factory=lambda: {"username": "system:admin", "groups": ["system:masters"]}
     )
+    #: Where the webhooks' ``response.warnings`` go: the client's ``Warning`` headers.
+    warnings: list[str] | None = None
 
 
 _DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
@@ -527,7 +529,9 @@ class Store:
         elif rt.storage_key == "services":
             self._allocate_cluster_ip(obj)
         if self.admission is not None:
-            req = AdmissionRequest("CREATE", rt, ns, name, obj, None, dry_run=dry_run)
+            req = AdmissionRequest(
+                "CREATE", rt, ns, name, obj, None, dry_run=dry_run, warnings=warnings
+            )
             mutated = await self.admission.mutate(req)
             if mutated is not None:
                 obj = self._prepare(rt, mutated, None, "Ignore", None)
@@ -536,7 +540,9 @@ class Store:
         self._validate(rt, obj, None)
         if self.admission is not None:
             await self.admission.validate(
-                AdmissionRequest("CREATE", rt, ns, name, obj, None, dry_run=dry_run)
+                AdmissionRequest(
+                    "CREATE", rt, ns, name, obj, None, dry_run=dry_run, warnings=warnings
+                )
             )
         key = (ns, name)
         if key in self._bucket(rt):
@@ -1596,6 +1602,7 @@ class Store:
                 self._present(rt, current),
                 subresource=subresource,
                 dry_run=dry_run,
+                warnings=warnings,
             )
             mutated = await admission.mutate(req)
             if mutated is not None:
@@ -1613,6 +1620,7 @@ class Store:
                     self._present(rt, current),
                     subresource=subresource,
                     dry_run=dry_run,
+                    warnings=warnings,
                 )
             )
             latest = self._bucket(rt).get(key)
