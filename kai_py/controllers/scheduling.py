@@ -38,6 +38,7 @@ from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 from kai_py.state.cache import (
     BINDREQUESTS,
+    CONFIGMAPS,
     KINDS,
     NODES,
     PODGROUPS,
@@ -84,6 +85,7 @@ _LIST_PATHS: Final = {
     PODGROUPS: path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups"),
     PRIORITY_CLASSES: path_of("scheduling.k8s.io", "v1", "priorityclasses"),
     BINDREQUESTS: path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
+    CONFIGMAPS: path_of("", "v1", "configmaps"),
 }
 
 
@@ -176,6 +178,7 @@ for _kind, (_group, _version, _plural) in {
     PODGROUPS: (keys.GROUP, keys.PODGROUP_VERSION, "podgroups"),
     PRIORITY_CLASSES: ("scheduling.k8s.io", "v1", "priorityclasses"),
     BINDREQUESTS: (keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
+    CONFIGMAPS: ("", "v1", "configmaps"),  # names only: pods that need one wait for it
 }.items():
     watches.on_events(kopf.get_default_registry(), _group, _version, _plural, _observer(_kind))
 

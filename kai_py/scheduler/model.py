@@ -349,6 +349,12 @@ class Task:
     # The cards this task holds (one per GPU group for a shared task), when known:
     # reported for running pods, chosen by the scheduler for pinned pods it places.
     gpu_uuids: tuple[str, ...] = ()
+    # What only a few pods have, empty for the common pod so that its checks cost one
+    # test (``PredicateCache.check``): the containers' host ports as (protocol, hostIP,
+    # port), and the ConfigMaps the pod cannot start without as (name, where it names
+    # it, e.g. 'volume "cfg"'), in the pod's namespace.
+    host_ports: tuple[tuple[str, str, int], ...] = ()
+    config_maps: tuple[tuple[str, str], ...] = ()
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
     _shape: Shape | None = field(default=None, repr=False)
@@ -386,6 +392,8 @@ class Task:
         new.nominated_node = self.nominated_node
         new.pin = self.pin
         new.gpu_uuids = self.gpu_uuids
+        new.host_ports = self.host_ports
+        new.config_maps = self.config_maps
         new.claim_now = self.claim_now
         new._shape = self._shape
         return new
@@ -611,3 +619,5 @@ class Snapshot:
     jobs: list[Job]
     now: float = 0.0
     config: Config = field(default_factory=Config)
+    #: The ConfigMaps that exist, as (namespace, name): a pod that needs another waits.
+    config_maps: frozenset[tuple[str, str]] = frozenset()

@@ -39,7 +39,9 @@ class Placer:
         self.session = session
         anti = any(t.pod_anti_affinity for j in session.jobs.values() for t in j.tasks)
         self.predicates = PredicateCache(
-            session.framework, PodAffinity(session.nodes.values(), any_anti_affinity=anti)
+            session.framework,
+            PodAffinity(session.nodes.values(), any_anti_affinity=anti),
+            session.snapshot.config_maps,
         )
         self.spread = session.framework.placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
@@ -341,4 +343,6 @@ def fit_key(task: Task) -> tuple[object, ...]:
         task.gpu_fraction,
         task.gpu_memory_mib,
         task.gpu_devices,
+        task.host_ports,  # (both empty for most tasks: not in the shape, which
+        task.config_maps,  # the static predicates' cache is keyed by)
     )

@@ -4,29 +4,64 @@ Answers are cached per (task shape, node), because the pods of one job, and
 often of many jobs, share a shape; a node's labels and taints do not change
 within a session. The predicates themselves are plugins
 (``plugins/predicates.py``) on the framework's ``predicates`` extension point.
+
+Three checks are not cached, each asked only of the few pods it concerns (an
+empty field of the Task otherwise): required ConfigMaps (the same answer on
+every node, from the snapshot's ConfigMaps), host ports and pod affinity (both
+depend on where pods are in the session).
 """
 
 from __future__ import annotations
 
+from collections.abc import Set
+
+from kai_py.scheduler import hostports
 from kai_py.scheduler.framework import Framework
 from kai_py.scheduler.model import Node, Shape, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 
 
 class PredicateCache:
-    """The cached static predicates, then (not cached) pod affinity, when it applies."""
+    """Missing ConfigMaps, the cached static predicates, then (not cached) host ports
+    and pod affinity, when they apply."""
 
-    def __init__(self, framework: Framework, pod_affinity: PodAffinity | None = None) -> None:
+    def __init__(
+        self,
+        framework: Framework,
+        pod_affinity: PodAffinity | None = None,
+        config_maps: Set[tuple[str, str]] = frozenset(),
+    ) -> None:
         self._framework = framework
         self._cache: dict[tuple[Shape, str], str | None] = {}
         self._pod_affinity = pod_affinity
+        self._config_maps = config_maps
+        self._missing: dict[str, str | None] = {}
 
     def check(self, task: Task, node: Node) -> str | None:
+        if task.config_maps:
+            # Once per task: on a real cluster every pod mounts kube-root-ca.crt.
+            try:
+                missing = self._missing[task.uid]
+            except KeyError:
+                missing = self._missing[task.uid] = missing_config_map(task, self._config_maps)
+            if missing is not None:
+                return missing
         key = (task.shape, node.name)
         try:
             result = self._cache[key]
         except KeyError:
             result = self._cache[key] = self._framework.check_node(task, node)
+        if result is None and task.host_ports:
+            result = hostports.conflict(task, node)
         if result is None and self._pod_affinity is not None and self._pod_affinity.applies(task):
             return self._pod_affinity.check(task, node)
         return result
+
+
+def missing_config_map(task: Task, existing: Set[tuple[str, str]]) -> str | None:
+    """The first ConfigMap the task needs that does not exist (as KAI's ConfigMap
+    predicate: the pod could not start anywhere without it)."""
+    for name, where in task.config_maps:
+        if (task.namespace, name) not in existing:
+            return f"configmap {task.namespace}/{name} ({where}) does not exist"
+    return None

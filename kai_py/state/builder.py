@@ -512,6 +512,7 @@ def build(
     owners: dict[tuple[str, str], Mapping[str, Any]] = {}  # (namespace, uid or kind/name)
     events: list[Event] = []
     left_out: list[tuple[str, str, str]] = []
+    config_maps: set[tuple[str, str]] = set()
 
     def refuse(kind: str, name: str, reason: str, message: str) -> None:
         """One cluster-scoped object's fatal problem: the input's, or (not strict) its own."""
@@ -574,6 +575,8 @@ def build(
                 priority_classes[name] = value
         elif kind == "PodGroup":
             podgroups.append(doc)
+        elif kind == "ConfigMap":
+            config_maps.add((_ns(doc), name))  # only that it exists: pods may need it
         elif kind in OWNER_KINDS:
             uid = str(meta(doc.body).get("uid") or f"{kind}/{name}")
             owners[(_ns(doc), uid)] = doc.body
@@ -602,7 +605,7 @@ def build(
         else:
             fatal.append(
                 f"{doc.source}: {kind or '(no kind)'} {name}: kind: unknown kind {kind!r}; kai-py simulate "
-                f"reads Node, Pod, Queue, PodGroup, PriorityClass and workload owners "
+                f"reads Node, Pod, Queue, PodGroup, PriorityClass, ConfigMap and workload owners "
                 f"({', '.join(sorted(OWNER_KINDS))})"
             )
     if fatal:
@@ -616,7 +619,14 @@ def build(
         jobs[(job.namespace, job.name)] = job
 
     built = Built(
-        Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()),
+        Snapshot(
+            nodes=nodes,
+            queues=[],
+            jobs=[],
+            now=now,
+            config=config or Config(),
+            config_maps=frozenset(config_maps),
+        ),
         events,
         left_out=left_out,
     )

@@ -70,7 +70,8 @@ QUEUES: Final = "queues"
 PODGROUPS: Final = "podgroups"
 PRIORITY_CLASSES: Final = "priorityclasses"
 BINDREQUESTS: Final = "bindrequests"
-KINDS: Final = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BINDREQUESTS)
+CONFIGMAPS: Final = "configmaps"
+KINDS: Final = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BINDREQUESTS, CONFIGMAPS)
 
 _KIND_NAMES: Final = {
     NODES: ("v1", "Node"),
@@ -79,6 +80,7 @@ _KIND_NAMES: Final = {
     PODGROUPS: (f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "PodGroup"),
     PRIORITY_CLASSES: ("scheduling.k8s.io/v1", "PriorityClass"),
     BINDREQUESTS: (f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "BindRequest"),
+    CONFIGMAPS: ("v1", "ConfigMap"),
 }
 
 #: The builder's name for "not ours": any name other than the default scheduler's.
@@ -128,6 +130,71 @@ def _resources_only(containers: object) -> list[Json]:
         for c in containers
         if isinstance(c, Mapping)
     ]
+
+
+def _container_needs(containers: object) -> list[Json]:
+    """Our pods' containers as the scheduler reads them: resources, and only where a
+    container has them, its host ports, volume mounts' names, the restart policy of a
+    sidecar and its ConfigMap references (``convert``'s predicates' inputs); not the
+    image, command or other env."""
+    kept = _resources_only(containers)
+    for out, c in zip(kept, containers if isinstance(containers, list) else [], strict=False):
+        if not (
+            "ports" in c
+            or "volumeMounts" in c
+            or "env" in c
+            or "envFrom" in c
+            or "restartPolicy" in c
+        ):
+            continue  # the usual container: resources only
+        ports = [p for p in c.get("ports") or [] if isinstance(p, Mapping) and p.get("hostPort")]
+        if ports:
+            out["ports"] = ports
+        mounts = [
+            {"name": m.get("name")} for m in c.get("volumeMounts") or [] if isinstance(m, Mapping)
+        ]
+        if mounts:
+            out["volumeMounts"] = mounts
+        env = [
+            e
+            for e in c.get("env") or []
+            if isinstance(e, Mapping) and (e.get("valueFrom") or {}).get("configMapKeyRef")
+        ]
+        if env:
+            out["env"] = env
+        env_from = [
+            e for e in c.get("envFrom") or [] if isinstance(e, Mapping) and e.get("configMapRef")
+        ]
+        if env_from:
+            out["envFrom"] = env_from
+        if c.get("restartPolicy"):
+            out["restartPolicy"] = c["restartPolicy"]
+    return kept
+
+
+def _volumes(volumes: object) -> list[Json]:
+    """The volumes a predicate reads: ConfigMaps, directly or projected (others are
+    left out; a mount of one of them then names nothing the scheduler reads)."""
+    kept: list[Json] = []
+    for v in volumes if isinstance(volumes, list) else []:
+        if not isinstance(v, Mapping):
+            continue
+        if v.get("configMap"):
+            kept.append({"name": v.get("name"), "configMap": v["configMap"]})
+            continue
+        sources = [
+            {"configMap": s["configMap"]}
+            for s in (v.get("projected") or {}).get("sources") or []
+            if isinstance(s, Mapping) and s.get("configMap")
+        ]
+        if sources:
+            kept.append({"name": v.get("name"), "projected": {"sources": sources}})
+    return kept
+
+
+def project_config_map(body: Mapping[str, Any]) -> Json:
+    """A ConfigMap as the scheduler needs it: that it exists (never its data)."""
+    return {"metadata": _meta(body, ("name", "namespace", "uid", "resourceVersion"))}
 
 
 def project_reservation(body: Mapping[str, Any]) -> Json | None:
@@ -182,9 +249,14 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
         }
     projected_spec = {k: spec[k] for k in _POD_SPEC_KEYS if spec.get(k) is not None}
     projected_spec["schedulerName"] = keys.DEFAULT_SCHEDULER_NAME
-    projected_spec["containers"] = _resources_only(spec.get("containers"))
+    projected_spec["containers"] = _container_needs(spec.get("containers"))
     if spec.get("initContainers"):
-        projected_spec["initContainers"] = _resources_only(spec.get("initContainers"))
+        projected_spec["initContainers"] = _container_needs(spec.get("initContainers"))
+    if spec.get("ephemeralContainers"):
+        projected_spec["ephemeralContainers"] = _container_needs(spec.get("ephemeralContainers"))
+    volumes = _volumes(spec.get("volumes"))
+    if volumes:
+        projected_spec["volumes"] = volumes
     projected_meta = _meta(body)
     if hami.needs_translation(body):
         # Stored untranslated: the HAMi webhook did not run, and no node advertises
@@ -337,11 +409,24 @@ class View:
     status_memo: PassMemo[str, tuple[object, ...]] | None = None
     #: Our pods as placed, each with what the build reads of it (read once per manifest).
     pod_documents: list[tuple[Document, PodFacts]] = field(default_factory=list)
+    #: The ConfigMaps that exist, by (namespace, name): pods that need another wait.
+    config_maps: frozenset[Key] = frozenset()
 
     @property
     def all_documents(self) -> list[Document]:
         """Every document of the view, our pods among them, as ``kai-py simulate`` reads them."""
-        return [*self.documents, *(doc for doc, _ in self.pod_documents)]
+        config_maps = [
+            Document(
+                f"ConfigMap {ns}/{name}",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": ns},
+                },
+            )
+            for ns, name in sorted(self.config_maps)
+        ]
+        return [*self.documents, *(doc for doc, _ in self.pod_documents), *config_maps]
 
     def build(self, now: float, config: Config | None = None) -> Built:
         built = build(
@@ -360,6 +445,7 @@ class View:
             node.avoided = self.avoided.get(node.name)
             node.max_pods -= self.pods_of_others.get(node.name, 0)
         built.other_scheduler_pods += self.others
+        built.snapshot.config_maps = self.config_maps
         for job in built.snapshot.jobs:
             if job.queue in self.left_out:
                 job.errors.append(
@@ -427,6 +513,8 @@ class ClusterCache:
         elif kind == BINDREQUESTS:
             store[key] = project_bindrequest(body)
             self._note_bind_timeout(body)
+        elif kind == CONFIGMAPS:
+            store[key] = project_config_map(body)
         else:
             store[key] = _plain(body)
         self.generation += 1
@@ -683,6 +771,7 @@ class ClusterCache:
             podgroups_by_name=dict(self.objects[PODGROUPS]),
             status_memo=self.status_memo,
             pod_documents=ours,
+            config_maps=frozenset(self.objects[CONFIGMAPS]),
         )
 
 

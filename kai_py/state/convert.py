@@ -265,6 +265,97 @@ def _tolerations(obj: Manifest) -> tuple[Toleration, ...]:
     )
 
 
+def _host_ports(obj: Manifest) -> tuple[tuple[str, str, int], ...]:
+    """(protocol, hostIP, port) of each container port with a hostPort, as kube-scheduler
+    reads them: the containers and the sidecars (init containers that keep running)."""
+    who = ref(obj)
+    spec = obj.get("spec") or {}
+    found: list[tuple[str, str, int]] = []
+    for part in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(part) or []):
+            if part == "initContainers" and c.get("restartPolicy") != "Always":
+                continue
+            for j, p in enumerate(c.get("ports") or []):
+                raw = p.get("hostPort") if isinstance(p, Mapping) else None
+                if raw in (None, 0):
+                    continue
+                if not isinstance(raw, int) or isinstance(raw, bool) or not 0 < raw < 65536:
+                    raise WorkloadError(
+                        who,
+                        f"spec.{part}[{i}].ports[{j}].hostPort",
+                        f"must be a port number from 1 to 65535, got {raw!r}",
+                    )
+                protocol = str(p.get("protocol") or "TCP")
+                found.append((protocol, str(p.get("hostIP") or "0.0.0.0"), raw))
+    return tuple(sorted(set(found)))
+
+
+#: The env keys whose ConfigMap the binder writes for a shared-GPU pod once it is bound
+#: (``binder.reservation.GPU_KEYS``): not the user's, so the pod does not wait for it.
+_BINDER_GPU_KEYS: Final = ("NVIDIA_VISIBLE_DEVICES", "GPU_PORTION")
+
+
+_CONTAINER_PARTS: Final = ("initContainers", "containers", "ephemeralContainers")
+
+
+def _reads_env(spec: Mapping[str, Any]) -> bool:
+    # Loops, not any() over a generator: this is asked of every pod parsed.
+    for part in _CONTAINER_PARTS:
+        for c in spec.get(part) or ():
+            if "env" in c or "envFrom" in c:
+                return True
+    return False
+
+
+def _config_map_refs(obj: Manifest) -> tuple[tuple[str, str, str], ...]:
+    """(name, where, env key) of each ConfigMap the pod needs, as KAI's ConfigMap
+    predicate reads them: mounted volumes (configMap, or a projected source), env
+    ``configMapKeyRef`` and ``envFrom`` ``configMapRef``; not those marked optional."""
+    spec = obj.get("spec") or {}
+    if not spec.get("volumes") and not _reads_env(spec):
+        return ()  # most pods of a simulation (no service account volume there)
+    containers = [
+        c for part in _CONTAINER_PARTS for c in spec.get(part) or [] if isinstance(c, Mapping)
+    ]
+    mounted = {m.get("name") for c in containers for m in c.get("volumeMounts") or []}
+    refs: list[tuple[str, str, str]] = []
+
+    def add(source: object, where: str, key: str = "") -> None:
+        if isinstance(source, Mapping) and source.get("name") and not source.get("optional"):
+            refs.append((str(source["name"]), where, key))
+
+    for v in spec.get("volumes") or []:
+        if not isinstance(v, Mapping) or v.get("name") not in mounted:
+            continue
+        where = f'volume "{v.get("name")}"'
+        add(v.get("configMap"), where)
+        for src in (v.get("projected") or {}).get("sources") or []:
+            add((src or {}).get("configMap"), where)
+    for c in containers:
+        who = f'container "{c.get("name")}"'
+        for e in c.get("env") or []:
+            key_ref = ((e or {}).get("valueFrom") or {}).get("configMapKeyRef")
+            add(key_ref, f"{who} env {(e or {}).get('name')}", str((key_ref or {}).get("key")))
+        for e in c.get("envFrom") or []:
+            add((e or {}).get("configMapRef"), f"{who} envFrom")
+    return tuple(refs)
+
+
+def _needed_config_maps(
+    refs: tuple[tuple[str, str, str], ...], pod_name: str, shared: bool
+) -> tuple[tuple[str, str], ...]:
+    """The Task's ``config_maps``: each name once; for a shared-GPU pod, not the GPU
+    ConfigMap the binder writes after the bind (KAI likewise skips its shared-GPU one)."""
+    if not refs:
+        return ()
+    needed: dict[str, str] = {}
+    for name, where, key in refs:
+        if shared and (key in _BINDER_GPU_KEYS or name == f"{pod_name}-gpu"):
+            continue
+        needed.setdefault(name, where)
+    return tuple(needed.items())
+
+
 def pod_status(obj: Manifest) -> TaskStatus | None:
     """The pod's state for scheduling; None = finished (holds nothing, needs nothing)."""
     spec = obj.get("spec") or {}
@@ -287,6 +378,7 @@ class _SpecParts:
     tolerations: tuple[Toleration, ...]
     pod_affinity: tuple[PodAffinityTerm, ...]
     pod_anti_affinity: tuple[PodAffinityTerm, ...]
+    host_ports: tuple[tuple[str, str, int], ...]
 
 
 #: The spec fields _SpecParts reads (nodeName is not one: a template's pods share
@@ -316,6 +408,7 @@ def _spec_parts(obj: Manifest) -> _SpecParts:
             tolerations=_tolerations(obj),
             pod_affinity=_pod_affinity_terms(obj, "podAffinity"),
             pod_anti_affinity=_pod_affinity_terms(obj, "podAntiAffinity"),
+            host_ports=_host_ports(obj),
         )
         if key is not None:
             if len(_PARTS_MEMO) >= _PARTS_MEMO_SIZE:
@@ -368,6 +461,10 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         labels={str(k): str(v) for k, v in labels.items()},
         pod_affinity=parts.pod_affinity,
         pod_anti_affinity=parts.pod_anti_affinity,
+        host_ports=parts.host_ports,
+        # Not among the memoized parts: a real API server gives each pod a volume of
+        # its own name (the service account token's, which mounts kube-root-ca.crt).
+        config_maps=_needed_config_maps(_config_map_refs(obj), name, bool(fraction or memory)),
         stuck=status is TaskStatus.RELEASING and deadline is not None and deadline < now,
         nominated_node=(
             str(status_obj["nominatedNodeName"])

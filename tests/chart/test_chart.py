@@ -27,6 +27,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
     "scheduler": {
         KOPF_CRDS,
         ("", "nodes,pods", "list,watch"),
+        ("", "configmaps", "list,watch"),  # names only: pods that need one wait for it
         ("", "pods/status", "patch"),  # nominatedNodeName, PodScheduled condition
         ("", "pods/eviction", "create"),  # reclaim, preempt, consolidation
         ("", "events", "create,patch"),  # Events, and their aggregated counts

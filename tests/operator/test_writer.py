@@ -662,7 +662,7 @@ def test_warm_once_the_watch_has_delivered_the_listing() -> None:
     cache = ClusterCache()
     assert not cache.warm
     cache.observe(PODS, None, _pod_body("p1", "u1"))
-    for kind in ("nodes", "queues", "podgroups", "priorityclasses", "bindrequests"):
+    for kind in ("nodes", "queues", "podgroups", "priorityclasses", "bindrequests", "configmaps"):
         cache.expect(kind, [])
     cache.expect(PODS, ["u1", "u2"])
     assert not cache.warm and cache.waiting_for()[PODS] == 1
