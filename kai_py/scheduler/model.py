@@ -355,6 +355,11 @@ class Task:
     # it, e.g. 'volume "cfg"'), in the pod's namespace.
     host_ports: tuple[tuple[str, str, int], ...] = ()
     config_maps: tuple[tuple[str, str], ...] = ()
+    # Preferred terms, scores rather than predicates (``preferences.py``): node affinity
+    # as (weight, requirements ANDed), pod affinity as (weight, term), anti-affinity with
+    # the weight negated.
+    preferred_affinity: tuple[tuple[int, tuple[SelectorRequirement, ...]], ...] = ()
+    preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
     _shape: Shape | None = field(default=None, repr=False)
@@ -394,6 +399,8 @@ class Task:
         new.gpu_uuids = self.gpu_uuids
         new.host_ports = self.host_ports
         new.config_maps = self.config_maps
+        new.preferred_affinity = self.preferred_affinity
+        new.preferred_pod_affinity = self.preferred_pod_affinity
         new.claim_now = self.claim_now
         new._shape = self._shape
         return new

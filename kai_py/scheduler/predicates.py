@@ -9,13 +9,18 @@ Three checks are not cached, each asked only of the few pods it concerns (an
 empty field of the Task otherwise): required ConfigMaps (the same answer on
 every node, from the snapshot's ConfigMaps), host ports and pod affinity (both
 depend on where pods are in the session).
+
+Host ports are kube-scheduler's NodePorts: a port is (protocol, hostIP, port); an
+empty hostIP is 0.0.0.0, which takes the port on every address of the node, so it
+clashes with the same protocol and port on any address. Every pod the session has
+on the node counts (running, releasing: it holds the port until it is gone, placed
+or pipelined this cycle).
 """
 
 from __future__ import annotations
 
 from collections.abc import Set
 
-from kai_py.scheduler import hostports
 from kai_py.scheduler.framework import Framework
 from kai_py.scheduler.model import Node, Shape, Task
 from kai_py.scheduler.podaffinity import PodAffinity
@@ -52,7 +57,7 @@ class PredicateCache:
         except KeyError:
             result = self._cache[key] = self._framework.check_node(task, node)
         if result is None and task.host_ports:
-            result = hostports.conflict(task, node)
+            result = host_port_conflict(task, node)
         if result is None and self._pod_affinity is not None and self._pod_affinity.applies(task):
             return self._pod_affinity.check(task, node)
         return result
@@ -65,3 +70,27 @@ def missing_config_map(task: Task, existing: Set[tuple[str, str]]) -> str | None
         if (task.namespace, name) not in existing:
             return f"configmap {task.namespace}/{name} ({where}) does not exist"
     return None
+
+
+ANY_IP = "0.0.0.0"
+
+
+def host_port_conflict(task: Task, node: Node) -> str | None:
+    """Why ``task`` cannot have its host ports on ``node``, or None."""
+    for other in node.tasks.values():
+        if not other.host_ports or other.key == task.key:
+            continue
+        for mine in task.host_ports:
+            for theirs in other.host_ports:
+                if _clash(mine, theirs):
+                    protocol, ip, port = mine
+                    at = "" if ip == ANY_IP else f" on {ip}"
+                    return (
+                        f"node(s) didn't have free ports for the requested pod ports "
+                        f"(hostPort {port}/{protocol}{at} is taken)"
+                    )
+    return None
+
+
+def _clash(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
+    return a[0] == b[0] and a[2] == b[2] and (a[1] == b[1] or ANY_IP in (a[1], b[1]))

@@ -658,11 +658,27 @@ def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, bu
     """A pending pod's settings kai-py reads but does not apply: said loudly, never
     silently dropped."""
     affinity = (body.get("spec") or {}).get("affinity") or {}
+    preferred = (affinity.get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    for i, entry in enumerate(preferred):
+        if isinstance(entry, Mapping) and (entry.get("preference") or {}).get("matchFields"):
+            built.events.append(
+                Event(
+                    "Pod",
+                    ns,
+                    name,
+                    "Warning",
+                    "NotApplied",
+                    f"{source}: Pod {ns}/{name}: spec.affinity.nodeAffinity."
+                    f"preferredDuringSchedulingIgnoredDuringExecution[{i}].preference.matchFields "
+                    "is not applied by kai-py (the term scores no node; use matchExpressions "
+                    "on kubernetes.io/hostname)",
+                )
+            )
     for key in ("podAffinity", "podAntiAffinity"):
         section = affinity.get(key) or {}
         unapplied: list[str] = []
-        if section.get("preferredDuringSchedulingIgnoredDuringExecution"):
-            unapplied.append(f"spec.affinity.{key}.preferredDuringSchedulingIgnoredDuringExecution")
         required = section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
         for i, term in enumerate(required):
             if isinstance(term, Mapping) and term.get("namespaceSelector"):
@@ -679,7 +695,7 @@ def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, bu
                     "Warning",
                     "NotApplied",
                     f"{source}: Pod {ns}/{name}: {path} is not applied by kai-py "
-                    f"(preferred pod affinity and namespace selectors are not implemented)",
+                    f"(namespace selectors other than the empty one are not implemented)",
                 )
             )
 

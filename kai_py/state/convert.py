@@ -218,39 +218,98 @@ def _affinity(obj: Manifest) -> tuple[tuple[SelectorRequirement, ...], ...]:
 
 
 def _pod_affinity_terms(obj: Manifest, kind: str) -> tuple[PodAffinityTerm, ...]:
-    """The required terms of spec.affinity.<kind> (preferred ones are warned about)."""
-    m = meta(obj)
-    who = f"Pod {m.get('namespace') or 'default'}/{m.get('name')}"
-    spec = obj.get("spec") or {}
-    section = ((spec.get("affinity") or {}).get(kind)) or {}
-    terms: list[PodAffinityTerm] = []
+    """The required terms of spec.affinity.<kind>."""
+    who = _pod_who(obj)
+    section = _affinity_section(obj, kind)
     field = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
-    for i, term in enumerate(section.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
-        key = term.get("topologyKey") if isinstance(term, Mapping) else None
-        if not key or not isinstance(key, str):
-            raise WorkloadError(who, f"{field}[{i}].topologyKey", "required, got nothing")
-        selector = term.get("labelSelector") or {}
-        namespaces = tuple(str(n) for n in term.get("namespaces") or ())
-        terms.append(
-            PodAffinityTerm(
-                topology_key=key,
-                match_labels=tuple(
-                    sorted((str(k), str(v)) for k, v in (selector.get("matchLabels") or {}).items())
-                ),
-                match_expressions=tuple(
-                    SelectorRequirement(
-                        str(e.get("key")),
-                        str(e.get("operator")),
-                        tuple(map(str, e.get("values") or ())),
-                    )
-                    for e in selector.get("matchExpressions") or []
-                ),
-                namespaces=namespaces,
-                # An empty namespaceSelector selects every namespace.
-                all_namespaces=term.get("namespaceSelector") == {},
-            )
+    return tuple(
+        _pod_term(term, who, f"{field}[{i}]")
+        for i, term in enumerate(
+            section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
         )
-    return tuple(terms)
+    )
+
+
+def _preferred_pod_affinity(obj: Manifest) -> tuple[tuple[int, PodAffinityTerm], ...]:
+    """The preferred terms of spec.affinity.podAffinity and podAntiAffinity, as (weight,
+    term), the weight negated for anti-affinity."""
+    who = _pod_who(obj)
+    found: list[tuple[int, PodAffinityTerm]] = []
+    for kind, sign in (("podAffinity", 1), ("podAntiAffinity", -1)):
+        field = f"spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution"
+        section = _affinity_section(obj, kind)
+        for i, entry in enumerate(
+            section.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        ):
+            at = f"{field}[{i}]"
+            weight = _weight(who, at, entry)
+            term = entry.get("podAffinityTerm")
+            if not isinstance(term, Mapping):
+                raise WorkloadError(who, f"{at}.podAffinityTerm", f"required, got {term!r}")
+            found.append((sign * weight, _pod_term(term, who, f"{at}.podAffinityTerm")))
+    return tuple(found)
+
+
+def _preferred_affinity(obj: Manifest) -> tuple[tuple[int, tuple[SelectorRequirement, ...]], ...]:
+    """spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution as
+    (weight, requirements)."""
+    who = _pod_who(obj)
+    field = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    found: list[tuple[int, tuple[SelectorRequirement, ...]]] = []
+    section = _affinity_section(obj, "nodeAffinity")
+    for i, entry in enumerate(section.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+        weight = _weight(who, f"{field}[{i}]", entry)
+        preference = entry.get("preference") or {}
+        if preference.get("matchFields"):
+            continue  # not applied: the builder warns (NotApplied)
+        found.append((weight, _requirements(preference.get("matchExpressions"))))
+    return tuple(found)
+
+
+def _pod_who(obj: Manifest) -> str:
+    m = meta(obj)
+    return f"Pod {m.get('namespace') or 'default'}/{m.get('name')}"
+
+
+def _affinity_section(obj: Manifest, kind: str) -> Mapping[str, Any]:
+    spec = obj.get("spec") or {}
+    section = (spec.get("affinity") or {}).get(kind) or {}
+    return section if isinstance(section, Mapping) else {}
+
+
+def _weight(who: str, at: str, entry: object) -> int:
+    weight = entry.get("weight") if isinstance(entry, Mapping) else None
+    if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+        raise WorkloadError(
+            who, f"{at}.weight", f"must be a whole number from 1 to 100, got {weight!r}"
+        )
+    return weight
+
+
+def _requirements(expressions: object) -> tuple[SelectorRequirement, ...]:
+    return tuple(
+        SelectorRequirement(
+            str(e.get("key")), str(e.get("operator")), tuple(map(str, e.get("values") or ()))
+        )
+        for e in expressions or []  # type: ignore[attr-defined]
+    )
+
+
+def _pod_term(term: object, who: str, at: str) -> PodAffinityTerm:
+    key = term.get("topologyKey") if isinstance(term, Mapping) else None
+    if not key or not isinstance(key, str) or not isinstance(term, Mapping):
+        raise WorkloadError(who, f"{at}.topologyKey", "required, got nothing")
+    selector = term.get("labelSelector") or {}
+    return PodAffinityTerm(
+        topology_key=key,
+        match_labels=tuple(
+            sorted((str(k), str(v)) for k, v in (selector.get("matchLabels") or {}).items())
+        ),
+        match_expressions=_requirements(selector.get("matchExpressions")),
+        namespaces=tuple(str(n) for n in term.get("namespaces") or ()),
+        # An empty namespaceSelector selects every namespace.
+        all_namespaces=term.get("namespaceSelector") == {},
+    )
 
 
 def _tolerations(obj: Manifest) -> tuple[Toleration, ...]:
@@ -379,6 +438,8 @@ class _SpecParts:
     pod_affinity: tuple[PodAffinityTerm, ...]
     pod_anti_affinity: tuple[PodAffinityTerm, ...]
     host_ports: tuple[tuple[str, str, int], ...]
+    preferred_affinity: tuple[tuple[int, tuple[SelectorRequirement, ...]], ...]
+    preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...]
 
 
 #: The spec fields _SpecParts reads (nodeName is not one: a template's pods share
@@ -409,6 +470,8 @@ def _spec_parts(obj: Manifest) -> _SpecParts:
             pod_affinity=_pod_affinity_terms(obj, "podAffinity"),
             pod_anti_affinity=_pod_affinity_terms(obj, "podAntiAffinity"),
             host_ports=_host_ports(obj),
+            preferred_affinity=_preferred_affinity(obj),
+            preferred_pod_affinity=_preferred_pod_affinity(obj),
         )
         if key is not None:
             if len(_PARTS_MEMO) >= _PARTS_MEMO_SIZE:
@@ -462,6 +525,8 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         pod_affinity=parts.pod_affinity,
         pod_anti_affinity=parts.pod_anti_affinity,
         host_ports=parts.host_ports,
+        preferred_affinity=parts.preferred_affinity,
+        preferred_pod_affinity=parts.preferred_pod_affinity,
         # Not among the memoized parts: a real API server gives each pod a volume of
         # its own name (the service account token's, which mounts kube-root-ca.crt).
         config_maps=_needed_config_maps(_config_map_refs(obj), name, bool(fraction or memory)),

@@ -92,3 +92,71 @@ def test_pods_asking_for_one_host_port_land_on_different_nodes(
         timeout=30,
         what=f"an Unschedulable event naming the port\n{operator.log}",
     )
+
+
+def _cpu_pod(name: str, labels: dict[str, str] | None = None, **affinity: Any) -> dict[str, Any]:
+    body = pod(name, NS, name, gpus=0)
+    body["metadata"]["labels"].update(labels or {})
+    if affinity:
+        body["spec"]["affinity"] = affinity
+    return body
+
+
+def _bound(core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, body: dict[str, Any]) -> str:
+    name = body["metadata"]["name"]
+    create_podgroup(custom, podgroup(name, NS, "team-a"))
+    create_pod(core, body)
+    node: str = wait_for(lambda: _node_of(core, name), timeout=30, what=f"{name} bound")
+    return node
+
+
+def test_preferred_affinity_and_anti_affinity_choose_the_node_before_binpack(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    """As KAI's node-order e2e: a pod preferring to be beside a pod lands on its node, one
+    preferring to be apart does not. Binpack alone would put every CPU-only pod here on
+    cpu-0 (the least idle CPU)."""
+    _queues(custom)
+    assert _bound(core, custom, _cpu_pod("plain")) == "cpu-0"
+    anchor = pod("anchor", NS, "anchor", gpus=1)
+    anchor["metadata"]["labels"]["app"] = "anchor"
+    anchor_node = _bound(core, custom, anchor)
+    assert anchor_node.startswith("gpu-")
+    term = {
+        "weight": 10,
+        "podAffinityTerm": {
+            "labelSelector": {"matchLabels": {"app": "anchor"}},
+            "topologyKey": "kubernetes.io/hostname",
+        },
+    }
+    near = _cpu_pod("near", podAffinity={"preferredDuringSchedulingIgnoredDuringExecution": [term]})
+    assert _bound(core, custom, near) == anchor_node
+    term["podAffinityTerm"]["labelSelector"] = {"matchLabels": {"app": "cpu"}}
+    lonely = _cpu_pod("lonely-0", {"app": "cpu"})
+    assert _bound(core, custom, lonely) == "cpu-0"
+    apart = _cpu_pod(
+        "apart",
+        {"app": "cpu"},
+        podAntiAffinity={"preferredDuringSchedulingIgnoredDuringExecution": [term]},
+    )
+    assert _bound(core, custom, apart) != "cpu-0"
+
+
+def test_preferred_node_affinity_chooses_the_node_before_binpack(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    _queues(custom)
+    preference = {
+        "weight": 50,
+        "preference": {
+            "matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-1"]}
+            ]
+        },
+    }
+    body = _cpu_pod(
+        "picky", nodeAffinity={"preferredDuringSchedulingIgnoredDuringExecution": [preference]}
+    )
+    assert _bound(core, custom, body) == "gpu-1"
+    assert _bound(core, custom, _cpu_pod("plain")) == "cpu-0"
+    assert not [e for e in events_of(core, NS, "picky") if e.reason == "NotApplied"]

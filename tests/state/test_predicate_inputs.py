@@ -143,3 +143,92 @@ def test_a_bad_host_port_is_named() -> None:
     body["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 70000}]
     with pytest.raises(WorkloadError, match=r"spec\.containers\[0\]\.ports\[0\]\.hostPort.*70000"):
         _task(body)
+
+
+def test_preferred_terms_are_read_with_their_weights() -> None:
+    term = {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "zone"}
+    body = _pod(
+        affinity={
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 30, "podAffinityTerm": term}
+                ]
+            },
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 7, "podAffinityTerm": term}
+                ]
+            },
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 5,
+                        "preference": {
+                            "matchExpressions": [
+                                {"key": "disk", "operator": "In", "values": ["ssd"]}
+                            ]
+                        },
+                    }
+                ]
+            },
+        }
+    )
+    task = _task(body)
+    assert [(w, t.topology_key, t.match_labels) for w, t in task.preferred_pod_affinity] == [
+        (30, "zone", (("app", "a"),)),
+        (-7, "zone", (("app", "a"),)),
+    ]
+    assert [(w, [(r.key, r.values) for r in reqs]) for w, reqs in task.preferred_affinity] == [
+        (5, [("disk", ("ssd",))])
+    ]
+
+
+def test_a_bad_weight_is_named() -> None:
+    body = _pod(
+        affinity={
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 0, "podAffinityTerm": {"topologyKey": "zone"}}
+                ]
+            }
+        }
+    )
+    with pytest.raises(
+        WorkloadError,
+        match=r"podAntiAffinity\.preferredDuringSchedulingIgnoredDuringExecution\[0\]\.weight.*got 0",
+    ):
+        _task(body)
+
+
+def test_a_preference_by_field_is_said_not_applied() -> None:
+    from kai_py.state.builder import build
+    from kai_py.state.documents import Document
+
+    body = _pod(
+        affinity={
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 5,
+                        "preference": {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["n"]}
+                            ]
+                        },
+                    }
+                ]
+            }
+        }
+    )
+    pg = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ns"},
+        "spec": {"minMember": 1, "queue": "default-queue"},
+    }
+    built = build([Document("pg", pg), Document("p", body)], NOW)
+    (task,) = [t for j in built.snapshot.jobs for t in j.tasks]
+    assert task.preferred_affinity == ()
+    assert any(
+        e.reason == "NotApplied" and "preference.matchFields" in e.message for e in built.events
+    )
