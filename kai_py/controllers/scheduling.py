@@ -44,7 +44,10 @@ from kai_py.state.cache import (
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
+    PVCS,
+    PVS,
     QUEUES,
+    STORAGE_CLASSES,
     ClusterCache,
 )
 from kai_py.state.documents import InputError
@@ -86,6 +89,9 @@ _LIST_PATHS: Final = {
     PRIORITY_CLASSES: path_of("scheduling.k8s.io", "v1", "priorityclasses"),
     BINDREQUESTS: path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
     CONFIGMAPS: path_of("", "v1", "configmaps"),
+    PVCS: path_of("", "v1", "persistentvolumeclaims"),
+    PVS: path_of("", "v1", "persistentvolumes"),
+    STORAGE_CLASSES: path_of("storage.k8s.io", "v1", "storageclasses"),
 }
 
 
@@ -179,6 +185,9 @@ for _kind, (_group, _version, _plural) in {
     PRIORITY_CLASSES: ("scheduling.k8s.io", "v1", "priorityclasses"),
     BINDREQUESTS: (keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
     CONFIGMAPS: ("", "v1", "configmaps"),  # names only: pods that need one wait for it
+    PVCS: ("", "v1", "persistentvolumeclaims"),  # and the volume predicate's inputs
+    PVS: ("", "v1", "persistentvolumes"),
+    STORAGE_CLASSES: ("storage.k8s.io", "v1", "storageclasses"),
 }.items():
     watches.on_events(kopf.get_default_registry(), _group, _version, _plural, _observer(_kind))
 

@@ -360,6 +360,8 @@ class Task:
     # the weight negated.
     preferred_affinity: tuple[tuple[int, tuple[SelectorRequirement, ...]], ...] = ()
     preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
+    # The PersistentVolumeClaims its volumes name, as (claim, volume), in its namespace.
+    claims: tuple[tuple[str, str], ...] = ()
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
     _shape: Shape | None = field(default=None, repr=False)
@@ -401,6 +403,7 @@ class Task:
         new.config_maps = self.config_maps
         new.preferred_affinity = self.preferred_affinity
         new.preferred_pod_affinity = self.preferred_pod_affinity
+        new.claims = self.claims
         new.claim_now = self.claim_now
         new._shape = self._shape
         return new
@@ -619,6 +622,32 @@ class Config:
     allow_consolidating_reclaim: bool = True
 
 
+@dataclass(slots=True, frozen=True)
+class Claim:
+    """A PersistentVolumeClaim as the volume predicate reads it."""
+
+    volume: str | None = None  # spec.volumeName: the PersistentVolume it is bound to
+    storage_class: str | None = None  # spec.storageClassName
+
+
+@dataclass(slots=True, frozen=True)
+class StorageClass:
+    wait_for_consumer: bool = False  # volumeBindingMode WaitForFirstConsumer
+    # allowedTopologies: the nodes a volume may be made for (OR of ANDs); empty = any.
+    topologies: tuple[tuple[SelectorRequirement, ...], ...] = ()
+
+
+@dataclass(slots=True)
+class Storage:
+    """What the volume predicate reads: claims by (namespace, name), each
+    PersistentVolume's required node affinity by name (OR of ANDs; empty = any node;
+    ``metadata.name`` stands for a matchFields term), StorageClasses by name."""
+
+    claims: dict[tuple[str, str], Claim] = field(default_factory=dict)
+    volumes: dict[str, tuple[tuple[SelectorRequirement, ...], ...]] = field(default_factory=dict)
+    classes: dict[str, StorageClass] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class Snapshot:
     nodes: list[Node]
@@ -628,3 +657,4 @@ class Snapshot:
     config: Config = field(default_factory=Config)
     #: The ConfigMaps that exist, as (namespace, name): a pod that needs another waits.
     config_maps: frozenset[tuple[str, str]] = frozenset()
+    storage: Storage = field(default_factory=Storage)

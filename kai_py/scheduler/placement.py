@@ -41,7 +41,10 @@ class Placer:
         anti = any(t.pod_anti_affinity for j in session.jobs.values() for t in j.tasks)
         self.pod_affinity = PodAffinity(session.nodes.values(), any_anti_affinity=anti)
         self.predicates = PredicateCache(
-            session.framework, self.pod_affinity, session.snapshot.config_maps
+            session.framework,
+            self.pod_affinity,
+            session.snapshot.config_maps,
+            session.snapshot.storage,
         )
         self.spread = session.framework.placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
@@ -352,6 +355,8 @@ def fit_key(task: Task) -> tuple[object, ...]:
         task.gpu_fraction,
         task.gpu_memory_mib,
         task.gpu_devices,
-        task.host_ports,  # (both empty for most tasks: not in the shape, which
+        task.host_ports,  # (these empty for most tasks: not in the shape, which
         task.config_maps,  # the static predicates' cache is keyed by)
+        task.namespace if task.claims or task.config_maps else "",
+        task.claims,
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Set
 
 from kai_py.scheduler.framework import Framework
-from kai_py.scheduler.model import Node, Shape, Task
+from kai_py.scheduler.model import Node, SelectorRequirement, Shape, Storage, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 
 
@@ -35,12 +35,15 @@ class PredicateCache:
         framework: Framework,
         pod_affinity: PodAffinity | None = None,
         config_maps: Set[tuple[str, str]] = frozenset(),
+        storage: Storage | None = None,
     ) -> None:
         self._framework = framework
         self._cache: dict[tuple[Shape, str], str | None] = {}
         self._pod_affinity = pod_affinity
         self._config_maps = config_maps
         self._missing: dict[str, str | None] = {}
+        self._storage = storage if storage is not None else Storage()
+        self._volumes: dict[tuple[str, tuple[tuple[str, str], ...], str], str | None] = {}
 
     def check(self, task: Task, node: Node) -> str | None:
         if task.config_maps:
@@ -56,6 +59,13 @@ class PredicateCache:
             result = self._cache[key]
         except KeyError:
             result = self._cache[key] = self._framework.check_node(task, node)
+        if result is None and task.claims:
+            # Per claims and node: pods of one StatefulSet name claims of their own.
+            vkey = (task.namespace, task.claims, node.name)
+            try:
+                result = self._volumes[vkey]
+            except KeyError:
+                result = self._volumes[vkey] = volume_conflict(task, node, self._storage)
         if result is None and task.host_ports:
             result = host_port_conflict(task, node)
         if result is None and self._pod_affinity is not None and self._pod_affinity.applies(task):
@@ -94,3 +104,40 @@ def host_port_conflict(task: Task, node: Node) -> str | None:
 
 def _clash(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
     return a[0] == b[0] and a[2] == b[2] and (a[1] == b[1] or ANY_IP in (a[1], b[1]))
+
+
+def volume_conflict(task: Task, node: Node, storage: Storage) -> str | None:
+    """Why the task's PersistentVolumeClaims keep it off ``node`` (kube-scheduler's
+    VolumeBinding, with dynamic provisioning for a class that waits for the first
+    consumer), or None."""
+    ns = task.namespace
+    for name, volume in task.claims:
+        claim = storage.claims.get((ns, name))
+        what = f"persistentvolumeclaim {ns}/{name}"
+        if claim is None:
+            return f'{what} (volume "{volume}") does not exist'
+        if claim.volume:
+            terms = storage.volumes.get(claim.volume)
+            if terms is None:
+                return f"persistentvolume {claim.volume} (bound to {what}) does not exist"
+            if terms and not _any_term(terms, node):
+                return (
+                    f"node(s) had volume node affinity conflict (persistentvolume {claim.volume})"
+                )
+            continue
+        cls = storage.classes.get(claim.storage_class) if claim.storage_class else None
+        if claim.storage_class and cls is None:
+            return f"storageclass {claim.storage_class} (of {what}) does not exist"
+        if cls is None or not cls.wait_for_consumer:
+            return f"pod has unbound immediate PersistentVolumeClaims ({what})"
+        if cls.topologies and not _any_term(cls.topologies, node):
+            return (
+                f"node(s) didn't find available persistent volumes to bind (storageclass "
+                f"{claim.storage_class}: allowedTopologies)"
+            )
+    return None
+
+
+def _any_term(terms: tuple[tuple[SelectorRequirement, ...], ...], node: Node) -> bool:
+    labels = {**node.labels, "metadata.name": node.name}
+    return any(all(r.matches(labels) for r in term) for term in terms)

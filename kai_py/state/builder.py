@@ -37,17 +37,21 @@ from kai_py.scheduler.model import (
     Node,
     Queue,
     Snapshot,
+    Storage,
     Task,
     TaskStatus,
 )
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
 from kai_py.state.convert import (
+    claim_from_manifest,
     node_from_manifest,
     pod_requests,
     pod_status,
     queue_amount,
+    storage_class_from_manifest,
     task_from_pod,
+    volume_node_affinity,
 )
 from kai_py.state.documents import Document, InputError
 from kai_py.state.passmemo import PassMemo
@@ -513,6 +517,7 @@ def build(
     events: list[Event] = []
     left_out: list[tuple[str, str, str]] = []
     config_maps: set[tuple[str, str]] = set()
+    storage = Storage()
 
     def refuse(kind: str, name: str, reason: str, message: str) -> None:
         """One cluster-scoped object's fatal problem: the input's, or (not strict) its own."""
@@ -577,6 +582,15 @@ def build(
             podgroups.append(doc)
         elif kind == "ConfigMap":
             config_maps.add((_ns(doc), name))  # only that it exists: pods may need it
+        elif kind == "PersistentVolumeClaim":
+            storage.claims[(_ns(doc), name)] = claim_from_manifest(doc.body)
+        elif kind == "PersistentVolume":
+            storage.volumes[name] = volume_node_affinity(doc.body)
+        elif kind == "StorageClass":
+            try:
+                storage.classes[name] = storage_class_from_manifest(doc.body)
+            except WorkloadError as exc:
+                refuse("StorageClass", name, "InvalidStorageClass", _at(doc.source, str(exc)))
         elif kind in OWNER_KINDS:
             uid = str(meta(doc.body).get("uid") or f"{kind}/{name}")
             owners[(_ns(doc), uid)] = doc.body
@@ -605,7 +619,8 @@ def build(
         else:
             fatal.append(
                 f"{doc.source}: {kind or '(no kind)'} {name}: kind: unknown kind {kind!r}; kai-py simulate "
-                f"reads Node, Pod, Queue, PodGroup, PriorityClass, ConfigMap and workload owners "
+                f"reads Node, Pod, Queue, PodGroup, PriorityClass, ConfigMap, PersistentVolumeClaim, "
+                f"PersistentVolume, StorageClass and workload owners "
                 f"({', '.join(sorted(OWNER_KINDS))})"
             )
     if fatal:
@@ -626,6 +641,7 @@ def build(
             now=now,
             config=config or Config(),
             config_maps=frozenset(config_maps),
+            storage=storage,
         ),
         events,
         left_out=left_out,

@@ -71,7 +71,21 @@ PODGROUPS: Final = "podgroups"
 PRIORITY_CLASSES: Final = "priorityclasses"
 BINDREQUESTS: Final = "bindrequests"
 CONFIGMAPS: Final = "configmaps"
-KINDS: Final = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BINDREQUESTS, CONFIGMAPS)
+PVCS: Final = "persistentvolumeclaims"
+PVS: Final = "persistentvolumes"
+STORAGE_CLASSES: Final = "storageclasses"
+KINDS: Final = (
+    NODES,
+    PODS,
+    QUEUES,
+    PODGROUPS,
+    PRIORITY_CLASSES,
+    BINDREQUESTS,
+    CONFIGMAPS,
+    PVCS,
+    PVS,
+    STORAGE_CLASSES,
+)
 
 _KIND_NAMES: Final = {
     NODES: ("v1", "Node"),
@@ -81,6 +95,9 @@ _KIND_NAMES: Final = {
     PRIORITY_CLASSES: ("scheduling.k8s.io/v1", "PriorityClass"),
     BINDREQUESTS: (f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "BindRequest"),
     CONFIGMAPS: ("v1", "ConfigMap"),
+    PVCS: ("v1", "PersistentVolumeClaim"),
+    PVS: ("v1", "PersistentVolume"),
+    STORAGE_CLASSES: ("storage.k8s.io/v1", "StorageClass"),
 }
 
 #: The builder's name for "not ours": any name other than the default scheduler's.
@@ -173,11 +190,20 @@ def _container_needs(containers: object) -> list[Json]:
 
 
 def _volumes(volumes: object) -> list[Json]:
-    """The volumes a predicate reads: ConfigMaps, directly or projected (others are
-    left out; a mount of one of them then names nothing the scheduler reads)."""
+    """The volumes a predicate reads: ConfigMaps, directly or projected, and
+    PersistentVolumeClaims, named or ephemeral (others are left out; a mount of one
+    of them then names nothing the scheduler reads)."""
     kept: list[Json] = []
     for v in volumes if isinstance(volumes, list) else []:
         if not isinstance(v, Mapping):
+            continue
+        if v.get("persistentVolumeClaim"):
+            kept.append(
+                {"name": v.get("name"), "persistentVolumeClaim": v["persistentVolumeClaim"]}
+            )
+            continue
+        if v.get("ephemeral"):
+            kept.append({"name": v.get("name"), "ephemeral": {}})  # its claim: <pod>-<volume>
             continue
         if v.get("configMap"):
             kept.append({"name": v.get("name"), "configMap": v["configMap"]})
@@ -195,6 +221,28 @@ def _volumes(volumes: object) -> list[Json]:
 def project_config_map(body: Mapping[str, Any]) -> Json:
     """A ConfigMap as the scheduler needs it: that it exists (never its data)."""
     return {"metadata": _meta(body, ("name", "namespace", "uid", "resourceVersion"))}
+
+
+#: What the volume predicate reads of each storage kind, besides its name.
+_STORAGE_FIELDS: Final = {
+    PVCS: ("spec", ("volumeName", "storageClassName")),
+    PVS: ("spec", ("nodeAffinity",)),
+    STORAGE_CLASSES: ("", ("volumeBindingMode", "allowedTopologies")),
+}
+
+
+def project_storage(kind: str, body: Mapping[str, Any]) -> Json:
+    """A PersistentVolumeClaim, PersistentVolume or StorageClass as the volume
+    predicate reads it (not its status, capacity or parameters)."""
+    part, fields = _STORAGE_FIELDS[kind]
+    source = (body.get(part) or {}) if part else body
+    kept = {k: source[k] for k in fields if source.get(k) is not None}
+    projected: Json = {"metadata": _meta(body, ("name", "namespace", "uid", "resourceVersion"))}
+    if part:
+        projected[part] = kept
+    else:
+        projected.update(kept)
+    return projected
 
 
 def project_reservation(body: Mapping[str, Any]) -> Json | None:
@@ -515,6 +563,8 @@ class ClusterCache:
             self._note_bind_timeout(body)
         elif kind == CONFIGMAPS:
             store[key] = project_config_map(body)
+        elif kind in _STORAGE_FIELDS:
+            store[key] = project_storage(kind, body)
         else:
             store[key] = _plain(body)
         self.generation += 1
@@ -685,13 +735,14 @@ class ClusterCache:
         cards_by_node: dict[str, dict[str, str]] = {}
         for node_name, gpu_group, card in self.group_cards.values():
             cards_by_node.setdefault(node_name, {})[gpu_group] = card
-        for kind in (NODES, PRIORITY_CLASSES):
+        for kind in (NODES, PRIORITY_CLASSES, PVCS, PVS, STORAGE_CLASSES):
             api_version, kind_name = _KIND_NAMES[kind]
             for key, body in self.objects[kind].items():
                 if kind == NODES and key[1] in cards_by_node:
                     body = _with_group_cards(body, cards_by_node[key[1]])
+                shown = f"{key[0]}/{key[1]}" if key[0] else key[1]
                 docs.append(
-                    Document(f"{kind_name} {key[1]}", _with_type(body, api_version, kind_name))
+                    Document(f"{kind_name} {shown}", _with_type(body, api_version, kind_name))
                 )
         api_version, kind_name = _KIND_NAMES[PODGROUPS]
         for (ns, name), body in self.objects[PODGROUPS].items():

@@ -19,9 +19,11 @@ from kai_py.api.quantities import parse_quantity
 from kai_py.gpu import inventory
 from kai_py.scheduler.model import (
     NO_POD_LIMIT,
+    Claim,
     Node,
     PodAffinityTerm,
     SelectorRequirement,
+    StorageClass,
     Taint,
     Task,
     TaskStatus,
@@ -415,6 +417,61 @@ def _needed_config_maps(
     return tuple(needed.items())
 
 
+def pod_claims(obj: Manifest, pod_name: str) -> tuple[tuple[str, str], ...]:
+    """(claim, volume) for each volume backed by a PersistentVolumeClaim: a
+    ``persistentVolumeClaim`` volume, or an ``ephemeral`` one (its claim is named
+    ``<pod>-<volume>``, made by the ephemeral volume controller)."""
+    found: list[tuple[str, str]] = []
+    for v in (obj.get("spec") or {}).get("volumes") or ():
+        if not isinstance(v, Mapping):
+            continue
+        source = v.get("persistentVolumeClaim")
+        if isinstance(source, Mapping) and source.get("claimName"):
+            found.append((str(source["claimName"]), str(v.get("name"))))
+        elif v.get("ephemeral"):
+            found.append((f"{pod_name}-{v.get('name')}", str(v.get("name"))))
+    return tuple(found)
+
+
+def claim_from_manifest(obj: Manifest) -> Claim:
+    spec = obj.get("spec") or {}
+    cls = spec.get("storageClassName")
+    return Claim(
+        volume=str(spec["volumeName"]) if spec.get("volumeName") else None,
+        storage_class=str(cls) if cls else None,
+    )
+
+
+def volume_node_affinity(obj: Manifest) -> tuple[tuple[SelectorRequirement, ...], ...]:
+    """A PersistentVolume's spec.nodeAffinity.required (empty: any node); a matchFields
+    requirement reads the node's name as ``metadata.name``."""
+    required = ((obj.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+    return tuple(
+        _requirements(term.get("matchExpressions")) + _requirements(term.get("matchFields"))
+        for term in required.get("nodeSelectorTerms") or []
+        if isinstance(term, Mapping)
+    )
+
+
+def storage_class_from_manifest(obj: Manifest) -> StorageClass:
+    """A StorageClass: its binding mode, and allowedTopologies as node selector terms."""
+    who = f"StorageClass {meta(obj).get('name')}"
+    mode = obj.get("volumeBindingMode") or "Immediate"
+    if mode not in ("Immediate", "WaitForFirstConsumer"):
+        raise WorkloadError(
+            who, "volumeBindingMode", f"must be Immediate or WaitForFirstConsumer, got {mode!r}"
+        )
+    topologies = tuple(
+        tuple(
+            SelectorRequirement(str(e.get("key")), "In", tuple(map(str, e.get("values") or ())))
+            for e in term.get("matchLabelExpressions") or []
+        )
+        for term in obj.get("allowedTopologies") or []
+        if isinstance(term, Mapping)
+    )
+    return StorageClass(wait_for_consumer=mode == "WaitForFirstConsumer", topologies=topologies)
+
+
 def pod_status(obj: Manifest) -> TaskStatus | None:
     """The pod's state for scheduling; None = finished (holds nothing, needs nothing)."""
     spec = obj.get("spec") or {}
@@ -530,6 +587,7 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         # Not among the memoized parts: a real API server gives each pod a volume of
         # its own name (the service account token's, which mounts kube-root-ca.crt).
         config_maps=_needed_config_maps(_config_map_refs(obj), name, bool(fraction or memory)),
+        claims=pod_claims(obj, name) if spec.get("volumes") else (),
         stuck=status is TaskStatus.RELEASING and deadline is not None and deadline < now,
         nominated_node=(
             str(status_obj["nominatedNodeName"])
