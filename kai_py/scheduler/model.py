@@ -313,6 +313,18 @@ _SHAPES: dict[tuple[object, ...], Shape] = {}
 _PLAIN_SHAPE: Final = Shape.of(((), (), (), False, (), (), None))
 
 
+@dataclass(slots=True, frozen=True)
+class PodNeeds:
+    """What few pods ask of a node besides resources and labels, in the pod's namespace:
+    the containers' host ports as (protocol, hostIP, port), the ConfigMaps it cannot
+    start without and the PersistentVolumeClaims its volumes name, each as (name,
+    where the pod names it, e.g. 'volume "cfg"')."""
+
+    host_ports: tuple[tuple[str, str, int], ...] = ()
+    config_maps: tuple[tuple[str, str], ...] = ()
+    claims: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass(slots=True, eq=False)
 class Task:
     uid: str
@@ -349,19 +361,14 @@ class Task:
     # The cards this task holds (one per GPU group for a shared task), when known:
     # reported for running pods, chosen by the scheduler for pinned pods it places.
     gpu_uuids: tuple[str, ...] = ()
-    # What only a few pods have, empty for the common pod so that its checks cost one
-    # test (``PredicateCache.check``): the containers' host ports as (protocol, hostIP,
-    # port), and the ConfigMaps the pod cannot start without as (name, where it names
-    # it, e.g. 'volume "cfg"'), in the pod's namespace.
-    host_ports: tuple[tuple[str, str, int], ...] = ()
-    config_maps: tuple[tuple[str, str], ...] = ()
+    # Host ports, ConfigMaps, PersistentVolumeClaims: None for the common pod, so that
+    # its checks cost one test (``PredicateCache.check``).
+    needs: PodNeeds | None = None
     # Preferred terms, scores rather than predicates (``preferences.py``): node affinity
     # as (weight, requirements ANDed), pod affinity as (weight, term), anti-affinity with
     # the weight negated.
     preferred_affinity: tuple[tuple[int, tuple[SelectorRequirement, ...]], ...] = ()
     preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
-    # The PersistentVolumeClaims its volumes name, as (claim, volume), in its namespace.
-    claims: tuple[tuple[str, str], ...] = ()
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
     _shape: Shape | None = field(default=None, repr=False)
@@ -399,11 +406,9 @@ class Task:
         new.nominated_node = self.nominated_node
         new.pin = self.pin
         new.gpu_uuids = self.gpu_uuids
-        new.host_ports = self.host_ports
-        new.config_maps = self.config_maps
+        new.needs = self.needs
         new.preferred_affinity = self.preferred_affinity
         new.preferred_pod_affinity = self.preferred_pod_affinity
-        new.claims = self.claims
         new.claim_now = self.claim_now
         new._shape = self._shape
         return new

@@ -174,7 +174,12 @@ class Placer:
         return found
 
     def _search(self, task: Task, skip_avoided: bool) -> Placement | None:
-        if task.is_shared or task.request.gpu <= EPS or has_preferences(task):
+        if (
+            task.is_shared
+            or task.request.gpu <= EPS
+            or task.preferred_affinity
+            or task.preferred_pod_affinity
+        ):
             return self._find_scan(task, skip_avoided)
         return self._find_whole(task, skip_avoided)
 
@@ -355,8 +360,8 @@ def fit_key(task: Task) -> tuple[object, ...]:
         task.gpu_fraction,
         task.gpu_memory_mib,
         task.gpu_devices,
-        task.host_ports,  # (these empty for most tasks: not in the shape, which
-        task.config_maps,  # the static predicates' cache is keyed by)
-        task.namespace if task.claims or task.config_maps else "",
-        task.claims,
+        # Host ports, ConfigMaps and claims (None for most tasks): not in the shape,
+        # which the static predicates' cache is keyed by; the last two are per namespace.
+        task.needs,
+        task.namespace if task.needs is not None else "",
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Set
 
 from kai_py.scheduler.framework import Framework
-from kai_py.scheduler.model import Node, SelectorRequirement, Shape, Storage, Task
+from kai_py.scheduler.model import Node, PodNeeds, SelectorRequirement, Shape, Storage, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 
 
@@ -46,12 +46,29 @@ class PredicateCache:
         self._volumes: dict[tuple[str, tuple[tuple[str, str], ...], str], str | None] = {}
 
     def check(self, task: Task, node: Node) -> str | None:
-        if task.config_maps:
+        needs = task.needs
+        if needs is not None:
+            return self._check_needs(task, needs, node)
+        key = (task.shape, node.name)
+        try:
+            result = self._cache[key]
+        except KeyError:
+            result = self._cache[key] = self._framework.check_node(task, node)
+        if result is None and self._pod_affinity is not None and self._pod_affinity.applies(task):
+            return self._pod_affinity.check(task, node)
+        return result
+
+    def _check_needs(self, task: Task, needs: PodNeeds, node: Node) -> str | None:
+        """``check`` for a task with host ports, ConfigMaps or claims (the common one
+        has none, and pays one test for them all)."""
+        if needs.config_maps:
             # Once per task: on a real cluster every pod mounts kube-root-ca.crt.
             try:
                 missing = self._missing[task.uid]
             except KeyError:
-                missing = self._missing[task.uid] = missing_config_map(task, self._config_maps)
+                missing = self._missing[task.uid] = missing_config_map(
+                    task.namespace, needs, self._config_maps
+                )
             if missing is not None:
                 return missing
         key = (task.shape, node.name)
@@ -59,39 +76,41 @@ class PredicateCache:
             result = self._cache[key]
         except KeyError:
             result = self._cache[key] = self._framework.check_node(task, node)
-        if result is None and task.claims:
+        if result is None and needs.claims:
             # Per claims and node: pods of one StatefulSet name claims of their own.
-            vkey = (task.namespace, task.claims, node.name)
+            vkey = (task.namespace, needs.claims, node.name)
             try:
                 result = self._volumes[vkey]
             except KeyError:
-                result = self._volumes[vkey] = volume_conflict(task, node, self._storage)
-        if result is None and task.host_ports:
-            result = host_port_conflict(task, node)
+                result = self._volumes[vkey] = volume_conflict(
+                    task.namespace, needs, node, self._storage
+                )
+        if result is None and needs.host_ports:
+            result = host_port_conflict(task, needs, node)
         if result is None and self._pod_affinity is not None and self._pod_affinity.applies(task):
             return self._pod_affinity.check(task, node)
         return result
 
 
-def missing_config_map(task: Task, existing: Set[tuple[str, str]]) -> str | None:
-    """The first ConfigMap the task needs that does not exist (as KAI's ConfigMap
+def missing_config_map(ns: str, needs: PodNeeds, existing: Set[tuple[str, str]]) -> str | None:
+    """The first ConfigMap the pod needs that does not exist (as KAI's ConfigMap
     predicate: the pod could not start anywhere without it)."""
-    for name, where in task.config_maps:
-        if (task.namespace, name) not in existing:
-            return f"configmap {task.namespace}/{name} ({where}) does not exist"
+    for name, where in needs.config_maps:
+        if (ns, name) not in existing:
+            return f"configmap {ns}/{name} ({where}) does not exist"
     return None
 
 
 ANY_IP = "0.0.0.0"
 
 
-def host_port_conflict(task: Task, node: Node) -> str | None:
+def host_port_conflict(task: Task, needs: PodNeeds, node: Node) -> str | None:
     """Why ``task`` cannot have its host ports on ``node``, or None."""
     for other in node.tasks.values():
-        if not other.host_ports or other.key == task.key:
+        if other.needs is None or not other.needs.host_ports or other.key == task.key:
             continue
-        for mine in task.host_ports:
-            for theirs in other.host_ports:
+        for mine in needs.host_ports:
+            for theirs in other.needs.host_ports:
                 if _clash(mine, theirs):
                     protocol, ip, port = mine
                     at = "" if ip == ANY_IP else f" on {ip}"
@@ -106,12 +125,11 @@ def _clash(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
     return a[0] == b[0] and a[2] == b[2] and (a[1] == b[1] or ANY_IP in (a[1], b[1]))
 
 
-def volume_conflict(task: Task, node: Node, storage: Storage) -> str | None:
+def volume_conflict(ns: str, needs: PodNeeds, node: Node, storage: Storage) -> str | None:
     """Why the task's PersistentVolumeClaims keep it off ``node`` (kube-scheduler's
     VolumeBinding, with dynamic provisioning for a class that waits for the first
     consumer), or None."""
-    ns = task.namespace
-    for name, volume in task.claims:
+    for name, volume in needs.claims:
         claim = storage.claims.get((ns, name))
         what = f"persistentvolumeclaim {ns}/{name}"
         if claim is None:

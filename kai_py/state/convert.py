@@ -22,6 +22,7 @@ from kai_py.scheduler.model import (
     Claim,
     Node,
     PodAffinityTerm,
+    PodNeeds,
     SelectorRequirement,
     StorageClass,
     Taint,
@@ -472,6 +473,19 @@ def storage_class_from_manifest(obj: Manifest) -> StorageClass:
     return StorageClass(wait_for_consumer=mode == "WaitForFirstConsumer", topologies=topologies)
 
 
+def _needs(
+    obj: Manifest, host_ports: tuple[tuple[str, str, int], ...], name: str, shared: bool
+) -> PodNeeds | None:
+    # ConfigMaps and claims are not among the memoized spec parts: a real API server
+    # gives each pod a volume of its own name (the service account token's, which
+    # mounts kube-root-ca.crt).
+    config_maps = _needed_config_maps(_config_map_refs(obj), name, shared)
+    claims = pod_claims(obj, name) if (obj.get("spec") or {}).get("volumes") else ()
+    if host_ports or config_maps or claims:
+        return PodNeeds(host_ports, config_maps, claims)
+    return None
+
+
 def pod_status(obj: Manifest) -> TaskStatus | None:
     """The pod's state for scheduling; None = finished (holds nothing, needs nothing)."""
     spec = obj.get("spec") or {}
@@ -581,13 +595,9 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         labels={str(k): str(v) for k, v in labels.items()},
         pod_affinity=parts.pod_affinity,
         pod_anti_affinity=parts.pod_anti_affinity,
-        host_ports=parts.host_ports,
         preferred_affinity=parts.preferred_affinity,
         preferred_pod_affinity=parts.preferred_pod_affinity,
-        # Not among the memoized parts: a real API server gives each pod a volume of
-        # its own name (the service account token's, which mounts kube-root-ca.crt).
-        config_maps=_needed_config_maps(_config_map_refs(obj), name, bool(fraction or memory)),
-        claims=pod_claims(obj, name) if spec.get("volumes") else (),
+        needs=_needs(obj, parts.host_ports, name, bool(fraction or memory)),
         stuck=status is TaskStatus.RELEASING and deadline is not None and deadline < now,
         nominated_node=(
             str(status_obj["nominatedNodeName"])

@@ -86,13 +86,14 @@ def test_a_pod_reads_the_same_through_the_cache_as_from_its_manifest() -> None:
         {"name": "once", "ports": [{"containerPort": 10, "hostPort": 10}]},  # gone when main runs
     ]
     direct = _task(copy.deepcopy(body))
-    assert direct.config_maps == (
+    assert direct.needs is not None
+    assert direct.needs.config_maps == (
         ("cfg-a", 'volume "a"'),
         ("cfg-b", 'volume "b"'),
         ("cfg-x", 'container "main" env X'),
         ("cfg-all", 'container "main" envFrom'),
     )
-    assert direct.host_ports == (("TCP", "0.0.0.0", 8080), ("UDP", "0.0.0.0", 9))
+    assert direct.needs.host_ports == (("TCP", "0.0.0.0", 8080), ("UDP", "0.0.0.0", 9))
     cache = ClusterCache()
     cache.observe(
         QUEUES, "ADDED", {"metadata": {"name": "q", "uid": "q", "resourceVersion": "1"}, "spec": {}}
@@ -117,12 +118,12 @@ def test_a_pod_reads_the_same_through_the_cache_as_from_its_manifest() -> None:
     projected = cache.objects[PODS][("ns", "p")]
     assert "SECRET" not in str(projected) and "emptyDir" not in str(projected)
     (task,) = [t for j in cache.view(NOW).build(NOW).snapshot.jobs for t in j.tasks]
-    assert (task.config_maps, task.host_ports) == (direct.config_maps, direct.host_ports)
+    assert task.needs == direct.needs
 
 
 def test_the_common_pod_has_nothing_to_check() -> None:
     task = _task(_pod())
-    assert task.config_maps == () and task.host_ports == ()
+    assert task.needs is None  # one test in the predicates' hot loop
 
 
 def test_a_shared_pod_does_not_wait_for_the_gpu_configmap_the_binder_writes() -> None:
@@ -132,10 +133,11 @@ def test_a_shared_pod_does_not_wait_for_the_gpu_configmap_the_binder_writes() ->
     body["spec"] = deviceaccess.mutate(body, "kai-scheduler") or body["spec"]
     body["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "p-gpu"}}]
     assert "configMapKeyRef" in str(body["spec"])  # the webhook's wiring
-    assert _task(body).config_maps == ()
+    assert _task(body).needs is None
     # The same reference on a pod that shares no GPU is the user's own.
     del body["metadata"]["annotations"]["gpu-fraction"]
-    assert [name for name, _ in _task(body).config_maps] == ["p-gpu"]
+    needs = _task(body).needs
+    assert needs is not None and [name for name, _ in needs.config_maps] == ["p-gpu"]
 
 
 def test_a_bad_host_port_is_named() -> None:
