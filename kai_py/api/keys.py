@@ -115,3 +115,8 @@ PREEMPTION_DELAY_ANNOTATION: Final = "kai.scheduler/preemption-delay"
 STALENESS_GRACE_ANNOTATION: Final = "kai.scheduler/staleness-grace-period"
 SKIP_PODGROUPER_ANNOTATION: Final = "kai.scheduler/skip-podgrouper"
 TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"
+
+#: kube-scheduler's annotation on an unbound PersistentVolumeClaim of a class that
+#: waits for the first consumer: the node its volume is to be made for (read by the
+#: external provisioner). kai-py's binder writes it before the Binding.
+SELECTED_NODE_ANNOTATION: Final = "volume.kubernetes.io/selected-node"

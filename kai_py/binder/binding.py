@@ -51,6 +51,7 @@ from kai_py.binder import reservation as rsv
 from kai_py.binder.pinned_binding import Held, PinnedBinder, PinnedBindError
 from kai_py.binder.podhints import PodHints
 from kai_py.gpu import groups
+from kai_py.state.convert import pod_claims
 
 Json = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -315,6 +316,7 @@ class Binder:
             # a fresh read right before the Binding, which cannot be undone. A card gone
             # fails the attempt unbound; the retry makes a new reservation pod.
             self._check_cards(req, attempt)
+        self._select_node_for_claims(req, pod)
         already = self._bind(req, pod)
         attempt.bound = True
         if already and attempt.pinned is None and req.kind == "Regular":
@@ -351,7 +353,7 @@ class Binder:
         if self.hints is None or req.kind != "Regular" or not req.pod_uid:
             return None
         hint = self.hints.get(req.namespace, req.pod_name)
-        if hint is None or hint.pinned or hint.uid != req.pod_uid:
+        if hint is None or hint.pinned or hint.claims or hint.uid != req.pod_uid:
             return None
         return {
             "apiVersion": "v1",
@@ -422,6 +424,40 @@ class Binder:
                 raise BindError(f"binding refused: {exc.message}", final=bool(bound)) from None
             return True
         return False
+
+    def _select_node_for_claims(self, req: _Request, pod: Mapping[str, Any]) -> None:
+        """Tell each unbound PersistentVolumeClaim of the pod the node chosen for it, as
+        kube-scheduler's VolumeBinding does (``volume.kubernetes.io/selected-node``):
+        the external provisioner makes the volume there. The scheduler placed the pod
+        with an unbound claim only if its class waits for the first consumer. Unlike
+        kube-scheduler the bind does not wait for the volume: the kubelet does."""
+        if not (pod.get("spec") or {}).get("volumes"):
+            return
+        for claim, _ in pod_claims(pod, req.pod_name):
+            path = path_of("", "v1", "persistentvolumeclaims", req.namespace, claim)
+            try:
+                pvc = self.kube.get(path)
+            except KubeError as exc:
+                if exc.code == 404:
+                    raise BindError(
+                        f"persistentvolumeclaim {req.namespace}/{claim} does not exist"
+                    ) from None
+                raise
+            if (pvc.get("spec") or {}).get("volumeName"):
+                continue
+            chosen = ((pvc.get("metadata") or {}).get("annotations") or {}).get(
+                keys.SELECTED_NODE_ANNOTATION
+            )
+            if chosen == req.node:
+                continue
+            if chosen:
+                raise BindError(
+                    f"persistentvolumeclaim {req.namespace}/{claim} is being provisioned "
+                    f"for node {chosen}"
+                )
+            self.kube.patch(
+                path, {"metadata": {"annotations": {keys.SELECTED_NODE_ANNOTATION: req.node}}}
+            )
 
     # ---- GPU sharing -----------------------------------------------------------------
 

@@ -8,7 +8,8 @@ whatever the watch lags by: the Binding names the uid the BindRequest was made
 for (the API server refuses it for another pod of that name), a pod bound
 meanwhile answers 409 and is then read and judged (bound to that node: done;
 elsewhere: a final failure), and a pod gone answers 404. A pod the watch has
-not shown yet, or one that names cards, is read as before.
+not shown yet, one that names cards or one with PersistentVolumeClaims (the
+bind reads them) is read as before.
 
 Hints are kept only for live, unbound pods of the scheduler: a pod leaves the
 map once it is bound, terminating or deleted, so its size follows the pending
@@ -32,6 +33,7 @@ MAX_HINTS: Final = 100_000
 class PodHint:
     uid: str
     pinned: bool  # names cards (HAMi's pin annotations): the bind reads the whole pod
+    claims: bool = False  # has PersistentVolumeClaims: the bind reads the whole pod
 
 
 class PodHints:
@@ -61,7 +63,11 @@ class PodHints:
             # Pods deleted while the watch was down leave hints no event removes: never
             # let them pile up (a pod without a hint is only read first, as before).
             self._hints.clear()
-        self._hints[key] = PodHint(str(m["uid"]), names_pin(pod))
+        claims = any(
+            isinstance(v, Mapping) and ("persistentVolumeClaim" in v or "ephemeral" in v)
+            for v in spec.get("volumes") or ()
+        )
+        self._hints[key] = PodHint(str(m["uid"]), names_pin(pod), claims)
 
     def get(self, namespace: str, name: str) -> PodHint | None:
         return self._hints.get((namespace, name))

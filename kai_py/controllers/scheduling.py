@@ -38,12 +38,16 @@ from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 from kai_py.state.cache import (
     BINDREQUESTS,
+    CONFIGMAPS,
     KINDS,
     NODES,
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
+    PVCS,
+    PVS,
     QUEUES,
+    STORAGE_CLASSES,
     ClusterCache,
 )
 from kai_py.state.documents import InputError
@@ -84,6 +88,10 @@ _LIST_PATHS: Final = {
     PODGROUPS: path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups"),
     PRIORITY_CLASSES: path_of("scheduling.k8s.io", "v1", "priorityclasses"),
     BINDREQUESTS: path_of(keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
+    CONFIGMAPS: path_of("", "v1", "configmaps"),
+    PVCS: path_of("", "v1", "persistentvolumeclaims"),
+    PVS: path_of("", "v1", "persistentvolumes"),
+    STORAGE_CLASSES: path_of("storage.k8s.io", "v1", "storageclasses"),
 }
 
 
@@ -176,6 +184,10 @@ for _kind, (_group, _version, _plural) in {
     PODGROUPS: (keys.GROUP, keys.PODGROUP_VERSION, "podgroups"),
     PRIORITY_CLASSES: ("scheduling.k8s.io", "v1", "priorityclasses"),
     BINDREQUESTS: (keys.GROUP, keys.BINDREQUEST_VERSION, "bindrequests"),
+    CONFIGMAPS: ("", "v1", "configmaps"),  # names only: pods that need one wait for it
+    PVCS: ("", "v1", "persistentvolumeclaims"),  # and the volume predicate's inputs
+    PVS: ("", "v1", "persistentvolumes"),
+    STORAGE_CLASSES: ("storage.k8s.io", "v1", "storageclasses"),
 }.items():
     watches.on_events(kopf.get_default_registry(), _group, _version, _plural, _observer(_kind))
 

@@ -422,6 +422,18 @@ _SHAPES: dict[tuple[object, ...], Shape] = {}
 _PLAIN_SHAPE: Final = Shape.of(((), (), (), False, (), (), None))
 
 
+@dataclass(slots=True, frozen=True)
+class PodNeeds:
+    """What few pods ask of a node besides resources and labels, in the pod's namespace:
+    the containers' host ports as (protocol, hostIP, port), the ConfigMaps it cannot
+    start without and the PersistentVolumeClaims its volumes name, each as (name,
+    where the pod names it, e.g. 'volume "cfg"')."""
+
+    host_ports: tuple[tuple[str, str, int], ...] = ()
+    config_maps: tuple[tuple[str, str], ...] = ()
+    claims: tuple[tuple[str, str], ...] = ()
+
+
 @dataclass(slots=True, eq=False)
 class Task:
     uid: str
@@ -466,6 +478,14 @@ class Task:
     # spec.schedulingGates (names) of a pending pod: the API server refuses its Binding
     # until they are removed, so the builder keeps it out of ``Job.tasks`` (``Job.gated``).
     gates: tuple[str, ...] = ()
+    # Host ports, ConfigMaps, PersistentVolumeClaims: None for the common pod, so that
+    # its checks cost one test (``PredicateCache.check``).
+    needs: PodNeeds | None = None
+    # Preferred terms, scores rather than predicates (``preferences.py``): node affinity
+    # as (weight, requirements ANDed), pod affinity as (weight, term), anti-affinity with
+    # the weight negated.
+    preferred_affinity: tuple[tuple[int, tuple[SelectorRequirement, ...]], ...] = ()
+    preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
     # session state
     claim_now: bool = True  # a pipelined task that holds idle resources too
     _shape: Shape | None = field(default=None, repr=False)
@@ -505,6 +525,9 @@ class Task:
         new.pin = self.pin
         new.gpu_uuids = self.gpu_uuids
         new.gates = self.gates
+        new.needs = self.needs
+        new.preferred_affinity = self.preferred_affinity
+        new.preferred_pod_affinity = self.preferred_pod_affinity
         new.claim_now = self.claim_now
         new._shape = self._shape
         return new
@@ -729,6 +752,32 @@ class Config:
     allow_consolidating_reclaim: bool = True
 
 
+@dataclass(slots=True, frozen=True)
+class Claim:
+    """A PersistentVolumeClaim as the volume predicate reads it."""
+
+    volume: str | None = None  # spec.volumeName: the PersistentVolume it is bound to
+    storage_class: str | None = None  # spec.storageClassName
+
+
+@dataclass(slots=True, frozen=True)
+class StorageClass:
+    wait_for_consumer: bool = False  # volumeBindingMode WaitForFirstConsumer
+    # allowedTopologies: the nodes a volume may be made for (OR of ANDs); empty = any.
+    topologies: tuple[tuple[SelectorRequirement, ...], ...] = ()
+
+
+@dataclass(slots=True)
+class Storage:
+    """What the volume predicate reads: claims by (namespace, name), each
+    PersistentVolume's required node affinity by name (OR of ANDs; empty = any node;
+    ``metadata.name`` stands for a matchFields term), StorageClasses by name."""
+
+    claims: dict[tuple[str, str], Claim] = field(default_factory=dict)
+    volumes: dict[str, tuple[tuple[SelectorRequirement, ...], ...]] = field(default_factory=dict)
+    classes: dict[str, StorageClass] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class Snapshot:
     nodes: list[Node]
@@ -736,3 +785,6 @@ class Snapshot:
     jobs: list[Job]
     now: float = 0.0
     config: Config = field(default_factory=Config)
+    #: The ConfigMaps that exist, as (namespace, name): a pod that needs another waits.
+    config_maps: frozenset[tuple[str, str]] = frozenset()
+    storage: Storage = field(default_factory=Storage)

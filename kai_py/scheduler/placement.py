@@ -18,10 +18,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from kai_py.scheduler import pinning
+from kai_py.scheduler import pinning, preferences
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 from kai_py.scheduler.predicates import PredicateCache
+from kai_py.scheduler.preferences import has_preferences
 from kai_py.scheduler.reasons import TOO_MANY_PODS, insufficient
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
@@ -38,8 +39,12 @@ class Placer:
     def __init__(self, session: Session) -> None:
         self.session = session
         anti = any(t.pod_anti_affinity for j in session.jobs.values() for t in j.tasks)
+        self.pod_affinity = PodAffinity(session.nodes.values(), any_anti_affinity=anti)
         self.predicates = PredicateCache(
-            session.framework, PodAffinity(session.nodes.values(), any_anti_affinity=anti)
+            session.framework,
+            self.pod_affinity,
+            session.snapshot.config_maps,
+            session.snapshot.storage,
         )
         self.spread = session.framework.placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
@@ -171,7 +176,12 @@ class Placer:
         return found
 
     def _search(self, task: Task, skip_avoided: bool) -> Placement | None:
-        if task.is_shared or task.request.gpu <= EPS:
+        if (
+            task.is_shared
+            or task.request.gpu <= EPS
+            or task.preferred_affinity
+            or task.preferred_pod_affinity
+        ):
             return self._find_scan(task, skip_avoided)
         return self._find_whole(task, skip_avoided)
 
@@ -249,6 +259,10 @@ class Placer:
 
     def _find_scan(self, task: Task, skip_avoided: bool) -> Placement | None:
         s = self.session
+        # A task with preferred terms: every node that fits is scored (preferences.py).
+        scored: list[tuple[tuple[object, ...], Placement]] | None = (
+            [] if has_preferences(task) else None
+        )
         for future in (False, True):
             best: tuple[tuple[object, ...], Placement] | None = None
             nodes = s.nodes.values() if not future else [s.nodes[n] for n in s.index.releasing]
@@ -274,8 +288,13 @@ class Placer:
                         continue
                     key = (*self._score(task, node, future), node.name)
                     placement = Placement(node, (), future)
-                if best is None or key < best[0]:
+                if scored is not None:
+                    scored.append((key, placement))
+                elif best is None or key < best[0]:
                     best = (key, placement)
+            if scored:
+                score = preferences.scores(task, [p.node for _, p in scored], self.pod_affinity)
+                return min(zip(score, scored, strict=True), key=lambda o: (-o[0], o[1][0]))[1][1]
             if best is not None:
                 return best[1]
         return None
@@ -349,4 +368,8 @@ def fit_key(task: Task) -> tuple[object, ...]:
         task.gpu_memory_mib,
         task.gpu_devices,
         None if task.extended is None else tuple(sorted(task.extended.items())),
+        # Host ports, ConfigMaps and claims (None for most tasks): not in the shape,
+        # which the static predicates' cache is keyed by; the last two are per namespace.
+        task.needs,
+        task.namespace if task.needs is not None else "",
     )

@@ -37,7 +37,7 @@ class PodAffinity:
             value = node.labels.get(term.topology_key)
             if value is None:
                 return AFFINITY
-            if any(self._selects(term, task, other) for other in self._pods_in(term, value)):
+            if any(self._selects(term, task, other) for other in self.pods_in(term, value)):
                 continue
             first = term.selects(task.labels, task.namespace, task.namespace) and not any(
                 self._selects(term, task, other) for n in self.nodes for other in n.tasks.values()
@@ -47,7 +47,7 @@ class PodAffinity:
         for term in task.pod_anti_affinity:
             value = node.labels.get(term.topology_key)
             if value is not None and any(
-                self._selects(term, task, other) for other in self._pods_in(term, value)
+                self._selects(term, task, other) for other in self.pods_in(term, value)
             ):
                 return ANTI_AFFINITY
         if self.any_anti_affinity and self._repelled(task, node):
@@ -70,7 +70,7 @@ class PodAffinity:
                         return True
         return False
 
-    def _pods_in(self, term: PodAffinityTerm, value: str) -> Iterator[Task]:
+    def pods_in(self, term: PodAffinityTerm, value: str) -> Iterator[Task]:
         key = (term.topology_key, value)
         domain = self._domains.get(key)
         if domain is None:

@@ -37,19 +37,23 @@ from kai_py.scheduler.model import (
     Node,
     Queue,
     Snapshot,
+    Storage,
     Task,
     TaskStatus,
 )
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
 from kai_py.state.convert import (
+    claim_from_manifest,
     node_from_manifest,
     pod_status,
     queue_amount,
     requests_by_name,
     split_requests,
+    storage_class_from_manifest,
     take_extended,
     task_from_pod,
+    volume_node_affinity,
 )
 from kai_py.state.documents import Document, InputError
 from kai_py.state.passmemo import PassMemo
@@ -514,6 +518,8 @@ def build(
     owners: dict[tuple[str, str], Mapping[str, Any]] = {}  # (namespace, uid or kind/name)
     events: list[Event] = []
     left_out: list[tuple[str, str, str]] = []
+    config_maps: set[tuple[str, str]] = set()
+    storage = Storage()
 
     def refuse(kind: str, name: str, reason: str, message: str) -> None:
         """One cluster-scoped object's fatal problem: the input's, or (not strict) its own."""
@@ -576,6 +582,17 @@ def build(
                 priority_classes[name] = value
         elif kind == "PodGroup":
             podgroups.append(doc)
+        elif kind == "ConfigMap":
+            config_maps.add((_ns(doc), name))  # only that it exists: pods may need it
+        elif kind == "PersistentVolumeClaim":
+            storage.claims[(_ns(doc), name)] = claim_from_manifest(doc.body)
+        elif kind == "PersistentVolume":
+            storage.volumes[name] = volume_node_affinity(doc.body)
+        elif kind == "StorageClass":
+            try:
+                storage.classes[name] = storage_class_from_manifest(doc.body)
+            except WorkloadError as exc:
+                refuse("StorageClass", name, "InvalidStorageClass", _at(doc.source, str(exc)))
         elif kind in OWNER_KINDS:
             uid = str(meta(doc.body).get("uid") or f"{kind}/{name}")
             owners[(_ns(doc), uid)] = doc.body
@@ -604,7 +621,8 @@ def build(
         else:
             fatal.append(
                 f"{doc.source}: {kind or '(no kind)'} {name}: kind: unknown kind {kind!r}; kai-py simulate "
-                f"reads Node, Pod, Queue, PodGroup, PriorityClass and workload owners "
+                f"reads Node, Pod, Queue, PodGroup, PriorityClass, ConfigMap, PersistentVolumeClaim, "
+                f"PersistentVolume, StorageClass and workload owners "
                 f"({', '.join(sorted(OWNER_KINDS))})"
             )
     if fatal:
@@ -618,7 +636,15 @@ def build(
         jobs[(job.namespace, job.name)] = job
 
     built = Built(
-        Snapshot(nodes=nodes, queues=[], jobs=[], now=now, config=config or Config()),
+        Snapshot(
+            nodes=nodes,
+            queues=[],
+            jobs=[],
+            now=now,
+            config=config or Config(),
+            config_maps=frozenset(config_maps),
+            storage=storage,
+        ),
         events,
         left_out=left_out,
     )
@@ -650,11 +676,27 @@ def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, bu
     """A pending pod's settings kai-py reads but does not apply: said loudly, never
     silently dropped."""
     affinity = (body.get("spec") or {}).get("affinity") or {}
+    preferred = (affinity.get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ) or []
+    for i, entry in enumerate(preferred):
+        if isinstance(entry, Mapping) and (entry.get("preference") or {}).get("matchFields"):
+            built.events.append(
+                Event(
+                    "Pod",
+                    ns,
+                    name,
+                    "Warning",
+                    "NotApplied",
+                    f"{source}: Pod {ns}/{name}: spec.affinity.nodeAffinity."
+                    f"preferredDuringSchedulingIgnoredDuringExecution[{i}].preference.matchFields "
+                    "is not applied by kai-py (the term scores no node; use matchExpressions "
+                    "on kubernetes.io/hostname)",
+                )
+            )
     for key in ("podAffinity", "podAntiAffinity"):
         section = affinity.get(key) or {}
         unapplied: list[str] = []
-        if section.get("preferredDuringSchedulingIgnoredDuringExecution"):
-            unapplied.append(f"spec.affinity.{key}.preferredDuringSchedulingIgnoredDuringExecution")
         required = section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
         for i, term in enumerate(required):
             if isinstance(term, Mapping) and term.get("namespaceSelector"):
@@ -671,7 +713,7 @@ def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, bu
                     "Warning",
                     "NotApplied",
                     f"{source}: Pod {ns}/{name}: {path} is not applied by kai-py "
-                    f"(preferred pod affinity and namespace selectors are not implemented)",
+                    f"(namespace selectors other than the empty one are not implemented)",
                 )
             )
 

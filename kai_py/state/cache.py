@@ -71,7 +71,22 @@ QUEUES: Final = "queues"
 PODGROUPS: Final = "podgroups"
 PRIORITY_CLASSES: Final = "priorityclasses"
 BINDREQUESTS: Final = "bindrequests"
-KINDS: Final = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BINDREQUESTS)
+CONFIGMAPS: Final = "configmaps"
+PVCS: Final = "persistentvolumeclaims"
+PVS: Final = "persistentvolumes"
+STORAGE_CLASSES: Final = "storageclasses"
+KINDS: Final = (
+    NODES,
+    PODS,
+    QUEUES,
+    PODGROUPS,
+    PRIORITY_CLASSES,
+    BINDREQUESTS,
+    CONFIGMAPS,
+    PVCS,
+    PVS,
+    STORAGE_CLASSES,
+)
 
 _KIND_NAMES: Final = {
     NODES: ("v1", "Node"),
@@ -80,6 +95,10 @@ _KIND_NAMES: Final = {
     PODGROUPS: (f"{keys.GROUP}/{keys.PODGROUP_VERSION}", "PodGroup"),
     PRIORITY_CLASSES: ("scheduling.k8s.io/v1", "PriorityClass"),
     BINDREQUESTS: (f"{keys.GROUP}/{keys.BINDREQUEST_VERSION}", "BindRequest"),
+    CONFIGMAPS: ("v1", "ConfigMap"),
+    PVCS: ("v1", "PersistentVolumeClaim"),
+    PVS: ("v1", "PersistentVolume"),
+    STORAGE_CLASSES: ("storage.k8s.io/v1", "StorageClass"),
 }
 
 #: The builder's name for "not ours": any name other than the default scheduler's.
@@ -136,6 +155,102 @@ def _resources_only(containers: object) -> list[Json]:
     return out
 
 
+def _container_needs(containers: object) -> list[Json]:
+    """Our pods' containers as the scheduler reads them: resources, and only where a
+    container has them, its host ports, volume mounts' names, the restart policy of a
+    sidecar and its ConfigMap references (``convert``'s predicates' inputs); not the
+    image, command or other env."""
+    kept = _resources_only(containers)
+    for out, c in zip(kept, containers if isinstance(containers, list) else [], strict=False):
+        if not (
+            "ports" in c
+            or "volumeMounts" in c
+            or "env" in c
+            or "envFrom" in c
+            or "restartPolicy" in c
+        ):
+            continue  # the usual container: resources only
+        ports = [p for p in c.get("ports") or [] if isinstance(p, Mapping) and p.get("hostPort")]
+        if ports:
+            out["ports"] = ports
+        mounts = [
+            {"name": m.get("name")} for m in c.get("volumeMounts") or [] if isinstance(m, Mapping)
+        ]
+        if mounts:
+            out["volumeMounts"] = mounts
+        env = [
+            e
+            for e in c.get("env") or []
+            if isinstance(e, Mapping) and (e.get("valueFrom") or {}).get("configMapKeyRef")
+        ]
+        if env:
+            out["env"] = env
+        env_from = [
+            e for e in c.get("envFrom") or [] if isinstance(e, Mapping) and e.get("configMapRef")
+        ]
+        if env_from:
+            out["envFrom"] = env_from
+        if c.get("restartPolicy"):
+            out["restartPolicy"] = c["restartPolicy"]
+    return kept
+
+
+def _volumes(volumes: object) -> list[Json]:
+    """The volumes a predicate reads: ConfigMaps, directly or projected, and
+    PersistentVolumeClaims, named or ephemeral (others are left out; a mount of one
+    of them then names nothing the scheduler reads)."""
+    kept: list[Json] = []
+    for v in volumes if isinstance(volumes, list) else []:
+        if not isinstance(v, Mapping):
+            continue
+        if v.get("persistentVolumeClaim"):
+            kept.append(
+                {"name": v.get("name"), "persistentVolumeClaim": v["persistentVolumeClaim"]}
+            )
+            continue
+        if v.get("ephemeral"):
+            kept.append({"name": v.get("name"), "ephemeral": {}})  # its claim: <pod>-<volume>
+            continue
+        if v.get("configMap"):
+            kept.append({"name": v.get("name"), "configMap": v["configMap"]})
+            continue
+        sources = [
+            {"configMap": s["configMap"]}
+            for s in (v.get("projected") or {}).get("sources") or []
+            if isinstance(s, Mapping) and s.get("configMap")
+        ]
+        if sources:
+            kept.append({"name": v.get("name"), "projected": {"sources": sources}})
+    return kept
+
+
+def project_config_map(body: Mapping[str, Any]) -> Json:
+    """A ConfigMap as the scheduler needs it: that it exists (never its data)."""
+    return {"metadata": _meta(body, ("name", "namespace", "uid", "resourceVersion"))}
+
+
+#: What the volume predicate reads of each storage kind, besides its name.
+_STORAGE_FIELDS: Final = {
+    PVCS: ("spec", ("volumeName", "storageClassName")),
+    PVS: ("spec", ("nodeAffinity",)),
+    STORAGE_CLASSES: ("", ("volumeBindingMode", "allowedTopologies")),
+}
+
+
+def project_storage(kind: str, body: Mapping[str, Any]) -> Json:
+    """A PersistentVolumeClaim, PersistentVolume or StorageClass as the volume
+    predicate reads it (not its status, capacity or parameters)."""
+    part, fields = _STORAGE_FIELDS[kind]
+    source = (body.get(part) or {}) if part else body
+    kept = {k: source[k] for k in fields if source.get(k) is not None}
+    projected: Json = {"metadata": _meta(body, ("name", "namespace", "uid", "resourceVersion"))}
+    if part:
+        projected[part] = kept
+    else:
+        projected.update(kept)
+    return projected
+
+
 def project_reservation(body: Mapping[str, Any]) -> Json | None:
     """A reservation pod as a foreign pod holding its card, with its node and group
     kept aside (``view`` counts it only while no shared pod uses the group)."""
@@ -189,9 +304,14 @@ def project_pod(body: Mapping[str, Any], scheduler_name: str) -> tuple[bool, Jso
         }
     projected_spec = {k: spec[k] for k in _POD_SPEC_KEYS if spec.get(k) is not None}
     projected_spec["schedulerName"] = keys.DEFAULT_SCHEDULER_NAME
-    projected_spec["containers"] = _resources_only(spec.get("containers"))
+    projected_spec["containers"] = _container_needs(spec.get("containers"))
     if spec.get("initContainers"):
-        projected_spec["initContainers"] = _resources_only(spec.get("initContainers"))
+        projected_spec["initContainers"] = _container_needs(spec.get("initContainers"))
+    if spec.get("ephemeralContainers"):
+        projected_spec["ephemeralContainers"] = _container_needs(spec.get("ephemeralContainers"))
+    volumes = _volumes(spec.get("volumes"))
+    if volumes:
+        projected_spec["volumes"] = volumes
     projected_meta = _meta(body)
     if hami.needs_translation(body):
         # Stored untranslated: the HAMi webhook did not run, and no node advertises
@@ -348,11 +468,24 @@ class View:
     status_memo: PassMemo[str, tuple[object, ...]] | None = None
     #: Our pods as placed, each with what the build reads of it (read once per manifest).
     pod_documents: list[tuple[Document, PodFacts]] = field(default_factory=list)
+    #: The ConfigMaps that exist, by (namespace, name): pods that need another wait.
+    config_maps: frozenset[Key] = frozenset()
 
     @property
     def all_documents(self) -> list[Document]:
         """Every document of the view, our pods among them, as ``kai-py simulate`` reads them."""
-        return [*self.documents, *(doc for doc, _ in self.pod_documents)]
+        config_maps = [
+            Document(
+                f"ConfigMap {ns}/{name}",
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": ns},
+                },
+            )
+            for ns, name in sorted(self.config_maps)
+        ]
+        return [*self.documents, *(doc for doc, _ in self.pod_documents), *config_maps]
 
     def build(self, now: float, config: Config | None = None) -> Built:
         built = build(
@@ -374,6 +507,7 @@ class View:
             node.avoided = self.avoided.get(node.name)
             node.max_pods -= self.pods_of_others.get(node.name, 0)
         built.other_scheduler_pods += self.others
+        built.snapshot.config_maps = self.config_maps
         for job in built.snapshot.jobs:
             if job.queue in self.left_out:
                 job.errors.append(
@@ -441,6 +575,10 @@ class ClusterCache:
         elif kind == BINDREQUESTS:
             store[key] = project_bindrequest(body)
             self._note_bind_timeout(body)
+        elif kind == CONFIGMAPS:
+            store[key] = project_config_map(body)
+        elif kind in _STORAGE_FIELDS:
+            store[key] = project_storage(kind, body)
         else:
             store[key] = _plain(body)
         self.generation += 1
@@ -611,13 +749,14 @@ class ClusterCache:
         cards_by_node: dict[str, dict[str, str]] = {}
         for node_name, gpu_group, card in self.group_cards.values():
             cards_by_node.setdefault(node_name, {})[gpu_group] = card
-        for kind in (NODES, PRIORITY_CLASSES):
+        for kind in (NODES, PRIORITY_CLASSES, PVCS, PVS, STORAGE_CLASSES):
             api_version, kind_name = _KIND_NAMES[kind]
             for key, body in self.objects[kind].items():
                 if kind == NODES and key[1] in cards_by_node:
                     body = _with_group_cards(body, cards_by_node[key[1]])
+                shown = f"{key[0]}/{key[1]}" if key[0] else key[1]
                 docs.append(
-                    Document(f"{kind_name} {key[1]}", _with_type(body, api_version, kind_name))
+                    Document(f"{kind_name} {shown}", _with_type(body, api_version, kind_name))
                 )
         api_version, kind_name = _KIND_NAMES[PODGROUPS]
         for (ns, name), body in self.objects[PODGROUPS].items():
@@ -703,6 +842,7 @@ class ClusterCache:
             podgroups_by_name=dict(self.objects[PODGROUPS]),
             status_memo=self.status_memo,
             pod_documents=ours,
+            config_maps=frozenset(self.objects[CONFIGMAPS]),
         )
 
 

@@ -19,9 +19,12 @@ from kai_py.api.quantities import parse_quantity
 from kai_py.gpu import inventory
 from kai_py.scheduler.model import (
     NO_POD_LIMIT,
+    Claim,
     Node,
     PodAffinityTerm,
+    PodNeeds,
     SelectorRequirement,
+    StorageClass,
     Taint,
     Task,
     TaskStatus,
@@ -292,39 +295,98 @@ def _affinity(obj: Manifest) -> tuple[tuple[SelectorRequirement, ...], ...]:
 
 
 def _pod_affinity_terms(obj: Manifest, kind: str) -> tuple[PodAffinityTerm, ...]:
-    """The required terms of spec.affinity.<kind> (preferred ones are warned about)."""
-    m = meta(obj)
-    who = f"Pod {m.get('namespace') or 'default'}/{m.get('name')}"
-    spec = obj.get("spec") or {}
-    section = ((spec.get("affinity") or {}).get(kind)) or {}
-    terms: list[PodAffinityTerm] = []
+    """The required terms of spec.affinity.<kind>."""
+    who = _pod_who(obj)
+    section = _affinity_section(obj, kind)
     field = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
-    for i, term in enumerate(section.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
-        key = term.get("topologyKey") if isinstance(term, Mapping) else None
-        if not key or not isinstance(key, str):
-            raise WorkloadError(who, f"{field}[{i}].topologyKey", "required, got nothing")
-        selector = term.get("labelSelector") or {}
-        namespaces = tuple(str(n) for n in term.get("namespaces") or ())
-        terms.append(
-            PodAffinityTerm(
-                topology_key=key,
-                match_labels=tuple(
-                    sorted((str(k), str(v)) for k, v in (selector.get("matchLabels") or {}).items())
-                ),
-                match_expressions=tuple(
-                    SelectorRequirement(
-                        str(e.get("key")),
-                        str(e.get("operator")),
-                        tuple(map(str, e.get("values") or ())),
-                    )
-                    for e in selector.get("matchExpressions") or []
-                ),
-                namespaces=namespaces,
-                # An empty namespaceSelector selects every namespace.
-                all_namespaces=term.get("namespaceSelector") == {},
-            )
+    return tuple(
+        _pod_term(term, who, f"{field}[{i}]")
+        for i, term in enumerate(
+            section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
         )
-    return tuple(terms)
+    )
+
+
+def _preferred_pod_affinity(obj: Manifest) -> tuple[tuple[int, PodAffinityTerm], ...]:
+    """The preferred terms of spec.affinity.podAffinity and podAntiAffinity, as (weight,
+    term), the weight negated for anti-affinity."""
+    who = _pod_who(obj)
+    found: list[tuple[int, PodAffinityTerm]] = []
+    for kind, sign in (("podAffinity", 1), ("podAntiAffinity", -1)):
+        field = f"spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution"
+        section = _affinity_section(obj, kind)
+        for i, entry in enumerate(
+            section.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        ):
+            at = f"{field}[{i}]"
+            weight = _weight(who, at, entry)
+            term = entry.get("podAffinityTerm")
+            if not isinstance(term, Mapping):
+                raise WorkloadError(who, f"{at}.podAffinityTerm", f"required, got {term!r}")
+            found.append((sign * weight, _pod_term(term, who, f"{at}.podAffinityTerm")))
+    return tuple(found)
+
+
+def _preferred_affinity(obj: Manifest) -> tuple[tuple[int, tuple[SelectorRequirement, ...]], ...]:
+    """spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution as
+    (weight, requirements)."""
+    who = _pod_who(obj)
+    field = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+    found: list[tuple[int, tuple[SelectorRequirement, ...]]] = []
+    section = _affinity_section(obj, "nodeAffinity")
+    for i, entry in enumerate(section.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+        weight = _weight(who, f"{field}[{i}]", entry)
+        preference = entry.get("preference") or {}
+        if preference.get("matchFields"):
+            continue  # not applied: the builder warns (NotApplied)
+        found.append((weight, _requirements(preference.get("matchExpressions"))))
+    return tuple(found)
+
+
+def _pod_who(obj: Manifest) -> str:
+    m = meta(obj)
+    return f"Pod {m.get('namespace') or 'default'}/{m.get('name')}"
+
+
+def _affinity_section(obj: Manifest, kind: str) -> Mapping[str, Any]:
+    spec = obj.get("spec") or {}
+    section = (spec.get("affinity") or {}).get(kind) or {}
+    return section if isinstance(section, Mapping) else {}
+
+
+def _weight(who: str, at: str, entry: object) -> int:
+    weight = entry.get("weight") if isinstance(entry, Mapping) else None
+    if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+        raise WorkloadError(
+            who, f"{at}.weight", f"must be a whole number from 1 to 100, got {weight!r}"
+        )
+    return weight
+
+
+def _requirements(expressions: object) -> tuple[SelectorRequirement, ...]:
+    return tuple(
+        SelectorRequirement(
+            str(e.get("key")), str(e.get("operator")), tuple(map(str, e.get("values") or ()))
+        )
+        for e in expressions or []  # type: ignore[attr-defined]
+    )
+
+
+def _pod_term(term: object, who: str, at: str) -> PodAffinityTerm:
+    key = term.get("topologyKey") if isinstance(term, Mapping) else None
+    if not key or not isinstance(key, str) or not isinstance(term, Mapping):
+        raise WorkloadError(who, f"{at}.topologyKey", "required, got nothing")
+    selector = term.get("labelSelector") or {}
+    return PodAffinityTerm(
+        topology_key=key,
+        match_labels=tuple(
+            sorted((str(k), str(v)) for k, v in (selector.get("matchLabels") or {}).items())
+        ),
+        match_expressions=_requirements(selector.get("matchExpressions")),
+        namespaces=tuple(str(n) for n in term.get("namespaces") or ()),
+        # An empty namespaceSelector selects every namespace.
+        all_namespaces=term.get("namespaceSelector") == {},
+    )
 
 
 def _tolerations(obj: Manifest) -> tuple[Toleration, ...]:
@@ -337,6 +399,165 @@ def _tolerations(obj: Manifest) -> tuple[Toleration, ...]:
         )
         for t in (obj.get("spec") or {}).get("tolerations") or []
     )
+
+
+def _host_ports(obj: Manifest) -> tuple[tuple[str, str, int], ...]:
+    """(protocol, hostIP, port) of each container port with a hostPort, as kube-scheduler
+    reads them: the containers and the sidecars (init containers that keep running)."""
+    who = ref(obj)
+    spec = obj.get("spec") or {}
+    found: list[tuple[str, str, int]] = []
+    for part in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(part) or []):
+            if part == "initContainers" and c.get("restartPolicy") != "Always":
+                continue
+            for j, p in enumerate(c.get("ports") or []):
+                raw = p.get("hostPort") if isinstance(p, Mapping) else None
+                if raw in (None, 0):
+                    continue
+                if not isinstance(raw, int) or isinstance(raw, bool) or not 0 < raw < 65536:
+                    raise WorkloadError(
+                        who,
+                        f"spec.{part}[{i}].ports[{j}].hostPort",
+                        f"must be a port number from 1 to 65535, got {raw!r}",
+                    )
+                protocol = str(p.get("protocol") or "TCP")
+                found.append((protocol, str(p.get("hostIP") or "0.0.0.0"), raw))
+    return tuple(sorted(set(found)))
+
+
+#: The env keys whose ConfigMap the binder writes for a shared-GPU pod once it is bound
+#: (``binder.reservation.GPU_KEYS``): not the user's, so the pod does not wait for it.
+_BINDER_GPU_KEYS: Final = ("NVIDIA_VISIBLE_DEVICES", "GPU_PORTION")
+
+
+_CONTAINER_PARTS: Final = ("initContainers", "containers", "ephemeralContainers")
+
+
+def _reads_env(spec: Mapping[str, Any]) -> bool:
+    # Loops, not any() over a generator: this is asked of every pod parsed.
+    for part in _CONTAINER_PARTS:
+        for c in spec.get(part) or ():
+            if "env" in c or "envFrom" in c:
+                return True
+    return False
+
+
+def _config_map_refs(obj: Manifest) -> tuple[tuple[str, str, str], ...]:
+    """(name, where, env key) of each ConfigMap the pod needs, as KAI's ConfigMap
+    predicate reads them: mounted volumes (configMap, or a projected source), env
+    ``configMapKeyRef`` and ``envFrom`` ``configMapRef``; not those marked optional."""
+    spec = obj.get("spec") or {}
+    if not spec.get("volumes") and not _reads_env(spec):
+        return ()  # most pods of a simulation (no service account volume there)
+    containers = [
+        c for part in _CONTAINER_PARTS for c in spec.get(part) or [] if isinstance(c, Mapping)
+    ]
+    mounted = {m.get("name") for c in containers for m in c.get("volumeMounts") or []}
+    refs: list[tuple[str, str, str]] = []
+
+    def add(source: object, where: str, key: str = "") -> None:
+        if isinstance(source, Mapping) and source.get("name") and not source.get("optional"):
+            refs.append((str(source["name"]), where, key))
+
+    for v in spec.get("volumes") or []:
+        if not isinstance(v, Mapping) or v.get("name") not in mounted:
+            continue
+        where = f'volume "{v.get("name")}"'
+        add(v.get("configMap"), where)
+        for src in (v.get("projected") or {}).get("sources") or []:
+            add((src or {}).get("configMap"), where)
+    for c in containers:
+        who = f'container "{c.get("name")}"'
+        for e in c.get("env") or []:
+            key_ref = ((e or {}).get("valueFrom") or {}).get("configMapKeyRef")
+            add(key_ref, f"{who} env {(e or {}).get('name')}", str((key_ref or {}).get("key")))
+        for e in c.get("envFrom") or []:
+            add((e or {}).get("configMapRef"), f"{who} envFrom")
+    return tuple(refs)
+
+
+def _needed_config_maps(
+    refs: tuple[tuple[str, str, str], ...], pod_name: str, shared: bool
+) -> tuple[tuple[str, str], ...]:
+    """The Task's ``config_maps``: each name once; for a shared-GPU pod, not the GPU
+    ConfigMap the binder writes after the bind (KAI likewise skips its shared-GPU one)."""
+    if not refs:
+        return ()
+    needed: dict[str, str] = {}
+    for name, where, key in refs:
+        if shared and (key in _BINDER_GPU_KEYS or name == f"{pod_name}-gpu"):
+            continue
+        needed.setdefault(name, where)
+    return tuple(needed.items())
+
+
+def pod_claims(obj: Manifest, pod_name: str) -> tuple[tuple[str, str], ...]:
+    """(claim, volume) for each volume backed by a PersistentVolumeClaim: a
+    ``persistentVolumeClaim`` volume, or an ``ephemeral`` one (its claim is named
+    ``<pod>-<volume>``, made by the ephemeral volume controller)."""
+    found: list[tuple[str, str]] = []
+    for v in (obj.get("spec") or {}).get("volumes") or ():
+        if not isinstance(v, Mapping):
+            continue
+        source = v.get("persistentVolumeClaim")
+        if isinstance(source, Mapping) and source.get("claimName"):
+            found.append((str(source["claimName"]), str(v.get("name"))))
+        elif v.get("ephemeral"):
+            found.append((f"{pod_name}-{v.get('name')}", str(v.get("name"))))
+    return tuple(found)
+
+
+def claim_from_manifest(obj: Manifest) -> Claim:
+    spec = obj.get("spec") or {}
+    cls = spec.get("storageClassName")
+    return Claim(
+        volume=str(spec["volumeName"]) if spec.get("volumeName") else None,
+        storage_class=str(cls) if cls else None,
+    )
+
+
+def volume_node_affinity(obj: Manifest) -> tuple[tuple[SelectorRequirement, ...], ...]:
+    """A PersistentVolume's spec.nodeAffinity.required (empty: any node); a matchFields
+    requirement reads the node's name as ``metadata.name``."""
+    required = ((obj.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+    return tuple(
+        _requirements(term.get("matchExpressions")) + _requirements(term.get("matchFields"))
+        for term in required.get("nodeSelectorTerms") or []
+        if isinstance(term, Mapping)
+    )
+
+
+def storage_class_from_manifest(obj: Manifest) -> StorageClass:
+    """A StorageClass: its binding mode, and allowedTopologies as node selector terms."""
+    who = f"StorageClass {meta(obj).get('name')}"
+    mode = obj.get("volumeBindingMode") or "Immediate"
+    if mode not in ("Immediate", "WaitForFirstConsumer"):
+        raise WorkloadError(
+            who, "volumeBindingMode", f"must be Immediate or WaitForFirstConsumer, got {mode!r}"
+        )
+    topologies = tuple(
+        tuple(
+            SelectorRequirement(str(e.get("key")), "In", tuple(map(str, e.get("values") or ())))
+            for e in term.get("matchLabelExpressions") or []
+        )
+        for term in obj.get("allowedTopologies") or []
+        if isinstance(term, Mapping)
+    )
+    return StorageClass(wait_for_consumer=mode == "WaitForFirstConsumer", topologies=topologies)
+
+
+def _needs(
+    obj: Manifest, host_ports: tuple[tuple[str, str, int], ...], name: str, shared: bool
+) -> PodNeeds | None:
+    # ConfigMaps and claims are not among the memoized spec parts: a real API server
+    # gives each pod a volume of its own name (the service account token's, which
+    # mounts kube-root-ca.crt).
+    config_maps = _needed_config_maps(_config_map_refs(obj), name, shared)
+    claims = pod_claims(obj, name) if (obj.get("spec") or {}).get("volumes") else ()
+    if host_ports or config_maps or claims:
+        return PodNeeds(host_ports, config_maps, claims)
+    return None
 
 
 def pod_status(obj: Manifest) -> TaskStatus | None:
@@ -362,6 +583,9 @@ class _SpecParts:
     tolerations: tuple[Toleration, ...]
     pod_affinity: tuple[PodAffinityTerm, ...]
     pod_anti_affinity: tuple[PodAffinityTerm, ...]
+    host_ports: tuple[tuple[str, str, int], ...]
+    preferred_affinity: tuple[tuple[int, tuple[SelectorRequirement, ...]], ...]
+    preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...]
 
 
 #: The spec fields _SpecParts reads (nodeName is not one: a template's pods share
@@ -400,6 +624,9 @@ def _spec_parts(obj: Manifest) -> _SpecParts:
             tolerations=_tolerations(obj),
             pod_affinity=_pod_affinity_terms(obj, "podAffinity"),
             pod_anti_affinity=_pod_affinity_terms(obj, "podAntiAffinity"),
+            host_ports=_host_ports(obj),
+            preferred_affinity=_preferred_affinity(obj),
+            preferred_pod_affinity=_preferred_pod_affinity(obj),
         )
         if key is not None:
             if len(_PARTS_MEMO) >= _PARTS_MEMO_SIZE:
@@ -453,6 +680,9 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
         labels={str(k): str(v) for k, v in labels.items()},
         pod_affinity=parts.pod_affinity,
         pod_anti_affinity=parts.pod_anti_affinity,
+        preferred_affinity=parts.preferred_affinity,
+        preferred_pod_affinity=parts.preferred_pod_affinity,
+        needs=_needs(obj, parts.host_ports, name, bool(fraction or memory)),
         stuck=status is TaskStatus.RELEASING and deadline is not None and deadline < now,
         nominated_node=(
             str(status_obj["nominatedNodeName"])

@@ -27,6 +27,10 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
     "scheduler": {
         KOPF_CRDS,
         ("", "nodes,pods", "list,watch"),
+        # ConfigMaps' names (a pod that needs a missing one waits) and the volume
+        # predicate's inputs
+        ("", "configmaps,persistentvolumeclaims,persistentvolumes", "list,watch"),
+        ("storage.k8s.io", "storageclasses", "list,watch"),
         ("", "pods/status", "patch"),  # nominatedNodeName, PodScheduled condition
         ("", "pods/eviction", "create"),  # reclaim, preempt, consolidation
         ("", "events", "create,patch"),  # Events, and their aggregated counts
@@ -44,6 +48,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("", "nodes", "get"),
         ("", "namespaces", "create"),  # the reservation namespace when missing
         ("", "configmaps", "get,create,patch,delete"),  # the GPU ConfigMaps
+        ("", "persistentvolumeclaims", "get,patch"),  # volume.kubernetes.io/selected-node
         ("", "events", "create"),
         ("scheduling.run.ai", "bindrequests", "get,list,watch"),  # the bind queue
         ("scheduling.run.ai", "bindrequests/status", "patch"),

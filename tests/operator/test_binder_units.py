@@ -928,3 +928,59 @@ def test_a_request_another_attempt_finished_gets_no_second_bound_event() -> None
     outcome = binder(kube).reconcile(br)
     assert outcome.phase == "Succeeded"
     assert events(kube, "Bound") == []
+
+
+PVC = "/api/v1/namespaces/ns/persistentvolumeclaims"
+
+
+def test_an_unbound_claim_is_told_the_node_before_the_bind() -> None:
+    """As kube-scheduler's VolumeBinding: the external provisioner of a class that waits
+    for the first consumer reads the node from the claim's selected-node annotation."""
+    kube, br = setup(kind="Regular")
+    kube.objects[POD]["spec"]["volumes"] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "late"}},
+        {"name": "old", "persistentVolumeClaim": {"claimName": "bound"}},
+        {"name": "tmp", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+    ]
+    kube.add(f"{PVC}/late", {"metadata": {"name": "late"}, "spec": {}})
+    kube.add(f"{PVC}/bound", {"metadata": {"name": "bound"}, "spec": {"volumeName": "pv-1"}})
+    kube.add(f"{PVC}/p-tmp", {"metadata": {"name": "p-tmp"}, "spec": {}})
+    hints = PodHints("kai-scheduler")
+    hints.observe(
+        "ADDED",
+        {
+            **kube.objects[POD],
+            "spec": {**kube.objects[POD]["spec"], "schedulerName": "kai-scheduler"},
+        },
+    )
+    outcome = binder(kube, hints).reconcile(br)
+    assert outcome.phase == "Succeeded"
+    for name in ("late", "p-tmp"):
+        annotations = kube.objects[f"{PVC}/{name}"]["metadata"]["annotations"]
+        assert annotations == {keys.SELECTED_NODE_ANNOTATION: "n1"}
+    assert "annotations" not in kube.objects[f"{PVC}/bound"]["metadata"]  # bound: left alone
+    patched = [i for i, c in enumerate(kube.calls) if c[0] == "PATCH" and "claims" in c[1]]
+    binding = next(i for i, c in enumerate(kube.calls) if c[1].endswith("/binding"))
+    assert patched and max(patched) < binding
+
+
+def test_a_claim_gone_or_chosen_for_another_node_fails_the_attempt_unbound() -> None:
+    kube, br = setup(kind="Regular")
+    kube.objects[POD]["spec"]["volumes"] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "late"}}
+    ]
+    outcome = binder(kube).reconcile(br)
+    assert (
+        outcome.phase == "Pending"
+        and "persistentvolumeclaim ns/late does not exist" in outcome.reason
+    )
+    kube.add(
+        f"{PVC}/late",
+        {
+            "metadata": {"name": "late", "annotations": {keys.SELECTED_NODE_ANNOTATION: "n2"}},
+            "spec": {},
+        },
+    )
+    outcome = binder(kube).reconcile(br)
+    assert "is being provisioned for node n2" in outcome.reason
+    assert not kube.objects[POD]["spec"].get("nodeName")

@@ -16,7 +16,7 @@ from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event, QueueFigures
-from kai_py.state.cache import BINDREQUESTS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
+from kai_py.state.cache import BINDREQUESTS, KINDS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 from kai_py.writes.writer import (
     URGENT,
     BackgroundWriter,
@@ -689,8 +689,9 @@ def test_warm_once_the_watch_has_delivered_the_listing() -> None:
     cache = ClusterCache()
     assert not cache.warm
     cache.observe(PODS, None, _pod_body("p1", "u1"))
-    for kind in ("nodes", "queues", "podgroups", "priorityclasses", "bindrequests"):
-        cache.expect(kind, [])
+    for kind in KINDS:
+        if kind != PODS:
+            cache.expect(kind, [])
     cache.expect(PODS, ["u1", "u2"])
     assert not cache.warm and cache.waiting_for()[PODS] == 1
     cache.observe(PODS, None, _pod_body("p2", "u2"))

@@ -17,7 +17,9 @@ scheduler and no kubelet; the tests run kai-py's simulated kubelets, device
 plugins and Job/ReplicaSet/Deployment controllers against the server over
 HTTP (:mod:`kai_py.emulator.clientgo.http_client`), and do what the
 controller manager's disabled controllers would have: a ``default``
-ServiceAccount in each namespace, the not-ready taint off a Ready node.
+ServiceAccount and the ``kube-root-ca.crt`` ConfigMap in each namespace (every
+pod mounts it through its service account token's projected volume, and waits
+for it like for any ConfigMap it mounts), the not-ready taint off a Ready node.
 """
 
 from __future__ import annotations
@@ -275,12 +277,22 @@ class RealApiServer:
         return path
 
     def namespace(self, name: str) -> None:
-        """A namespace with its ``default`` ServiceAccount (the controller manager's job)."""
+        """A namespace with its ``default`` ServiceAccount and ``kube-root-ca.crt``
+        ConfigMap (the controller manager's jobs)."""
         self.ensure(
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
         )
         self.service_account(name, "default")
+        self.ensure(
+            f"/api/v1/namespaces/{name}/configmaps",
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "kube-root-ca.crt"},
+                "data": {"ca.crt": Path(self.ca_file).read_text()},
+            },
+        )
 
     def service_account(self, namespace: str, name: str) -> None:
         self.ensure(

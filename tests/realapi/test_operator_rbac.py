@@ -292,6 +292,10 @@ ALSO_NEEDED: Rules = {
         ("", "configmaps", "get"),
         ("", "configmaps", "patch"),
         ("", "configmaps", "delete"),
+        # A pod with an unbound PersistentVolumeClaim: its claim is read and told the
+        # node (volume.kubernetes.io/selected-node); the scenario's pods have none.
+        ("", "persistentvolumeclaims", "get"),
+        ("", "persistentvolumeclaims", "patch"),
         ("scheduling.run.ai", "bindrequests", "get"),
     },
     # The grouper reads a pod it has no cached copy of, and walks owner chains:
