@@ -478,15 +478,21 @@ def _config_map_refs(obj: Manifest) -> tuple[tuple[str, str, str], ...]:
 
 
 def _needed_config_maps(
-    refs: tuple[tuple[str, str, str], ...], pod_name: str, shared: bool
+    refs: tuple[tuple[str, str, str], ...], pod_name: str, shared: bool, gpu_prefix: str
 ) -> tuple[tuple[str, str], ...]:
     """The Task's ``config_maps``: each name once; for a shared-GPU pod, not the GPU
-    ConfigMap the binder writes after the bind (KAI likewise skips its shared-GPU one)."""
+    ConfigMaps the binder writes after the bind: as KAI, those whose name starts with
+    the pod's ``runai/shared-gpu-configmap`` (``<prefix>-<i>`` and ``<prefix>-<i>-evar``),
+    and the ``<pod>-gpu`` one of pods wired before that naming."""
     if not refs:
         return ()
     needed: dict[str, str] = {}
     for name, where, key in refs:
-        if shared and (key in _BINDER_GPU_KEYS or name == f"{pod_name}-gpu"):
+        if shared and (
+            key in _BINDER_GPU_KEYS
+            or name == f"{pod_name}-gpu"
+            or (gpu_prefix and name.startswith(gpu_prefix))
+        ):
             continue
         needed.setdefault(name, where)
     return tuple(needed.items())
@@ -553,7 +559,9 @@ def _needs(
     # ConfigMaps and claims are not among the memoized spec parts: a real API server
     # gives each pod a volume of its own name (the service account token's, which
     # mounts kube-root-ca.crt).
-    config_maps = _needed_config_maps(_config_map_refs(obj), name, shared)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    gpu_prefix = str(annotations.get(keys.SHARED_GPU_CONFIGMAP_ANNOTATION) or "")
+    config_maps = _needed_config_maps(_config_map_refs(obj), name, shared, gpu_prefix)
     claims = pod_claims(obj, name) if (obj.get("spec") or {}).get("volumes") else ()
     if host_ports or config_maps or claims:
         return PodNeeds(host_ports, config_maps, claims)

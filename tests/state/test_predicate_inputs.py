@@ -130,14 +130,22 @@ def test_a_shared_pod_does_not_wait_for_the_gpu_configmap_the_binder_writes() ->
     assert convert._BINDER_GPU_KEYS == reservation.GPU_KEYS
     body = _pod()
     body["metadata"]["annotations"]["gpu-fraction"] = "0.5"
-    body["spec"] = deviceaccess.mutate(body, "kai-scheduler") or body["spec"]
-    body["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "p-gpu"}}]
-    assert "configMapKeyRef" in str(body["spec"])  # the webhook's wiring
+    wired = deviceaccess.mutate(body, "kai-scheduler")
+    assert wired is not None
+    body["spec"] = wired.spec
+    body["metadata"]["annotations"].update(wired.annotations)
+    # KAI's wiring (<prefix>-0 by key, <prefix>-0-evar by envFrom, a volume), and the
+    # ConfigMap of a pod wired before KAI's naming.
+    body["spec"]["containers"][0]["envFrom"].append({"configMapRef": {"name": "p-gpu"}})
+    text = str(body["spec"])
+    assert "configMapKeyRef" in text and "-shared-gpu-0-evar" in text
     assert _task(body).needs is None
-    # The same reference on a pod that shares no GPU is the user's own.
+    # The same references on a pod that shares no GPU are the user's own.
     del body["metadata"]["annotations"]["gpu-fraction"]
     needs = _task(body).needs
-    assert needs is not None and [name for name, _ in needs.config_maps] == ["p-gpu"]
+    assert needs is not None
+    names = [name for name, _ in needs.config_maps]
+    assert "p-gpu" in names and any(n.endswith("-shared-gpu-0-evar") for n in names)
 
 
 def test_a_bad_host_port_is_named() -> None:
