@@ -153,7 +153,9 @@ def test_concurrency_policy(policy: str) -> None:
             return await jobs_of(cluster, "long")
 
         (job,) = await until(clock, first, limit=70)
-        await advance(clock, 180)
+        await advance(clock, 20)
+        before = await cluster.store.get("cronjobs", "default", "long")
+        await advance(clock, 160)
         jobs = await jobs_of(cluster, "long")
         cj = await cluster.store.get("cronjobs", "default", "long")
         active = [a["name"] for a in cj["status"]["active"]]
@@ -162,6 +164,8 @@ def test_concurrency_policy(policy: str) -> None:
         elif policy == "Forbid":
             assert [j["metadata"]["name"] for j in jobs] == [job["metadata"]["name"]]
             assert active == [job["metadata"]["name"]]
+            # Skipped runs change nothing: no status write for each look.
+            assert cj["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
         else:
             (latest,) = jobs
             assert latest["metadata"]["name"] != job["metadata"]["name"]

@@ -103,6 +103,8 @@ class CronJobController:
         cj.setdefault("apiVersion", "batch/v1")
         cj.setdefault("kind", "CronJob")
         status: Json = cj.setdefault("status", {})
+        # No list and an empty one are the same status: only a real change is written.
+        status["active"] = status.get("active") or []
         before = copy.deepcopy(status)
         jobs = self._owned_jobs(cj)
         wake = await self._sync(cj, status, jobs)
