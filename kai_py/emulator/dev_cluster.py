@@ -1,7 +1,7 @@
 """``DevCluster``: the whole emulated cluster as one object, for ``kai-py dev`` and tests.
 
 API server + simulated nodes (kubelets, device plugins) + built-in
-controllers (Job, Deployment, ReplicaSet, a default scheduler), with the
+controllers (Job, CronJob, Deployment, ReplicaSet, a default scheduler), with the
 kai-py CRDs applied. Async::
 
     async with DevCluster() as cluster:              # default: 4 x 8 GPU + 2 CPU nodes

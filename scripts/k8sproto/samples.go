@@ -136,6 +136,21 @@ func samples() map[string]runtime.Object {
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "j"}}, Spec: podSpec()},
 			},
 		},
+		"cronjob": &batchv1.CronJob{
+			ObjectMeta: meta("pb-cronjob", "default"),
+			Spec: batchv1.CronJobSpec{
+				Schedule: "* * * * *", TimeZone: ptr("UTC"), StartingDeadlineSeconds: ptr(int64(0)),
+				ConcurrencyPolicy: batchv1.ForbidConcurrent, Suspend: ptr(false),
+				SuccessfulJobsHistoryLimit: ptr(int32(0)), FailedJobsHistoryLimit: ptr(int32(2)),
+				JobTemplate: batchv1.JobTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"run": "nightly"}},
+					Spec: batchv1.JobSpec{
+						BackoffLimit: ptr(int32(0)),
+						Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "cj"}}, Spec: podSpec()},
+					},
+				},
+			},
+		},
 		"deployment": &appsv1.Deployment{
 			ObjectMeta: meta("pb-deploy", "default"),
 			Spec: appsv1.DeploymentSpec{

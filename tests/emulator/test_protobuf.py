@@ -35,6 +35,7 @@ def test_the_fixtures_cover_the_kinds_go_clients_create() -> None:
         "configmap",
         "pvc",
         "job",
+        "cronjob",
         "deployment",
         "statefulset",
         "priorityclass",

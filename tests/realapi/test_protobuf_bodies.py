@@ -32,6 +32,7 @@ COLLECTIONS = {
     "event": "/api/v1/namespaces/default/events",
     "eventsv1": "/apis/events.k8s.io/v1/namespaces/default/events",
     "job": "/apis/batch/v1/namespaces/default/jobs",
+    "cronjob": "/apis/batch/v1/namespaces/default/cronjobs",
     "deployment": "/apis/apps/v1/namespaces/default/deployments",
     "statefulset": "/apis/apps/v1/namespaces/default/statefulsets",
     "priorityclass": "/apis/scheduling.k8s.io/v1/priorityclasses",

@@ -295,6 +295,35 @@ def _statefulset_row(obj: JSON, now: float) -> list[Any]:
     ]
 
 
+def _cronjob_row(obj: JSON, now: float) -> list[Any]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    job_spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+    containers = ((job_spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    suspend = spec.get("suspend")
+    last = _ts(status.get("lastScheduleTime"))
+    selector = job_spec.get("selector") or {}
+    terms = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for e in selector.get("matchExpressions") or []:
+        op = str(e.get("operator", "")).lower()
+        values = ",".join(e.get("values") or [])
+        if op in ("exists", "doesnotexist"):
+            terms.append(f"{'!' if op == 'doesnotexist' else ''}{e.get('key')}")
+        else:
+            terms.append(f"{e.get('key')} {op} ({values})")
+    return [
+        obj["metadata"]["name"],
+        spec.get("schedule", ""),
+        spec.get("timeZone") or "<none>",
+        "<unset>" if suspend is None else ("True" if suspend else "False"),
+        len(status.get("active") or []),
+        "<none>" if last is None else human_duration(now - last),
+        _age(obj, now),
+        ",".join(str(c.get("name", "")) for c in containers),
+        ",".join(str(c.get("image", "")) for c in containers),
+        ",".join(terms) or "<none>",
+    ]
+
+
 def _runtimeclass_row(obj: JSON, now: float) -> list[Any]:
     return [obj["metadata"]["name"], obj.get("handler", ""), _age(obj, now)]
 
@@ -375,6 +404,21 @@ _BUILTIN: dict[str, tuple[list[Column], Row]] = {
             _AGE,
         ],
         _job_row,
+    ),
+    "cronjobs.batch": (
+        [
+            _NAME,
+            ("Schedule", "string", 0, "The schedule in Cron format."),
+            ("Timezone", "string", 0, "The time zone name for the given schedule."),
+            ("Suspend", "boolean", 0, "Whether to suspend subsequent executions."),
+            ("Active", "integer", 0, "A list of pointers to currently running jobs."),
+            ("Last Schedule", "string", 0, "When a job was last scheduled."),
+            _AGE,
+            ("Containers", "string", 1, "Names of each container in the template."),
+            ("Images", "string", 1, "Images referenced by each container in the template."),
+            ("Selector", "string", 1, "A label query over pods of the jobs."),
+        ],
+        _cronjob_row,
     ),
     "deployments.apps": (
         [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from kai_py.emulator.clientgo.client import (
+    CRONJOBS,
     DEPLOYMENTS,
     JOBS,
     NODES,
@@ -14,6 +15,7 @@ from kai_py.emulator.clientgo.client import (
     ClusterClient,
 )
 from kai_py.emulator.clientgo.runtime import Informer, WorkQueue
+from kai_py.emulator.controllers.cronjob import CronJobController
 from kai_py.emulator.controllers.default_scheduler import DefaultScheduler
 from kai_py.emulator.controllers.deployment import DeploymentController
 from kai_py.emulator.controllers.job import DEFAULT_FAILURE_BACKOFF, JobController
@@ -23,7 +25,8 @@ from kai_py.emulator.timesource import Clock
 
 
 class ControllerManager:
-    """Runs the Job, ReplicaSet, Deployment, StatefulSet controllers and the default scheduler."""
+    """Runs the Job, CronJob, ReplicaSet, Deployment, StatefulSet controllers and the default
+    scheduler."""
 
     def __init__(
         self,
@@ -37,6 +40,7 @@ class ControllerManager:
         self.pods = Informer(client, PODS)
         self.nodes = Informer(client, NODES)
         self.jobs = Informer(client, JOBS)
+        self.cronjobs = Informer(client, CRONJOBS)
         self.replicasets = Informer(client, REPLICASETS)
         self.deployments = Informer(client, DEPLOYMENTS)
         self.statefulsets = Informer(client, STATEFULSETS)
@@ -48,6 +52,7 @@ class ControllerManager:
             failure_backoff=job_failure_backoff,
             events=events,
         )
+        self.cronjob = CronJobController(client, self.cronjobs, self.jobs, clock, events=events)
         self.replicaset = ReplicaSetController(
             client, self.replicasets, self.pods, clock, events=events
         )
@@ -70,6 +75,7 @@ class ControllerManager:
             self.pods,
             self.nodes,
             self.jobs,
+            self.cronjobs,
             self.replicasets,
             self.deployments,
             self.statefulsets,
@@ -79,6 +85,7 @@ class ControllerManager:
     def queues(self) -> list[WorkQueue]:
         queues = [
             self.job.queue,
+            self.cronjob.queue,
             self.replicaset.queue,
             self.deployment.queue,
             self.statefulset.queue,

@@ -11,6 +11,7 @@ import ipaddress
 import re
 from typing import Any
 
+from kai_py.emulator import cron
 from kai_py.emulator.storage.errors import FieldError
 from kai_py.emulator.storage.resources import ResourceType
 
@@ -451,6 +452,117 @@ def _job_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
     return errors
 
 
+def _cronjob_defaults(obj: JSON, old: JSON | None) -> None:
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    tspec = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get("spec")
+    if isinstance(tspec, dict):
+        # A pod template's default ("Always"), which the Job rules below then refuse.
+        _pod_template_defaults(tspec)
+
+
+def _cronjob_validate(obj: JSON, old: JSON | None) -> list[FieldError]:
+    """As kube-apiserver: the schedule must parse, and its Job template must be a Job's."""
+    spec = obj.get("spec") or {}
+    old_spec = (old or {}).get("spec") or {}
+    errors: list[FieldError] = []
+    name = (obj.get("metadata") or {}).get("name", "")
+    if old is None and len(name) > 52:
+        # The Job's name adds "-" and the minute (11 characters) and must stay a DNS label.
+        errors.append(
+            FieldError(
+                "metadata.name", "FieldValueInvalid", "must be no more than 52 characters", name
+            )
+        )
+    schedule = spec.get("schedule")
+    if not schedule:
+        errors.append(FieldError("spec.schedule", "FieldValueRequired", ""))
+    else:
+        text = str(schedule)
+        try:
+            cron.parse(text)
+        except cron.CronError as exc:
+            errors.append(FieldError("spec.schedule", "FieldValueInvalid", str(exc), text))
+        tz_before = "TZ" in str(old_spec.get("schedule") or "")
+        if "TZ" in text and not tz_before:
+            errors.append(
+                FieldError(
+                    "spec.schedule",
+                    "FieldValueInvalid",
+                    "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+                    text,
+                )
+            )
+        elif "TZ" in text and spec.get("timeZone") is not None:
+            errors.append(
+                FieldError(
+                    "spec.schedule",
+                    "FieldValueInvalid",
+                    "cannot use both timeZone field and TZ or CRON_TZ in schedule",
+                    text,
+                )
+            )
+    errors.extend(_non_negative(spec, "startingDeadlineSeconds"))
+    zone = spec.get("timeZone")
+    if zone is not None and (old is None or old_spec.get("timeZone") != zone):
+        if zone == "":
+            detail = "timeZone must be nil or non-empty string"
+        elif str(zone).lower() == "local":
+            detail = (
+                "timeZone must be an explicit time zone as defined in "
+                "https://www.iana.org/time-zones"
+            )
+        else:
+            try:
+                cron.load_zone(str(zone))
+                detail = ""
+            except cron.CronError as exc:
+                detail = str(exc)
+        if detail:
+            errors.append(FieldError("spec.timeZone", "FieldValueInvalid", detail, zone))
+    policy = spec.get("concurrencyPolicy")
+    if policy not in ("Allow", "Forbid", "Replace"):
+        errors.append(
+            FieldError(
+                "spec.concurrencyPolicy",
+                "FieldValueNotSupported",
+                'supported values: "Allow", "Forbid", "Replace"',
+                policy,
+            )
+        )
+    tspec = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get(
+        "spec"
+    ) or {}
+    path = "spec.jobTemplate.spec.template.spec"
+    if not tspec.get("containers"):
+        errors.append(FieldError(f"{path}.containers", "FieldValueRequired", ""))
+    if tspec.get("restartPolicy") not in ("OnFailure", "Never"):
+        errors.append(
+            FieldError(
+                f"{path}.restartPolicy", "FieldValueRequired", 'valid values: "OnFailure", "Never"'
+            )
+        )
+    errors.extend(_non_negative(spec, "successfulJobsHistoryLimit"))
+    errors.extend(_non_negative(spec, "failedJobsHistoryLimit"))
+    return errors
+
+
+def _non_negative(spec: JSON, field: str) -> list[FieldError]:
+    value = spec.get(field)
+    if isinstance(value, int) and value < 0:
+        return [
+            FieldError(
+                f"spec.{field}", "FieldValueInvalid", "must be greater than or equal to 0", value
+            )
+        ]
+    return []
+
+
 def _priorityclass_defaults(obj: JSON, old: JSON | None) -> None:
     obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
 
@@ -595,6 +707,7 @@ _DEFAULTERS = {
     "services": _service_defaults,
     "pods": _pod_defaults,
     "jobs.batch": _job_defaults,
+    "cronjobs.batch": _cronjob_defaults,
     "deployments.apps": _deployment_defaults,
     "replicasets.apps": _replicaset_defaults,
     "priorityclasses.scheduling.k8s.io": _priorityclass_defaults,
@@ -607,6 +720,7 @@ _DEFAULTERS = {
 _VALIDATORS = {
     "pods": _pod_validate,
     "jobs.batch": _job_validate,
+    "cronjobs.batch": _cronjob_validate,
     "deployments.apps": _selector_validate,
     "replicasets.apps": _selector_validate,
     "priorityclasses.scheduling.k8s.io": _priorityclass_validate,

@@ -255,6 +255,15 @@ def builtin_types() -> list[ResourceType]:
         ),
         _g("batch", "v1", "jobs", "Job", categories=("all",), subresources=_STATUS),
         _g(
+            "batch",
+            "v1",
+            "cronjobs",
+            "CronJob",
+            short_names=("cj",),
+            categories=("all",),
+            subresources=_STATUS,
+        ),
+        _g(
             "apps",
             "v1",
             "deployments",

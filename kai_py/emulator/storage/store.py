@@ -147,6 +147,7 @@ _GENERATION_KEYS = frozenset(
         "statefulsets.apps",
         "daemonsets.apps",
         "jobs.batch",
+        "cronjobs.batch",
         "poddisruptionbudgets.policy",
     }
 )
