@@ -53,6 +53,19 @@ def webhooks(
     monkeypatch.setenv("KAI_PY_WEBHOOK_PORT", str(_free_port()))
     monkeypatch.setenv("KAI_PY_WEBHOOK_MANAGED", "kai-py.test")
     monkeypatch.setenv("KAI_PY_FRACTION_RUNTIME_CLASS", "nvidia")
+    # The class that names, as the NVIDIA GPU operator makes it: the API server's
+    # RuntimeClass admission refuses a pod naming a class that does not exist.
+    cluster.call(
+        cluster.store.create(
+            "runtimeclasses",
+            {
+                "apiVersion": "node.k8s.io/v1",
+                "kind": "RuntimeClass",
+                "metadata": {"name": "nvidia"},
+                "handler": "nvidia",
+            },
+        )
+    )
     running = start_operator(
         cluster.kubeconfig_path, tmp_path / "webhooks.log", "--controllers", "webhooks"
     )
