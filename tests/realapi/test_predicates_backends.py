@@ -309,6 +309,9 @@ def test_a_claim_of_a_class_with_no_storageclass_is_bound_to_a_volume_and_its_po
     _bound(core, custom, _with_claim(_cpu_pod("manual-0"), "manual"))
     pvc = core.read_namespaced_persistent_volume_claim("manual", NS)
     assert (pvc.status.phase, pvc.spec.volume_name) == ("Bound", "manual-pv")
+    assert pvc.status.capacity == {"storage": "10Mi"}
+    assert pvc.metadata.annotations["pv.kubernetes.io/bind-completed"] == "yes"
+    assert pvc.metadata.annotations["pv.kubernetes.io/bound-by-controller"] == "yes"
     pv = core.read_persistent_volume("manual-pv")
     assert (pv.status.phase, pv.spec.claim_ref.uid) == ("Bound", pvc.metadata.uid)
     wait_for(
