@@ -345,3 +345,26 @@ def test_a_waiting_class_binds_on_the_selected_node_or_provisions_there() -> Non
         await until(gone)
 
     run(body)
+
+
+def test_a_claim_naming_a_volume_that_does_not_fit_waits_and_recycle_frees_a_volume() -> None:
+    async def body(cluster: DevCluster) -> None:
+        await cluster.store.create(
+            "persistentvolumes", pv("tiny", "500", persistentVolumeReclaimPolicy="Recycle")
+        )
+        await cluster.store.create("persistentvolumeclaims", pvc("big", volumeName="tiny"))
+        want = (
+            "VolumeMismatch",
+            'Cannot bind to requested volume "tiny": requested PV is too small',
+        )
+        await until(lambda: _has_event(cluster, "big", want))
+        assert phase(await claim(cluster, "big")) == "Pending"
+        await cluster.store.delete("persistentvolumeclaims", "default", "big")
+        await cluster.store.create("persistentvolumeclaims", pvc("fits", size="100"))
+        await until(lambda: bound(cluster, "fits"))
+        await cluster.store.delete("persistentvolumeclaims", "default", "fits")
+        free = await until(lambda: _phase_is(cluster, "tiny", "Available"))
+        assert "claimRef" not in free["spec"]
+        assert BOUND_BY_CONTROLLER not in (free["metadata"].get("annotations") or {})
+
+    run(body)

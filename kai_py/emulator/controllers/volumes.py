@@ -49,7 +49,7 @@ from kai_py.emulator.clientgo.client import (
     obj_key,
 )
 from kai_py.emulator.clientgo.events import EventRecorder
-from kai_py.emulator.clientgo.runtime import Informer, WorkQueue, enqueue_self
+from kai_py.emulator.clientgo.runtime import Informer, WorkQueue
 from kai_py.emulator.quantity import QuantityError, parse_quantity
 from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.storage.selectors import labels_match, selector_from_label_selector
@@ -185,7 +185,7 @@ def affinity_admits(volume: Json, node: Json) -> bool:
 def mismatch(volume: Json, claim: Json) -> str | None:
     """Why a volume the claim names cannot be bound to it (upstream's wording), or None."""
     if _meta(volume).get("deletionTimestamp"):
-        return f"the volume is marked for deletion {_meta(volume).get('name')!r}"
+        return f'the volume is marked for deletion "{_meta(volume).get("name")}"'
     if _capacity(volume) < _request(claim):
         return "requested PV is too small"
     if volume_class(volume) != claim_class(claim):
@@ -312,8 +312,8 @@ class PersistentVolumeBinder:
             if not _spec(claim).get("volumeName") and _phase(claim) != "Lost":
                 self.claim_queue.add(obj_key(claim))
 
-    def _claim_changed(self, kind: str, claim: Json, old: Json | None) -> None:
-        enqueue_self(self.claim_queue)(kind, claim, old)
+    def _claim_changed(self, kind: str, claim: Json, _old: Json | None) -> None:
+        self.claim_queue.add(obj_key(claim))
         if kind == "DELETED":
             self._said.pop(str(_meta(claim).get("uid")), None)
             for volume in self.volumes.values():
@@ -399,7 +399,7 @@ class PersistentVolumeBinder:
             await self._say(
                 claim,
                 "VolumeMismatch",
-                f"Cannot bind to requested volume {name!r}: {why}",
+                f'Cannot bind to requested volume "{name}": {why}',
                 type="Warning",
             )
         elif bound_to(volume, claim):
@@ -639,7 +639,7 @@ class PersistentVolumeBinder:
                     volume,
                     "VolumeMismatch",
                     f"Cannot bind PersistentVolume to requested PersistentVolumeClaim "
-                    f"{_meta(claim).get('name')!r} due to incompatible volumeMode.",
+                    f'"{_meta(claim).get("name")}" due to incompatible volumeMode.',
                     type="Warning",
                 )
                 return
