@@ -278,3 +278,44 @@ def test_a_first_consumer_claim_gets_a_node_its_class_allows(
     assert _bound(core, custom, _with_claim(_cpu_pod("late-0"), "late")) == "gpu-0"
     pvc = core.read_namespaced_persistent_volume_claim("late", NS)
     assert pvc.metadata.annotations[keys.SELECTED_NODE_ANNOTATION] == "gpu-0"
+
+
+def test_a_claim_of_a_class_with_no_storageclass_is_bound_to_a_volume_and_its_pod_runs(
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    # KAI's "Schedule pod with PV and PVC": no StorageClass "manual" exists; the
+    # PersistentVolume controller binds the claim to the volume by the class's name.
+    _cache_loaded(operator)
+    _queues(custom)
+    core.create_persistent_volume(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": "manual-pv"},
+            "spec": {
+                "storageClassName": "manual",
+                "capacity": {"storage": "10Mi"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": "/tmp"},
+            },
+        }
+    )
+    core.create_namespaced_persistent_volume_claim(
+        NS,
+        _claim("manual", storageClassName="manual", resources={"requests": {"storage": "1k"}}),
+    )
+    _bound(core, custom, _with_claim(_cpu_pod("manual-0"), "manual"))
+    pvc = core.read_namespaced_persistent_volume_claim("manual", NS)
+    assert (pvc.status.phase, pvc.spec.volume_name) == ("Bound", "manual-pv")
+    assert pvc.status.capacity == {"storage": "10Mi"}
+    assert pvc.metadata.annotations["pv.kubernetes.io/bind-completed"] == "yes"
+    assert pvc.metadata.annotations["pv.kubernetes.io/bound-by-controller"] == "yes"
+    pv = core.read_persistent_volume("manual-pv")
+    assert (pv.status.phase, pv.spec.claim_ref.uid) == ("Bound", pvc.metadata.uid)
+    wait_for(
+        lambda: core.read_namespaced_pod("manual-0", NS).status.phase == "Running",
+        timeout=30,
+        what="manual-0 running",
+    )

@@ -45,6 +45,8 @@ DEPLOYMENTS = Kind("apps", "v1", "deployments")
 REPLICASETS = Kind("apps", "v1", "replicasets")
 STATEFULSETS = Kind("apps", "v1", "statefulsets")
 PVCS = Kind("", "v1", "persistentvolumeclaims")
+PVS = Kind("", "v1", "persistentvolumes", namespaced=False)
+STORAGECLASSES = Kind("storage.k8s.io", "v1", "storageclasses", namespaced=False)
 CRDS = Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
 
 

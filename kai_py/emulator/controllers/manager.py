@@ -10,8 +10,11 @@ from kai_py.emulator.clientgo.client import (
     JOBS,
     NODES,
     PODS,
+    PVCS,
+    PVS,
     REPLICASETS,
     STATEFULSETS,
+    STORAGECLASSES,
     ClusterClient,
 )
 from kai_py.emulator.clientgo.runtime import Informer, WorkQueue
@@ -21,12 +24,13 @@ from kai_py.emulator.controllers.deployment import DeploymentController
 from kai_py.emulator.controllers.job import DEFAULT_FAILURE_BACKOFF, JobController
 from kai_py.emulator.controllers.replicaset import ReplicaSetController
 from kai_py.emulator.controllers.statefulset import StatefulSetController
+from kai_py.emulator.controllers.volumes import PersistentVolumeBinder
 from kai_py.emulator.timesource import Clock
 
 
 class ControllerManager:
-    """Runs the Job, CronJob, ReplicaSet, Deployment, StatefulSet controllers and the default
-    scheduler."""
+    """Runs the Job, CronJob, ReplicaSet, Deployment, StatefulSet, PersistentVolume binder
+    controllers and the default scheduler."""
 
     def __init__(
         self,
@@ -44,6 +48,9 @@ class ControllerManager:
         self.replicasets = Informer(client, REPLICASETS)
         self.deployments = Informer(client, DEPLOYMENTS)
         self.statefulsets = Informer(client, STATEFULSETS)
+        self.volumes = Informer(client, PVS)
+        self.claims = Informer(client, PVCS)
+        self.storageclasses = Informer(client, STORAGECLASSES)
         self.job = JobController(
             client,
             self.jobs,
@@ -62,6 +69,15 @@ class ControllerManager:
         self.statefulset = StatefulSetController(
             client, self.statefulsets, self.pods, clock, events=events
         )
+        self.pvbinder = PersistentVolumeBinder(
+            client,
+            self.volumes,
+            self.claims,
+            self.storageclasses,
+            self.nodes,
+            clock,
+            events=events,
+        )
         self.scheduler = (
             DefaultScheduler(client, self.pods, self.nodes, clock, events=events)
             if default_scheduler
@@ -79,6 +95,9 @@ class ControllerManager:
             self.replicasets,
             self.deployments,
             self.statefulsets,
+            self.volumes,
+            self.claims,
+            self.storageclasses,
         ]
 
     @property
@@ -89,6 +108,7 @@ class ControllerManager:
             self.replicaset.queue,
             self.deployment.queue,
             self.statefulset.queue,
+            *self.pvbinder.queues,
         ]
         if self.scheduler is not None:
             queues.append(self.scheduler.queue)
