@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from kai_py.api.durations import parse_duration
+
 
 class CronError(ValueError):
     """A schedule or time zone the real API server refuses; the text is its message."""
@@ -50,17 +52,6 @@ _MACROS = {
     "@daily": "0 0 * * *",
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
-}
-_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
 }
 #: How far ahead ``next`` looks before it calls a schedule impossible (as robfig/cron).
 _YEARS_AHEAD = 5
@@ -249,19 +240,12 @@ def _number(text: str, names: dict[str, int] | None) -> int:
 
 def _every(text: str, zone: tzinfo) -> Schedule:
     """``@every 1h30m``: Go's duration syntax, whole seconds, at least one."""
-    body = text.lstrip("+-")
-    seconds = 0.0
-    pos = 0
-    while pos < len(body):
-        match = _DURATION_PART.match(body, pos)
-        if match is None:
-            break
-        seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if body != "0" and (not body or pos != len(body)):
-        raise CronError(f'failed to parse duration {text}: time: invalid duration "{text}"')
-    if text.startswith("-"):
-        seconds = -seconds
+    try:
+        seconds = parse_duration(text)
+    except ValueError:
+        raise CronError(
+            f'failed to parse duration {text}: time: invalid duration "{text}"'
+        ) from None
     whole = frozenset[int]()
     return Schedule(whole, whole, whole, whole, whole, True, True, zone, max(1, int(seconds)))
 
