@@ -184,9 +184,9 @@ class ParseMemo:
         self._facts: PassMemo[int, PodFacts] = PassMemo()
         # id(PodGroup manifest) -> (the manifest, its podgroup_key): the key is JSON of
         # its metadata and spec, made again only for a manifest a watch event replaced.
-        self._podgroup_keys: PassMemo[
-            int, tuple[Mapping[str, Any], tuple[object, ...] | None]
-        ] = PassMemo()
+        self._podgroup_keys: PassMemo[int, tuple[Mapping[str, Any], tuple[object, ...] | None]] = (
+            PassMemo()
+        )
 
     @staticmethod
     def key(body: Mapping[str, Any], *extra: object) -> tuple[object, ...] | None:
@@ -543,7 +543,9 @@ def build(
             try:
                 nodes.append(memo.node(doc.body))
             except UNREADABLE as exc:
-                refuse("Node", name, "InvalidNode", _at(doc.source, unreadable(f"Node {name}", exc)))
+                refuse(
+                    "Node", name, "InvalidNode", _at(doc.source, unreadable(f"Node {name}", exc))
+                )
                 continue
             inventory_warning(doc, name, events)
         elif kind == "Queue":
@@ -676,46 +678,45 @@ def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, bu
     """A pending pod's settings kai-py reads but does not apply: said loudly, never
     silently dropped."""
     affinity = (body.get("spec") or {}).get("affinity") or {}
+    unapplied: list[tuple[str, str]] = []
     preferred = (affinity.get("nodeAffinity") or {}).get(
         "preferredDuringSchedulingIgnoredDuringExecution"
     ) or []
     for i, entry in enumerate(preferred):
         if isinstance(entry, Mapping) and (entry.get("preference") or {}).get("matchFields"):
-            built.events.append(
-                Event(
-                    "Pod",
-                    ns,
-                    name,
-                    "Warning",
-                    "NotApplied",
-                    f"{source}: Pod {ns}/{name}: spec.affinity.nodeAffinity."
-                    f"preferredDuringSchedulingIgnoredDuringExecution[{i}].preference.matchFields "
-                    "is not applied by kai-py (the term scores no node; use matchExpressions "
-                    "on kubernetes.io/hostname)",
+            unapplied.append(
+                (
+                    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+                    f"[{i}].preference.matchFields",
+                    "the term scores no node; use matchExpressions on kubernetes.io/hostname",
                 )
             )
+    no_selectors = "namespace selectors other than the empty one are not implemented"
     for key in ("podAffinity", "podAntiAffinity"):
         section = affinity.get(key) or {}
-        unapplied: list[str] = []
         required = section.get("requiredDuringSchedulingIgnoredDuringExecution") or []
         for i, term in enumerate(required):
             if isinstance(term, Mapping) and term.get("namespaceSelector"):
-                unapplied.append(
-                    f"spec.affinity.{key}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
-                    f".namespaceSelector"
-                )
-        for path in unapplied:
-            built.events.append(
-                Event(
-                    "Pod",
-                    ns,
-                    name,
-                    "Warning",
-                    "NotApplied",
-                    f"{source}: Pod {ns}/{name}: {path} is not applied by kai-py "
-                    f"(namespace selectors other than the empty one are not implemented)",
-                )
+                path = f"spec.affinity.{key}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
+                unapplied.append((f"{path}.namespaceSelector", no_selectors))
+        # Preferred terms are scored with the same term reading: same limit.
+        weighted = section.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        for i, entry in enumerate(weighted):
+            term = entry.get("podAffinityTerm") if isinstance(entry, Mapping) else None
+            if isinstance(term, Mapping) and term.get("namespaceSelector"):
+                path = f"spec.affinity.{key}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
+                unapplied.append((f"{path}.podAffinityTerm.namespaceSelector", no_selectors))
+    for path, why in unapplied:
+        built.events.append(
+            Event(
+                "Pod",
+                ns,
+                name,
+                "Warning",
+                "NotApplied",
+                f"{source}: Pod {ns}/{name}: {path} is not applied by kai-py ({why})",
             )
+        )
 
 
 def _stale_since(job: Job) -> float | None:
@@ -741,9 +742,7 @@ def _priority(name: str | None, classes: dict[str, int], errors: list[str], who:
     return classes[cls]
 
 
-def _job_from_podgroup(
-    doc: Document, classes: dict[str, int], events: list[Event]
-) -> Job:
+def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Event]) -> Job:
     m = meta(doc.body)
     ns, name = _ns(doc), str(m["name"])
     who = _at(doc.source, f"PodGroup {ns}/{name}")
@@ -869,9 +868,7 @@ def _add_pod(
     if job is None:
         grouped = grouped or Grouped(group)
         if grouped.podgroup is not None:
-            job = _job_from_podgroup(
-                Document(doc.source, grouped.podgroup), classes, built.events
-            )
+            job = _job_from_podgroup(Document(doc.source, grouped.podgroup), classes, built.events)
         else:
             m = meta(body)
             message = _at(

@@ -14,7 +14,9 @@ from kai_py.binder import reservation
 from kai_py.controllers.webhooks import deviceaccess
 from kai_py.scheduler.model import TaskStatus
 from kai_py.state import convert
+from kai_py.state.builder import Built, build
 from kai_py.state.cache import CONFIGMAPS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
+from kai_py.state.documents import Document
 
 NOW = 1_800_000_000.0
 Json = dict[str, Any]
@@ -210,10 +212,18 @@ def test_a_bad_weight_is_named() -> None:
         _task(body)
 
 
-def test_a_preference_by_field_is_said_not_applied() -> None:
-    from kai_py.state.builder import build
-    from kai_py.state.documents import Document
+def _built_in_a_group(body: Json) -> Built:
+    """``body`` (pod ``ns/p``) built with its PodGroup, as the operator reads them."""
+    pg = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "pg", "namespace": "ns"},
+        "spec": {"minMember": 1, "queue": "default-queue"},
+    }
+    return build([Document("pg", pg), Document("p", body)], NOW)
 
+
+def test_a_preference_by_field_is_said_not_applied() -> None:
     body = _pod(
         affinity={
             "nodeAffinity": {
@@ -230,15 +240,32 @@ def test_a_preference_by_field_is_said_not_applied() -> None:
             }
         }
     )
-    pg = {
-        "apiVersion": "scheduling.run.ai/v2alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": "pg", "namespace": "ns"},
-        "spec": {"minMember": 1, "queue": "default-queue"},
-    }
-    built = build([Document("pg", pg), Document("p", body)], NOW)
+    built = _built_in_a_group(body)
     (task,) = [t for j in built.snapshot.jobs for t in j.tasks]
     assert task.preferred_affinity == ()
     assert any(
         e.reason == "NotApplied" and "preference.matchFields" in e.message for e in built.events
     )
+
+
+def test_a_preferred_pod_term_with_a_namespace_selector_is_said_not_applied() -> None:
+    term = {
+        "labelSelector": {"matchLabels": {"app": "a"}},
+        "topologyKey": "kubernetes.io/hostname",
+        "namespaceSelector": {"matchLabels": {"team": "x"}},
+    }
+    body = _pod(
+        affinity={
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 10, "podAffinityTerm": term}
+                ]
+            }
+        }
+    )
+    built = _built_in_a_group(body)
+    assert [e.message for e in built.events if e.reason == "NotApplied"] == [
+        "p: Pod ns/p: spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+        "[0].podAffinityTerm.namespaceSelector is not applied by kai-py (namespace selectors "
+        "other than the empty one are not implemented)"
+    ]
