@@ -24,6 +24,8 @@ class Grouped:
     podgroup: Mapping[str, Any] | None = None  # a PodGroup to create, if the grouper made one
     warnings: list[str] = field(default_factory=list)
     failed: bool = False
+    # The pod's subgroup in ``podgroup`` (the label the live grouper writes on the pod).
+    sub_group: str | None = None
 
 
 OwnerFetch = Callable[[str, Mapping[str, Any]], Mapping[str, Any] | None]
@@ -92,7 +94,13 @@ def group_for_pod(pod: Mapping[str, Any], owners: Owners) -> Grouped:
     annotations = meta(pod).get("annotations") or {}
     if annotations.get(keys.POD_GROUP_ANNOTATION):
         return Grouped(str(annotations[keys.POD_GROUP_ANNOTATION]))
-    result = group_pod(pod, owner_chain(pod, owners), scheduler_name=None)
+    ns = str(meta(pod).get("namespace") or "default")
+
+    def related(_api_version: str, kind: str, name: str) -> Mapping[str, Any] | None:
+        # Objects a kind reads besides the owners (a PodGang, a RayJob's RayCluster).
+        return owners.get((ns, f"{kind}/{name}"))
+
+    result = group_pod(pod, owner_chain(pod, owners), scheduler_name=None, related=related)
     warnings = [w.message for w in result.warnings]
     if isinstance(result, GrouperGrouped):
         manifest = result.pod_group.to_manifest()
@@ -101,7 +109,7 @@ def group_for_pod(pod: Mapping[str, Any], owners: Owners) -> Grouped:
         created = meta(pod).get("creationTimestamp")
         if created and not manifest["metadata"].get("creationTimestamp"):
             manifest["metadata"]["creationTimestamp"] = created
-        return Grouped(result.group_name, manifest, warnings)
+        return Grouped(result.group_name, manifest, warnings, sub_group=result.sub_group)
     if isinstance(result, GroupingFailed):
         name = f"ungrouped-{meta(pod).get('name')}"
         return Grouped(name, None, warnings, failed=True)

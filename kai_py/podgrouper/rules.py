@@ -101,15 +101,20 @@ def _controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def _owner_chain(
-    pod: Mapping[str, Any], owners: Sequence[Mapping[str, Any]], namespace: str
+    pod: Mapping[str, Any],
+    owners: Sequence[Mapping[str, Any]],
+    namespace: str,
+    top_unreadable: bool = False,
 ) -> list[Obj]:
     """Owners nearest first. If the last known object still has an owner the
     caller did not pass, that owner is added from its reference, so the top
-    owner (and the group's name) is right even with a partial chain."""
+    owner (and the group's name) is right even with a partial chain; unless
+    that owner's kind cannot be read at all (``top_unreadable``): then, as KAI
+    does, the last owner that could be read is the top."""
     chain = [Obj.of(owner, namespace) for owner in owners]
     last = owners[-1] if owners else pod
     ref = _controller_ref(last)
-    if ref is not None:
+    if ref is not None and not top_unreadable:
         chain.append(Obj.from_reference(ref, namespace))
     return chain
 
@@ -119,13 +124,14 @@ def _pod_obj(pod: Mapping[str, Any], namespace: str) -> Obj:
 
 
 def related_objects(
-    pod: Mapping[str, Any], owners: Sequence[Mapping[str, Any]] = ()
+    pod: Mapping[str, Any], owners: Sequence[Mapping[str, Any]] = (), top_unreadable: bool = False
 ) -> list[tuple[str, str, str]]:
     """Objects besides the owners that grouping ``pod`` reads (a Grove PodGang, a
     RayJob's RayCluster), as (apiVersion, kind, name), for the caller to fetch and
     pass to ``group_pod`` as ``related``."""
     namespace = str(mapping(pod.get("metadata")).get("namespace") or "default")
-    return kinds.related(_pod_obj(pod, namespace), _owner_chain(pod, owners, namespace))
+    chain = _owner_chain(pod, owners, namespace, top_unreadable)
+    return kinds.related(_pod_obj(pod, namespace), chain)
 
 
 def _first_label(objects: Sequence[Obj], key: str) -> tuple[Obj, str] | None:
@@ -162,12 +168,15 @@ def group_pod(
     default_queue: str = keys.DEFAULT_QUEUE,
     default_priority_class: str = keys.DEFAULT_PRIORITY_CLASS,
     related: Related = no_related,
+    top_unreadable: bool = False,
 ) -> GroupingResult:
     """Decide the PodGroup of ``pod``.
 
     ``owners`` is the owner chain, nearest first, ending at the top owner.
     ``scheduler_name=None`` groups the pod whatever its ``spec.schedulerName``.
     ``related(apiVersion, kind, name)`` gives the objects ``related_objects`` names.
+    ``top_unreadable``: the owner above the last of ``owners`` is of a kind the
+    caller may not read (or not served); the pod is grouped by the owners it has.
     Raises ValueError only for a pod that is not a manifest with a name.
     """
     meta = mapping(pod.get("metadata")) if isinstance(pod, Mapping) else {}
@@ -183,7 +192,7 @@ def group_pod(
             f"scheduled by {pod_spec.get('schedulerName') or 'default-scheduler'!s}", named_group
         )
 
-    chain = _owner_chain(pod, owners, namespace)
+    chain = _owner_chain(pod, owners, namespace, top_unreadable)
     skipper = next(
         (
             o

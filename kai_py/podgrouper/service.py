@@ -35,7 +35,14 @@ from kai_py.api.objects import meta
 from kai_py.apiclient.eventpost import apost_event
 from kai_py.apiclient.kube import MERGE_PATCH, Kube, KubeError, list_all, path_of, send
 from kai_py.podgrouper.grouping import owner_walk
-from kai_py.podgrouper.rules import Grouped, GrouperWarning, GroupingFailed, ObjectRef, group_pod
+from kai_py.podgrouper.rules import (
+    Grouped,
+    GrouperWarning,
+    GroupingFailed,
+    ObjectRef,
+    group_pod,
+    related_objects,
+)
 
 Json = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -82,10 +89,27 @@ def _reading(exc: KubeError, what: str) -> KubeError:
     return KubeError(exc.code, exc.reason, f"reading {what}: {exc.message}")
 
 
+#: Why an owner's kind cannot be read at all (not: this one object is gone).
+FORBIDDEN: Final = "forbidden"
+NOT_SERVED: Final = "not served"
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An owner (or an object a kind reads) whose kind the pod-grouper cannot read:
+    ``why`` is FORBIDDEN (no RBAC right) or NOT_SERVED (its CRD is not installed)."""
+
+    api_version: str
+    kind: str
+    why: str
+
+
 class OwnerResolver:
     """Fetches owners by ownerReference: discovery finds the plural, GETs are cached
     for ``ttl`` seconds (misses too, so a missing owner is not asked for per event).
-    An API error other than a miss raises ``KubeError`` and is not cached."""
+    An API error other than a miss raises ``KubeError`` and is not cached. A kind it
+    may not read, or that the API server does not serve, is remembered in
+    ``unreadable`` by (apiVersion, kind) until a read of it succeeds."""
 
     def __init__(
         self, kube: Kube, ttl: float = 10.0, clock: Callable[[], float] = time.monotonic
@@ -95,6 +119,7 @@ class OwnerResolver:
         self.clock = clock
         self._plurals: dict[str, dict[str, tuple[str, bool]]] = {}
         self._objects = _Lru(4096)
+        self.unreadable: dict[tuple[str, str], Unreadable] = {}
 
     async def resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
         """(plural, namespaced) of ``kind`` in ``api_version``, from discovery."""
@@ -108,6 +133,8 @@ class OwnerResolver:
                 if exc.code not in _MISSING:
                     raise _reading(exc, f"the API {api_version}") from exc
                 log.debug("discovery of %s failed: %s", api_version, exc)
+                why = FORBIDDEN if exc.code == 403 else NOT_SERVED
+                self.unreadable[(api_version, kind)] = Unreadable(api_version, kind, why)
                 return None
             known = {
                 str(r.get("kind")): (str(r.get("name")), bool(r.get("namespaced")))
@@ -115,7 +142,10 @@ class OwnerResolver:
                 if "/" not in str(r.get("name"))
             }
             self._plurals[api_version] = known
-        return known.get(kind)
+        found = known.get(kind)
+        if found is None:
+            self.unreadable[(api_version, kind)] = Unreadable(api_version, kind, NOT_SERVED)
+        return found
 
     async def fetch(self, namespace: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:
         api_version, kind, name = (str(ref.get(k) or "") for k in ("apiVersion", "kind", "name"))
@@ -149,21 +179,38 @@ class OwnerResolver:
         except KubeError as exc:
             if exc.code not in _MISSING:
                 raise _reading(exc, f"owner {kind} {namespace}/{name}") from exc
+            if exc.code == 403:
+                self.unreadable[(api_version, kind)] = Unreadable(api_version, kind, FORBIDDEN)
             return None
+        self.unreadable.pop((api_version, kind), None)
         obj.setdefault("apiVersion", api_version)
         obj.setdefault("kind", kind)
         return obj
 
     async def chain(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
         """The pod's owners, nearest first (``grouping.owner_walk``)."""
+        return (await self.walk(pod))[0]
+
+    def why_unreadable(self, ref: Mapping[str, Any]) -> Unreadable | None:
+        """Whether the kind of ``ref`` is one the pod-grouper cannot read."""
+        return self.unreadable.get((str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")))
+
+    async def walk(
+        self, pod: Mapping[str, Any]
+    ) -> tuple[list[Mapping[str, Any]], Unreadable | None]:
+        """The pod's owners, nearest first, and, when the walk stopped at an owner
+        whose kind cannot be read, that kind."""
         walk = owner_walk(pod)
+        stopped: Unreadable | None = None
         try:
             wanted = next(walk)
             while True:
-                wanted = walk.send(await self.fetch(*wanted))
+                found = await self.fetch(*wanted)
+                stopped = self.why_unreadable(wanted[1]) if found is None else None
+                wanted = walk.send(found)
         except StopIteration as done:
             chain: list[Mapping[str, Any]] = done.value
-            return chain
+            return chain, stopped
 
 
 @dataclass(slots=True)
@@ -199,6 +246,10 @@ def warning_ref(warning: GrouperWarning) -> Json:
 
 #: The reason of the Warning on a pod whose workload cannot be grouped.
 POD_WAITS_REASON: Final = "PodGroupNotCreated"
+#: The reason of the one Warning per owner kind the pod-grouper cannot read.
+OWNER_UNREADABLE_REASON: Final = "PodGrouperOwnerUnreadable"
+#: The pod label naming its subgroup (KAI's key; the scheduler reads it).
+SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"
 
 
 class PodGrouperService:
@@ -221,6 +272,7 @@ class PodGrouperService:
         self._warned = _Lru(8192)  # (object, message) already posted
         # pod uid -> (namespace, name, last try met an API error): to try again later
         self._pending = _Lru(4096)
+        self._unreadable_told: set[tuple[str, str]] = set()  # kinds warned about, once each
 
     @property
     def scheduler_name(self) -> str:
@@ -328,12 +380,23 @@ class PodGrouperService:
         self, pod: Mapping[str, Any], ns: str, uid: str, annotation: str | None
     ) -> GroupingOutcome:
         m = meta(pod)
+        chain, stopped = await self.owners.walk(pod)
+        if stopped is not None:
+            await self._cannot_read(stopped, pod, ns, uid)
+        related: dict[tuple[str, str], Mapping[str, Any] | None] = {}
+        for api_version, kind, name in related_objects(pod, chain, stopped is not None):
+            ref = {"apiVersion": api_version, "kind": kind, "name": name}
+            related[(kind, name)] = found = await self.owners.fetch(ns, ref)
+            if found is None and (why := self.owners.why_unreadable(ref)) is not None:
+                await self._cannot_read(why, pod, ns, uid)
         result = group_pod(
             pod,
-            await self.owners.chain(pod),
+            chain,
             scheduler_name=self.scheduler_name,
             default_queue=self.default_queue,
             default_priority_class=self.default_priority_class,
+            related=lambda _v, kind, name: related.get((kind, name)),
+            top_unreadable=stopped is not None,
         )
         outcome = GroupingOutcome(group=result.group_name)
         for warning in result.warnings:
@@ -351,12 +414,18 @@ class PodGrouperService:
             outcome.skipped = "left alone"
             return outcome
         outcome.created = await self._ensure_group(ns, result.pod_group.to_manifest())
-        if annotation != result.group_name:
+        sub_group = result.sub_group
+        labelled = sub_group is None or (m.get("labels") or {}).get(SUBGROUP_LABEL) == sub_group
+        if annotation != result.group_name or not labelled:
+            patch: Json = {"annotations": {keys.POD_GROUP_ANNOTATION: result.group_name}}
+            if sub_group is not None:
+                # The pod's subgroup in its PodGroup, as KAI's pod-grouper labels it.
+                patch["labels"] = {SUBGROUP_LABEL: sub_group}
             await send(
                 self.kube,
                 "PATCH",
                 path_of("", "v1", "pods", ns, str(m.get("name"))),
-                {"metadata": {"annotations": {keys.POD_GROUP_ANNOTATION: result.group_name}}},
+                {"metadata": patch},
                 content_type=MERGE_PATCH,
             )
             outcome.annotated = True
@@ -390,6 +459,39 @@ class PodGrouperService:
             created = False
         self._groups.put((namespace, name), True)
         return created
+
+    async def _cannot_read(
+        self, what: Unreadable, pod: Mapping[str, Any], ns: str, uid: str
+    ) -> None:
+        """Once per kind for the pod-grouper's life: a log line and a Warning Event on
+        the first pod met, saying which right (or CRD) is missing and what is done."""
+        key = (what.api_version, what.kind)
+        if key in self._unreadable_told:
+            return
+        self._unreadable_told.add(key)
+        group = what.api_version.rpartition("/")[0] or "core"
+        if what.why == FORBIDDEN:
+            cause = (
+                f"the pod-grouper may not read them (grant get on {what.kind} of API group "
+                f'"{group}", e.g. the chart\'s podgrouper.extraOwnerGroups)'
+            )
+        else:
+            cause = (
+                f"the API server does not serve {what.api_version} {what.kind} (CRD not installed?)"
+            )
+        message = (
+            f"{what.kind} objects cannot be read: {cause}; pods owned through one are grouped "
+            f"by their nearest readable owner, or alone (said once per kind; first seen on "
+            f"this pod)"
+        )
+        log.warning("pod-grouper: %s/%s: %s", ns, meta(pod).get("name"), message)
+        name = str(meta(pod).get("name"))
+        await self._warn(
+            GrouperWarning(
+                ObjectRef("v1", "Pod", name, ns, uid), "metadata.ownerReferences", message
+            ),
+            OWNER_UNREADABLE_REASON,
+        )
 
     async def _warn(self, warning: GrouperWarning, reason: str = GrouperWarning.REASON) -> None:
         # Once per object and message: a Job with a bad annotation and 100 pods gets one.

@@ -47,8 +47,10 @@ class FakeKube:
             self.objects[key] = copy.deepcopy(body)
             return copy.deepcopy(body)
         if method == "PATCH":
-            ann = body["metadata"]["annotations"]
-            self.objects[path]["metadata"].setdefault("annotations", {}).update(ann)
+            for part in ("annotations", "labels"):
+                if part in body["metadata"]:
+                    stored = self.objects[path]["metadata"].setdefault(part, {})
+                    stored.update(body["metadata"][part])
             return copy.deepcopy(self.objects[path])
         raise AssertionError(method)
 
@@ -371,3 +373,128 @@ def test_an_owner_forbidden_or_gone_is_a_miss_remembered_briefly(code: int) -> N
     now[0] = 11
     assert run(resolver.chain(job_pod())) == []
     assert asked == [0.0, 11]
+
+
+# --- kinds beyond the built-in ones: subgroups, and owners the grouper cannot read
+
+LWS_API = "/apis/leaderworkerset.x-k8s.io/v1"
+JOBSET_API = "/apis/jobset.x-k8s.io/v1alpha2"
+
+
+def owned(api_version: str, kind: str, name: str, owner: Json | None, **extra: Any) -> Json:
+    out: Json = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "ns", "uid": f"{name}-uid"},
+        **extra,
+    }
+    if owner is not None:
+        out["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": owner["apiVersion"],
+                "kind": owner["kind"],
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"],
+                "controller": True,
+            }
+        ]
+    return out
+
+
+def kind_pod(name: str, owner: Json, labels: dict[str, str]) -> Json:
+    manifest = owned("v1", "Pod", name, owner)
+    manifest["metadata"]["labels"] = labels
+    manifest["spec"] = {"schedulerName": "kai-scheduler", "containers": []}
+    return manifest
+
+
+def test_a_leaderworkerset_pod_gets_its_subgroup_label_with_its_group() -> None:
+    lws = owned(
+        "leaderworkerset.x-k8s.io/v1",
+        "LeaderWorkerSet",
+        "infer",
+        None,
+        spec={"leaderWorkerTemplate": {"size": 4}},
+    )
+    sts = owned("apps/v1", "StatefulSet", "infer", lws)
+    pod = kind_pod(
+        "infer-0",
+        sts,
+        {
+            "leaderworkerset.sigs.k8s.io/worker-index": "0",
+            "leaderworkerset.sigs.k8s.io/group-index": "0",
+        },
+    )
+    kube = FakeKube(
+        {
+            "/apis/apps/v1": {
+                "resources": [{"name": "statefulsets", "kind": "StatefulSet", "namespaced": True}]
+            },
+            LWS_API: {
+                "resources": [
+                    {"name": "leaderworkersets", "kind": "LeaderWorkerSet", "namespaced": True}
+                ]
+            },
+            "/apis/apps/v1/namespaces/ns/statefulsets/infer": sts,
+            f"{LWS_API}/namespaces/ns/leaderworkersets/infer": lws,
+            "/api/v1/namespaces/ns/pods/infer-0": pod,
+        }
+    )
+    outcome = run(service(kube).handle(pod))
+    assert outcome.group == "pg-infer-infer-uid-group-0" and outcome.created
+    (create,) = kube.writes("POST", "/podgroups")
+    assert create[2]["spec"]["minMember"] == 4
+    assert [(g["name"], g["minMember"]) for g in create[2]["spec"]["subGroups"]] == [
+        ("leader", 1),
+        ("workers", 3),
+    ]
+    (patch,) = kube.writes("PATCH")
+    assert patch[2]["metadata"]["labels"] == {"kai.scheduler/subgroup-name": "leader"}
+    assert patch[2]["metadata"]["annotations"] == {
+        keys.POD_GROUP_ANNOTATION: "pg-infer-infer-uid-group-0"
+    }
+
+
+def jobset_world(discovery: Json | None, code: int = 0) -> tuple[FakeKube, list[Json]]:
+    """Two Jobs of one JobSet, one pod each; the JobSet API answers ``discovery``
+    (None: ``code``)."""
+    jobset = owned("jobset.x-k8s.io/v1alpha2", "JobSet", "js", None)
+    objects: Json = {}
+    pods = []
+    for index in range(2):
+        run_job = owned("batch/v1", "Job", f"js-w-{index}", jobset)
+        objects[f"/apis/batch/v1/namespaces/ns/jobs/js-w-{index}"] = run_job
+        pod = kind_pod(f"js-w-{index}-0", run_job, {})
+        objects[f"/api/v1/namespaces/ns/pods/js-w-{index}-0"] = pod
+        pods.append(pod)
+    if discovery is not None:
+        objects[JOBSET_API] = discovery
+    kube = FakeKube(objects)
+    if discovery is None and code:
+        kube.refuse("GET", JOBSET_API, code, "Refused", lambda: True)
+    return kube, pods
+
+
+@pytest.mark.parametrize(
+    ("discovery", "code", "cause"),
+    [
+        (None, 403, "may not read them"),  # no RBAC right on the API group
+        (None, 404, "does not serve"),  # the JobSet CRD is not installed
+        ({"resources": []}, 0, "does not serve"),  # the group is there, the kind is not
+    ],
+)
+def test_an_owner_kind_not_readable_warns_once_and_groups_by_the_owner_below(
+    discovery: Json | None, code: int, cause: str
+) -> None:
+    kube, pods = jobset_world(discovery, code)
+    grouper = service(kube)
+    outcomes = [run(grouper.handle(pod)) for pod in pods]
+    # KAI's fallback: the nearest owner that could be read (each Job) is the top.
+    assert [o.group for o in outcomes] == ["pg-js-w-0-js-w-0-uid", "pg-js-w-1-js-w-1-uid"]
+    events = [e[2] for e in kube.writes("POST", "/events")]
+    told = [e for e in events if e["reason"] == "PodGrouperOwnerUnreadable"]
+    assert len(told) == 1, events  # one per kind, not one per pod
+    assert told[0]["type"] == "Warning"
+    assert told[0]["involvedObject"]["name"] == "js-w-0-0"
+    assert "JobSet objects cannot be read" in told[0]["message"]
+    assert cause in told[0]["message"]

@@ -45,11 +45,13 @@ GROUPERS: Final[Mapping[tuple[str, str], Grouper]] = {
 }
 
 #: Wrappers whose top owner is skipped: the owner below it is grouped instead.
-SKIPPED_TOP_OWNERS: Final = frozenset({
-    ("argoproj.io", "Workflow"),
-    ("trainer.kubeflow.org", "TrainJob"),
-    ("nvidia.com", "DynamoGraphDeployment"),
-})
+SKIPPED_TOP_OWNERS: Final = frozenset(
+    {
+        ("argoproj.io", "Workflow"),
+        ("trainer.kubeflow.org", "TrainJob"),
+        ("nvidia.com", "DynamoGraphDeployment"),
+    }
+)
 
 
 def _merged(below: Obj, skipped: Obj) -> Obj:

@@ -73,4 +73,3 @@ def training_job(workload: Workload) -> Plan:
 
 def notebook(workload: Workload) -> Plan:
     return Plan(owner=workload.top, default_priority_class=BUILD_PRIORITY_CLASS)
-
