@@ -14,6 +14,7 @@ from chart_helpers import CHART, NAMESPACE, OTHER_VALUES, RELEASE, ROOT, by_kind
 from kai_py import __version__
 from kai_py.api import install
 from kai_py.api.crdgen import render_crds
+from kai_py.podgrouper.kinds import READS as OWNER_READS
 
 Json = dict[str, Any]
 
@@ -59,7 +60,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("", "pods", "get,list,watch,patch"),  # the pod-group-name annotation
         ("", "events", "create"),
         ("scheduling.run.ai", "podgroups", "get,list,watch,create"),  # get: a 409 on create is read back
-        ("apps,batch,kubeflow.org", "*", "get"),  # owners of pods
+        # owners of pods, and what each kind's grouper reads besides (kai_py/podgrouper/kinds)
+        *((group, ",".join(resources), "get") for group, resources in OWNER_READS.items()),
     },
     # kai_py/controllers/webhooks/validation.py: a Queue's parent and the tree above it
     "webhooks": {("scheduling.run.ai", "queues", "get,list")},
@@ -229,7 +231,7 @@ def test_deployments_by_mode_and_their_arguments(default: list[Json], other: lis
     leases = by_kind(default, "Role")["kai-py-leader-election"]
     assert _rules(leases) == {("coordination.k8s.io", "leases", "get,create,update")}
     groups = {r for r in _rules(by_kind(other, "ClusterRole")[f"{RELEASE}-podgrouper"])}
-    assert ("apps,batch,kubeflow.org,ray.io", "*", "get") in groups
+    assert ("ray.io", "*", "get") in groups  # podgrouper.extraOwnerGroups: the whole group
 
 
 def test_webhooks_failure_policy_and_certificate(default: list[Json], other: list[Json]) -> None:

@@ -271,6 +271,7 @@ def knative_pod(
 
 SPARK_LABELS = {"spark-app-name": "my-app", "spark-app-selector": "spark-0123"}
 DRIVER = pod("driver", labels=SPARK_LABELS)
+SPARK_APP = obj("sparkoperator.k8s.io/v1beta2", "SparkApplication", "my-app")
 
 PCS = obj("grove.io/v1alpha1", "PodCliqueSet", "pcs", labels={keys.QUEUE_LABEL: "q-grove"})
 CLIQUE = obj("grove.io/v1alpha1", "PodClique", "pcs-0-prefill", owner=PCS)
@@ -614,6 +615,13 @@ CASES: dict[str, Case] = {
     ),
     "podjob_test.go::TestGetPodGroupMetadata_NonSparkDefaultPriorityIsTrain": case(
         (pod("p"), []), name="pg-p-p-uid", owner="Pod/p", min_member=1, priority="train"
+    ),
+    # kai-py: a SparkApplication's driver joins its executors' group (KNOWN-DIFFERENCES.md)
+    "spark_test.go::TestGetPodGroupMetadata (driver owned by a SparkApplication)": case(
+        (pod("driver", owner=SPARK_APP, labels=SPARK_LABELS), [SPARK_APP]),
+        name="spark-0123",
+        owner="SparkApplication/my-app",
+        min_member=1,
     ),
     # --- grove/grove_grouper_test.go
     "grove_grouper_test.go::TestGetPodGroupMetadata": case(

@@ -47,6 +47,7 @@ from realapi_server import RealApiServer
 
 from kai_py.api import keys
 from kai_py.controllers.settings import CONTROLLER_NAMES
+from kai_py.podgrouper.kinds import READS as OWNER_READS
 
 pytestmark = pytest.mark.slow
 
@@ -312,6 +313,13 @@ ALSO_NEEDED: Rules = {
         ("", "events", "create"),
         # Kubeflow training jobs own their pods (PyTorchJob, MPIJob, ...).
         ("kubeflow.org", "pytorchjobs", "get"),
+        # Every other workload kind the grouper knows (JobSet, LeaderWorkerSet, Ray, ...):
+        # its owners and what its kind reads besides; the scenario runs none of them.
+        *(
+            (group, resource, "get")
+            for group, resources in OWNER_READS.items()
+            for resource in resources
+        ),
     },
 }
 

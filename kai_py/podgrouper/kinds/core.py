@@ -39,6 +39,13 @@ def pod(workload: Workload) -> Plan:
     return Plan(owner=workload.top)
 
 
+def spark_application(workload: Workload) -> Plan:
+    """A SparkApplication's driver: grouped with its executors under the application's
+    selector (the executors' top owner is the driver pod, grouped by ``pod``)."""
+    plan = pod(workload)
+    return plan if plan.name else default(workload)
+
+
 def batch_min_member(job: Obj) -> int:
     raw = job.annotations.get(keys.BATCH_MIN_MEMBER_ANNOTATION)
     if raw is None:
