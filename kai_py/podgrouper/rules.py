@@ -35,6 +35,7 @@ from kai_py.podgrouper.kinds.common import (
     Related,
     Workload,
     group_name_for,
+    group_of,
     label_path,
     mapping,
     no_related,
@@ -92,7 +93,7 @@ def _controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     refs = [
         r
         for r in mapping(obj.get("metadata")).get("ownerReferences") or []
-        if isinstance(r, Mapping)
+        if type(r) is dict or isinstance(r, Mapping)
     ]
     for ref in refs:
         if ref.get("controller") is True:
@@ -129,6 +130,15 @@ def related_objects(
     """Objects besides the owners that grouping ``pod`` reads (a Grove PodGang, a
     RayJob's RayCluster), as (apiVersion, kind, name), for the caller to fetch and
     pass to ``group_pod`` as ``related``."""
+    # Most pods' top owner reads nothing else: answered from the raw manifests.
+    top: Mapping[str, Any] | None = owners[-1] if owners else None
+    ref = None if top_unreadable else _controller_ref(top if top is not None else pod)
+    if ref is None and top is None:
+        return []
+    where = ref if ref is not None else top
+    assert where is not None
+    if (group_of(str(where.get("apiVersion") or "")), where.get("kind")) not in kinds.MAY_READ:
+        return []
     namespace = str(mapping(pod.get("metadata")).get("namespace") or "default")
     chain = _owner_chain(pod, owners, namespace, top_unreadable)
     return kinds.related(_pod_obj(pod, namespace), chain)
@@ -179,7 +189,7 @@ def group_pod(
     caller may not read (or not served); the pod is grouped by the owners it has.
     Raises ValueError only for a pod that is not a manifest with a name.
     """
-    meta = mapping(pod.get("metadata")) if isinstance(pod, Mapping) else {}
+    meta = mapping(pod.get("metadata")) if type(pod) is dict or isinstance(pod, Mapping) else {}
     if not meta.get("name"):
         raise ValueError("group_pod needs a pod manifest with metadata.name")
     namespace = str(meta.get("namespace") or "default")

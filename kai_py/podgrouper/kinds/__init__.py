@@ -85,6 +85,19 @@ SKIPPED_TOP_OWNERS: Final = frozenset(
 )
 
 
+#: Top owners whose grouping may read objects besides the owners (``related``).
+MAY_READ: Final = frozenset(
+    {
+        ("ray.io", "RayJob"),
+        ("ray.io", "RayService"),
+        ("serving.knative.dev", "Service"),
+        ("grove.io", "PodCliqueSet"),
+        ("grove.io", "PodGangSet"),
+        *SKIPPED_TOP_OWNERS,
+    }
+)
+
+
 def _merged(below: Obj, skipped: Obj) -> Obj:
     """``below`` with the skipped owner's labels and annotations where it has none."""
     if not skipped.labels and not skipped.annotations:
@@ -99,7 +112,8 @@ def _merged(below: Obj, skipped: Obj) -> Obj:
 def resolve(workload: Workload) -> tuple[Workload, Grouper]:
     """The workload as its grouper sees it (a skipped wrapper removed) and that grouper."""
     top = workload.top
-    if workload.chain and (top.group, top.kind) in SKIPPED_TOP_OWNERS:
+    key = (top.group, top.kind)
+    if key in SKIPPED_TOP_OWNERS and workload.chain:
         chain = list(workload.chain[:-1])
         if chain:
             chain[-1] = _merged(chain[-1], top)
@@ -108,7 +122,8 @@ def resolve(workload: Workload) -> tuple[Workload, Grouper]:
             # The wrapper owns the pod itself (an Argo step): the pod is the top.
             workload = replace(workload, pod=_merged(workload.pod, top), chain=[])
         top = workload.top
-    return workload, GROUPERS.get((top.group, top.kind), core.default)
+        key = (top.group, top.kind)
+    return workload, GROUPERS.get(key, core.default)
 
 
 def related(pod: Obj, chain: list[Obj]) -> list[tuple[str, str, str]]:

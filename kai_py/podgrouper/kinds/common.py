@@ -61,10 +61,13 @@ class Invalid(Exception):
 
 
 def mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    # A plain dict first: the ABC check costs more than the rest of the call.
+    return value if type(value) is dict or isinstance(value, Mapping) else {}
 
 
 def str_map(value: Any) -> dict[str, str]:
+    if not value:  # most objects have no labels or no annotations
+        return {}
     return {str(k): str(v) for k, v in mapping(value).items()}
 
 
@@ -72,7 +75,7 @@ def group_of(api_version: str) -> str:
     return api_version.split("/", 1)[0] if "/" in api_version else ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Obj:
     """The pod or one of its owners. ``manifest`` is None when the object is
     known only from an ownerReference (the caller could not supply it)."""
@@ -184,7 +187,7 @@ def no_related(_api_version: str, _kind: str, _name: str) -> Mapping[str, Any] |
     return None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Workload:
     """What a kind's grouper is given: the pod, its owners nearest first (the top
     owner last), and the non-owner objects its kind reads."""
@@ -199,7 +202,7 @@ class Workload:
         return self.chain[-1] if self.chain else self.pod
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Plan:
     """A kind's grouping: the PodGroup is named after and owned by ``owner``
     (``name`` overrides the name), with ``min_member`` or, for a group of
