@@ -220,8 +220,18 @@ class GroupingOutcome:
     group: str | None = None
     created: bool = False
     annotated: bool = False
+    resized: bool = False  # an existing group's gang fields were rewritten
     skipped: str | None = None
     warnings: list[str] = field(default_factory=list)
+
+
+#: A group's gang fields: minMember, minSubGroup, subGroups (what a scaling workload changes).
+_Gang = tuple[Any, Any, Any]
+
+
+def _gang(manifest: Mapping[str, Any]) -> _Gang:
+    spec = manifest.get("spec") or {}
+    return spec.get("minMember"), spec.get("minSubGroup"), spec.get("subGroups")
 
 
 def _pod_waits(pod: Mapping[str, Any], ns: str, uid: str, why: GrouperWarning) -> GrouperWarning:
@@ -413,7 +423,9 @@ class PodGrouperService:
         if not isinstance(result, Grouped):
             outcome.skipped = "left alone"
             return outcome
-        outcome.created = await self._ensure_group(ns, result.pod_group.to_manifest())
+        outcome.created, outcome.resized = await self._ensure_group(
+            ns, result.pod_group.to_manifest()
+        )
         sub_group = result.sub_group
         labelled = sub_group is None or (m.get("labels") or {}).get(SUBGROUP_LABEL) == sub_group
         if annotation != result.group_name or not labelled:
@@ -432,11 +444,17 @@ class PodGrouperService:
         self._done.put(uid, ((ns, result.group_name), result.group_name))
         return outcome
 
-    async def _ensure_group(self, namespace: str, manifest: Json) -> bool:
+    async def _ensure_group(self, namespace: str, manifest: Json) -> tuple[bool, bool]:
+        """Make the group if it is missing; (created, resized). A group that exists
+        with other gang fields (a workload that scaled: a Ray group's minReplicas, a
+        LeaderReady LWS group once its leader is placed) has them rewritten."""
         name = str(manifest["metadata"]["name"])
-        if self._groups.get((namespace, name)):
-            return False
-        created = True
+        gang = _gang(manifest)
+        known = self._groups.get((namespace, name))
+        if known is not None:
+            resized = known != gang and await self._resize(namespace, name, gang)
+            return False, resized
+        created, resized = True, False
         try:
             await send(
                 self.kube,
@@ -451,14 +469,39 @@ class PodGrouperService:
                 raise
             # A 409 is not proof that the group exists (a Conflict rather than
             # AlreadyExists, or one deleted since): remember it only once it is read.
-            await send(
+            stored = await send(
                 self.kube,
                 "GET",
                 path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace, name),
             )
             created = False
-        self._groups.put((namespace, name), True)
-        return created
+            # A group read without a spec says nothing of its gang: taken as it is.
+            if stored.get("spec") is not None and _gang(stored) != gang:
+                resized = await self._resize(namespace, name, gang)
+        self._groups.put((namespace, name), gang)
+        return created, resized
+
+    async def _resize(self, namespace: str, name: str, gang: _Gang) -> bool:
+        min_member, min_sub_group, sub_groups = gang
+        # A merge patch: null drops the field the new gang does not use.
+        patch = {"minMember": min_member, "minSubGroup": min_sub_group, "subGroups": sub_groups}
+        await send(
+            self.kube,
+            "PATCH",
+            path_of(keys.GROUP, keys.PODGROUP_VERSION, PODGROUPS, namespace, name),
+            {"spec": patch},
+            content_type=MERGE_PATCH,
+        )
+        log.info(
+            "pod-grouper: PodGroup %s/%s resized: minMember %s, minSubGroup %s, %d subgroups",
+            namespace,
+            name,
+            min_member,
+            min_sub_group,
+            len(sub_groups or []),
+        )
+        self._groups.put((namespace, name), gang)
+        return True
 
     async def _cannot_read(
         self, what: Unreadable, pod: Mapping[str, Any], ns: str, uid: str

@@ -59,7 +59,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         KOPF_CRDS,
         ("", "pods", "get,list,watch,patch"),  # the pod-group-name annotation
         ("", "events", "create"),
-        ("scheduling.run.ai", "podgroups", "get,list,watch,create"),  # get: a 409 on create is read back
+        # get: a 409 on create is read back; patch: a scaled workload's gang fields
+        ("scheduling.run.ai", "podgroups", "get,list,watch,create,patch"),
         # owners of pods, and what each kind's grouper reads besides (kai_py/podgrouper/kinds)
         *((group, ",".join(resources), "get") for group, resources in OWNER_READS.items()),
     },

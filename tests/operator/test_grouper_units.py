@@ -47,6 +47,14 @@ class FakeKube:
             self.objects[key] = copy.deepcopy(body)
             return copy.deepcopy(body)
         if method == "PATCH":
+            if "spec" in body:  # a merge patch of a PodGroup's gang fields
+                stored = self.objects.setdefault(path, {}).setdefault("spec", {})
+                for key, value in body["spec"].items():
+                    if value is None:
+                        stored.pop(key, None)
+                    else:
+                        stored[key] = value
+                return copy.deepcopy(self.objects[path])
             for part in ("annotations", "labels"):
                 if part in body["metadata"]:
                     stored = self.objects[path]["metadata"].setdefault(part, {})
@@ -498,3 +506,79 @@ def test_an_owner_kind_not_readable_warns_once_and_groups_by_the_owner_below(
     assert told[0]["involvedObject"]["name"] == "js-w-0-0"
     assert "JobSet objects cannot be read" in told[0]["message"]
     assert cause in told[0]["message"]
+
+
+def lws_world(policy: str) -> tuple[FakeKube, Json, Json, Json]:
+    """A LeaderWorkerSet of 4 with its leader (not placed yet) and one worker pod."""
+    lws = owned(
+        "leaderworkerset.x-k8s.io/v1",
+        "LeaderWorkerSet",
+        "infer",
+        None,
+        spec={"startupPolicy": policy, "leaderWorkerTemplate": {"size": 4}},
+    )
+    sts = owned("apps/v1", "StatefulSet", "infer", lws)
+    leader = kind_pod("infer-0", sts, {"leaderworkerset.sigs.k8s.io/worker-index": "0"})
+    workers = owned("apps/v1", "StatefulSet", "infer-0", leader)
+    worker = kind_pod("infer-0-1", workers, {"leaderworkerset.sigs.k8s.io/worker-index": "1"})
+    kube = FakeKube(
+        {
+            "/api/v1": {"resources": [{"name": "pods", "kind": "Pod", "namespaced": True}]},
+            "/apis/apps/v1": {
+                "resources": [{"name": "statefulsets", "kind": "StatefulSet", "namespaced": True}]
+            },
+            LWS_API: {
+                "resources": [
+                    {"name": "leaderworkersets", "kind": "LeaderWorkerSet", "namespaced": True}
+                ]
+            },
+            "/apis/apps/v1/namespaces/ns/statefulsets/infer": sts,
+            "/apis/apps/v1/namespaces/ns/statefulsets/infer-0": workers,
+            f"{LWS_API}/namespaces/ns/leaderworkersets/infer": lws,
+            "/api/v1/namespaces/ns/pods/infer-0": leader,
+            "/api/v1/namespaces/ns/pods/infer-0-1": worker,
+        }
+    )
+    return kube, lws, leader, worker
+
+
+GROUP_PATH = "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/pg-infer-infer-uid"
+
+
+@pytest.mark.parametrize("fresh_process", [False, True])
+def test_a_leader_ready_group_grows_to_its_size_when_the_workers_come(fresh_process: bool) -> None:
+    """LeaderReady: the leader alone until it is placed, then the whole group. The
+    group made for the leader (minMember 1) is rewritten by the first worker, whether
+    this process made it or finds it made (a 409, then read back)."""
+    kube, _lws, leader, worker = lws_world("LeaderReady")
+    grouper = service(kube)
+    assert run(grouper.handle(leader)).created
+    (create,) = kube.writes("POST", "/podgroups")
+    assert create[2]["spec"]["minMember"] == 1
+    assert [g["name"] for g in create[2]["spec"]["subGroups"]] == ["leader"]
+    kube.objects[GROUP_PATH] = copy.deepcopy(create[2])
+    if fresh_process:
+        grouper = service(kube)
+    outcome = run(grouper.handle(worker))
+    assert outcome.resized and not outcome.created
+    (resize,) = kube.writes("PATCH", "/podgroups/")
+    assert resize[2]["spec"]["minMember"] == 4
+    assert resize[2]["spec"]["minSubGroup"] is None
+    assert [(g["name"], g["minMember"]) for g in resize[2]["spec"]["subGroups"]] == [
+        ("leader", 1),
+        ("workers", 3),
+    ]
+    assert kube.objects[GROUP_PATH]["spec"]["minMember"] == 4
+    # The next worker finds the group as it is: no write.
+    other = copy.deepcopy(worker)
+    other["metadata"].update(name="infer-0-2", uid="infer-0-2-uid")
+    assert not run(grouper.handle(other)).resized
+    assert len(kube.writes("PATCH", "/podgroups/")) == 1
+
+
+def test_a_group_of_a_workload_that_did_not_change_is_never_patched() -> None:
+    kube, _lws, leader, worker = lws_world("LeaderCreated")
+    grouper = service(kube)
+    assert run(grouper.handle(leader)).created
+    assert not run(grouper.handle(worker)).resized
+    assert not kube.writes("PATCH", "/podgroups/")

@@ -313,6 +313,9 @@ ALSO_NEEDED: Rules = {
         ("", "events", "create"),
         # Kubeflow training jobs own their pods (PyTorchJob, MPIJob, ...).
         ("kubeflow.org", "pytorchjobs", "get"),
+        # A workload that scaled (a Ray group's minReplicas, a LeaderReady LWS group once
+        # its leader is placed) has its PodGroup's gang fields rewritten (service.py).
+        ("scheduling.run.ai", "podgroups", "patch"),
         # Every other workload kind the grouper knows (JobSet, LeaderWorkerSet, Ray, ...):
         # its owners and what its kind reads besides; the scenario runs none of them.
         *(
