@@ -89,6 +89,8 @@ class Case:
     pod_sub_group: str | None = "(not checked)"
     fails_on: str | None = None  # a GroupingFailed whose warning names this field
     warns: str | None = None  # a warning (grouped anyway) containing this text
+    # subgroup -> (topology, required level, preferred level), None for no constraint
+    topologies: dict[str, tuple[str, str | None, str | None] | None] | None = None
 
 
 def _run(case: Case) -> Grouped | GroupingFailed:
@@ -365,6 +367,24 @@ def case(built: tuple[Manifest, list[Manifest]], **expected: Any) -> Case:
 
 SG = dict[str, tuple[int | None, int | None, str | None]]
 LEADER_WORKERS: SG = {"leader": (1, None, None), "workers": (2, None, None)}
+# 5 pods in segments of 2: the leader and workers 1-2 in segment 0, workers 3-4 in segment 1.
+SEGMENTED_5_BY_2: SG = {
+    "segment-0": (None, 2, None),
+    "segment-1": (2, None, None),
+    "leader": (1, None, "segment-0"),
+    "workers": (2, None, "segment-0"),
+}
+LEADER_EXCLUDED_2 = {"subGroupSize": 2, "subGroupPolicyType": "LeaderExcluded"}
+LEADER_EXCLUDED_5_BY_2: SG = {
+    "leader": (1, None, None),
+    "segment-0": (2, None, None),
+    "segment-1": (2, None, None),
+}
+
+
+def worker_template(annotations: Mapping[str, str]) -> Manifest:
+    return {"metadata": {"annotations": dict(annotations)}}
+
 
 CASES: dict[str, Case] = {
     # --- leaderworkerset/lws_grouper_test.go
@@ -415,11 +435,146 @@ CASES: dict[str, Case] = {
         _lws("LeaderCreated", 3, "lws-invalid-0-1", "-1"),
         fails_on='metadata.labels["leaderworkerset.sigs.k8s.io/worker-index"]',
     ),
+    "lws_grouper_test.go::TestBuildSubGroups_Segmentation_ExceedsMaxAllowedSegmentation": case(
+        _lws("LeaderCreated", 20_003, "lws-seg-cap-0-0", "0", subGroupPolicy={"subGroupSize": 2}),
+        fails_on="spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize",
+    ),
     "lws_grouper_test.go::TestBuildSubGroups_Segmentation_Divisible_LeaderPod": case(
         _lws("LeaderCreated", 5, "lws-seg-0-0", "0", subGroupPolicy={"subGroupSize": 2}),
-        sub_groups={"leader": (1, None, None), "workers": (4, None, None)},
+        sub_groups=SEGMENTED_5_BY_2,
         pod_sub_group="leader",
-        warns="segments of a replica group are not applied",
+        min_member=5,
+    ),
+    "lws_grouper_test.go::TestBuildSubGroups_Segmentation_Divisible_WorkerInFirstSegment": case(
+        _lws("LeaderCreated", 5, "lws-seg-0-1", "1", subGroupPolicy={"subGroupSize": 2}),
+        sub_groups=SEGMENTED_5_BY_2,
+        pod_sub_group="workers",
+    ),
+    "lws_grouper_test.go::TestBuildSubGroups_Segmentation_Divisible_WorkerInLaterSegment": case(
+        _lws("LeaderCreated", 5, "lws-seg-0-3", "3", subGroupPolicy={"subGroupSize": 2}),
+        sub_groups=SEGMENTED_5_BY_2,
+        pod_sub_group="segment-1",
+    ),
+    "lws_grouper_test.go::TestBuildSubGroups_Segmentation_NotDivisible_LeaderPod": case(
+        _lws("LeaderCreated", 4, "lws-seg-0-0", "0", subGroupPolicy={"subGroupSize": 2}),
+        sub_groups={
+            "segment-0": (None, 2, None),
+            "segment-1": (2, None, None),
+            "leader": (1, None, "segment-0"),
+            "workers": (1, None, "segment-0"),
+        },
+        pod_sub_group="leader",
+    ),
+    "lws_grouper_test.go::TestBuildSubGroups_Segmentation_LeaderExcluded_WorkerInFirstSegment": case(
+        _lws("LeaderCreated", 5, "lws-seg-0-1", "1", subGroupPolicy=LEADER_EXCLUDED_2),
+        sub_groups=LEADER_EXCLUDED_5_BY_2,
+        pod_sub_group="segment-0",
+    ),
+    "lws_grouper_test.go::TestBuildSubGroups_Segmentation_LeaderExcluded_WorkerInLaterSegment": case(
+        _lws("LeaderCreated", 5, "lws-seg-0-3", "3", subGroupPolicy=LEADER_EXCLUDED_2),
+        sub_groups=LEADER_EXCLUDED_5_BY_2,
+        pod_sub_group="segment-1",
+    ),
+    "lws_grouper_test.go::TestBuildSubGroups_Segmentation_TopologyPreferredOnly_LeaderIncluded_NotDivisible": case(
+        _lws(
+            "LeaderCreated",
+            5,
+            "lws-seg-0-1",
+            "1",
+            subGroupPolicy={"subGroupSize": 3},
+            workerTemplate=worker_template(
+                {
+                    "kai.scheduler/topology": "rack",
+                    "kai.scheduler/segment-topology-preferred-placement": "node",
+                }
+            ),
+        ),
+        sub_groups={
+            "segment-0": (None, 2, None),
+            "segment-1": (2, None, None),
+            "leader": (1, None, "segment-0"),
+            "workers": (2, None, "segment-0"),
+        },
+        pod_sub_group="workers",
+        topologies={
+            "segment-0": ("rack", None, "node"),
+            "segment-1": ("rack", None, "node"),
+            "leader": None,
+            "workers": None,
+        },
+    ),
+    "lws_grouper_test.go::TestBuildSubGroups_Segmentation_TopologyBothPlacementKeys_LeaderExcluded": case(
+        _lws(
+            "LeaderCreated",
+            5,
+            "lws-seg-0-1",
+            "1",
+            subGroupPolicy=LEADER_EXCLUDED_2,
+            workerTemplate=worker_template(
+                {
+                    "kai.scheduler/topology": "rack",
+                    "kai.scheduler/segment-topology-preferred-placement": "node",
+                    "kai.scheduler/segment-topology-required-placement": "rack-unit",
+                }
+            ),
+        ),
+        sub_groups=LEADER_EXCLUDED_5_BY_2,
+        pod_sub_group="segment-0",
+        topologies={
+            "leader": None,
+            "segment-0": ("rack", "rack-unit", "node"),
+            "segment-1": ("rack", "rack-unit", "node"),
+        },
+    ),
+    "lws_grouper_test.go::TestBuildSubGroups_SegmentSizeFromWorkerTemplateAnnotation": case(
+        lws_pod(
+            {
+                **lws(
+                    "LeaderCreated",
+                    5,
+                    workerTemplate=worker_template(
+                        {
+                            "kai.scheduler/segment-size": "2",
+                            "kai.scheduler/segment-topology-required-placement": "rack-unit",
+                            "kai.scheduler/segment-topology-preferred-placement": "node",
+                        }
+                    ),
+                ),
+                "metadata": {
+                    "name": "lws-test",
+                    "namespace": NS,
+                    "uid": "lws-test-uid",
+                    "annotations": {"kai.scheduler/topology": "rack"},
+                },
+            },
+            "lws-seg-0-1",
+            "1",
+        ),
+        sub_groups=SEGMENTED_5_BY_2,
+        pod_sub_group="workers",
+        topologies={
+            "segment-0": ("rack", "rack-unit", "node"),
+            "segment-1": ("rack", "rack-unit", "node"),
+            "leader": None,
+            "workers": None,
+        },
+    ),
+    "lws_grouper_test.go::(kai-py) a segment size of 1 is refused": case(
+        _lws("LeaderCreated", 5, "lws-seg-0-1", "1", subGroupPolicy={"subGroupSize": 1}),
+        fails_on="spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize",
+    ),
+    "lws_grouper_test.go::(kai-py) LeaderExcluded with workers that do not divide": case(
+        _lws("LeaderCreated", 4, "lws-seg-0-1", "1", subGroupPolicy=LEADER_EXCLUDED_2),
+        fails_on="spec.leaderWorkerTemplate.subGroupPolicy.subGroupPolicyType",
+    ),
+    "lws_grouper_test.go::(kai-py) one segment holds the whole group": case(
+        _lws("LeaderCreated", 3, "lws-seg-0-2", "2", subGroupPolicy={"subGroupSize": 2}),
+        sub_groups={
+            "segment-0": (None, 2, None),
+            "leader": (1, None, "segment-0"),
+            "workers": (2, None, "segment-0"),
+        },
+        pod_sub_group="workers",
     ),
     # --- jobset/jobset_grouper_test.go
     "jobset_grouper_test.go::TestSingleReplicatedJobSingleReplica": case(
@@ -805,6 +960,16 @@ def test_kai_podgrouper_case(name: str) -> None:
         } == case.sub_groups
     if case.pod_sub_group != "(not checked)":
         assert result.sub_group == case.pod_sub_group
+    if case.topologies is not None:
+        found = {}
+        for g in spec.sub_groups or []:
+            t = g.topology_constraint
+            found[g.name] = (
+                None
+                if t is None
+                else (t.topology, t.required_topology_level, t.preferred_topology_level)
+            )
+        assert found == case.topologies
     if case.warns is not None:
         assert any(case.warns in w.message for w in result.warnings), result.warnings
     else:
