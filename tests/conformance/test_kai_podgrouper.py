@@ -301,6 +301,49 @@ GANG = obj(
         ],
     },
 )
+GANG_HIERARCHY = obj(
+    "scheduler.grove.io/v1alpha1",
+    "PodGang",
+    "pgs1",
+    owner=PCS,
+    annotations={"grove.io/topology-name": "test-topology"},
+    spec={
+        "topologyConstraint": {"packConstraint": {"preferred": "rack", "required": "zone"}},
+        "topologyConstraintGroupConfigs": [
+            {
+                "name": "group1",
+                "podGroupNames": ["pg1", "pg2"],
+                "topologyConstraint": {"packConstraint": {"preferred": "node", "required": "rack"}},
+            }
+        ],
+        "podgroups": [
+            {
+                "name": "pg1",
+                "topologyConstraint": {"packConstraint": {"preferred": "node", "required": ""}},
+                "minReplicas": 2,
+                "podReferences": [{"namespace": NS, "name": "pod1"}],
+            },
+            {
+                "name": "pg2",
+                "topologyConstraint": {"packConstraint": {"preferred": "", "required": "node"}},
+                "minReplicas": 3,
+                "podReferences": [{"namespace": NS, "name": "pod2"}],
+            },
+        ],
+    },
+)
+GANG_MISSING_CLIQUE = obj(
+    "scheduler.grove.io/v1alpha1",
+    "PodGang",
+    "pgs1",
+    owner=PCS,
+    spec={
+        "topologyConstraintGroupConfigs": [{"name": "group1", "podGroupNames": ["pg1", "pg2"]}],
+        "podgroups": [
+            {"name": "pg1", "minReplicas": 2, "podReferences": [{"namespace": NS, "name": "pod1"}]}
+        ],
+    },
+)
 DGD = obj(
     "nvidia.com/v1alpha1",
     "DynamoGraphDeployment",
@@ -814,6 +857,27 @@ CASES: dict[str, Case] = {
             {**GANG, "spec": {"podgroups": [{"name": "x", "minReplicas": -1, "podReferences": []}]}}
         ],
         fails_on="spec.podgroups[0].minReplicas",
+    ),
+    "grove_grouper_test.go::TestGetPodGroupMetadata_WithTopologyHierarchy": case(
+        (pod("pod1", owner=CLIQUE, labels={"grove.io/podgang": "pgs1"}), [CLIQUE, PCS]),
+        related=[GANG_HIERARCHY],
+        min_member=5,
+        sub_groups={
+            "group1": (None, 2, None),
+            "pg1": (2, None, "group1"),
+            "pg2": (3, None, "group1"),
+        },
+        topologies={
+            "group1": ("test-topology", "rack", "node"),
+            "pg1": ("test-topology", None, "node"),
+            "pg2": ("test-topology", "node", None),
+        },
+        pod_sub_group="pg1",
+    ),
+    "grove_grouper_test.go::TestGetPodGroupMetadata_ConfigReferencesNonexistentPodGroup": case(
+        (pod("pod1", owner=CLIQUE, labels={"grove.io/podgang": "pgs1"}), [CLIQUE, PCS]),
+        related=[GANG_MISSING_CLIQUE],
+        sub_groups={"group1": (None, 2, None), "pg1": (2, None, "group1")},
     ),
     "grove_grouper_test.go::(no label)": case(
         (pod("prefill-1", owner=CLIQUE), [CLIQUE, PCS]),

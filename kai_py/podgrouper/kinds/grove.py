@@ -1,6 +1,7 @@
 """Grove (grove.io PodCliqueSet / PodGangSet, and NVIDIA Dynamo's DynamoGraphDeployment
 above one): a pod is grouped by the PodGang it is labelled with (scheduler.grove.io),
-one subgroup per clique of the gang at its minReplicas, as KAI's Grove grouper."""
+one subgroup per clique of the gang at its minReplicas, under a parent subgroup per
+group of cliques the PodGang names, as KAI's Grove grouper."""
 
 from __future__ import annotations
 
@@ -41,6 +42,34 @@ def _constraint(value: object, topology: str, gang: Obj, where: str) -> Topology
     )
 
 
+def _parents(gang: Obj, topology: str) -> tuple[list[SubGroup], dict[str, str]]:
+    """The PodGang's groups of cliques (``spec.topologyConstraintGroupConfigs``): a
+    parent subgroup each, all of its cliques required; and clique -> parent."""
+    parents: list[SubGroup] = []
+    parent_of: dict[str, str] = {}
+    configs = gang.spec().get("topologyConstraintGroupConfigs")
+    for i, item in enumerate(configs if isinstance(configs, list) else []):
+        config = mapping(item)
+        where = f"spec.topologyConstraintGroupConfigs[{i}]"
+        name = config.get("name")
+        if not isinstance(name, str) or not name:
+            raise invalid(gang, f"{where}.name", "is missing")
+        cliques = [str(c) for c in config.get("podGroupNames") or []]
+        if not cliques:
+            continue
+        parent_of.update(dict.fromkeys(cliques, name))
+        parents.append(
+            SubGroup(
+                name=name,
+                min_sub_group=len(cliques),
+                topology_constraint=_constraint(
+                    config.get("topologyConstraint"), topology, gang, f"{where}.topologyConstraint"
+                ),
+            )
+        )
+    return parents, parent_of
+
+
 def podgang(workload: Workload) -> Plan:
     pod = workload.pod
     gang_name = pod.labels.get(PODGANG_LABEL)
@@ -59,7 +88,7 @@ def podgang(workload: Workload) -> Plan:
     topology = gang.annotations.get("grove.io/topology-name") or gang.annotations.get(
         "kai.scheduler/topology", ""
     )
-    sub_groups: list[SubGroup] = []
+    sub_groups, parents = _parents(gang, topology)
     total = 0
     pod_sub_group = None
     groups = spec.get("podgroups")
@@ -87,6 +116,7 @@ def podgang(workload: Workload) -> Plan:
             SubGroup(
                 name=name,
                 min_member=minimum,
+                parent=parents.get(name),
                 topology_constraint=_constraint(
                     clique.get("topologyConstraint"), topology, gang, f"{where}.topologyConstraint"
                 ),
