@@ -145,6 +145,8 @@ class OwnerResolver:
         found = known.get(kind)
         if found is None:
             self.unreadable[(api_version, kind)] = Unreadable(api_version, kind, NOT_SERVED)
+        elif self.unreadable:
+            self.unreadable.pop((api_version, kind), None)  # served now: a 404 is one object
         return found
 
     async def fetch(self, namespace: str, ref: Mapping[str, Any]) -> Mapping[str, Any] | None:

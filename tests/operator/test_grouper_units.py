@@ -582,3 +582,21 @@ def test_a_group_of_a_workload_that_did_not_change_is_never_patched() -> None:
     assert run(grouper.handle(leader)).created
     assert not run(grouper.handle(worker)).resized
     assert not kube.writes("PATCH", "/podgroups/")
+
+
+def test_a_kind_readable_again_is_no_longer_taken_for_unreadable() -> None:
+    """Forbidden at first (one Warning, the pod grouped by itself); once the right is
+    granted, an owner of that kind that is merely gone (404) is not a kind problem."""
+    kube, pods = jobset_world(
+        {"resources": [{"name": "jobsets", "kind": "JobSet", "namespaced": True}]}
+    )
+    forbidden = [True]
+    kube.refuse("GET", JOBSET_API, 403, "Forbidden", lambda: forbidden[0])
+    now = [0.0]
+    resolver = OwnerResolver(kube, ttl=10, clock=lambda: now[0])  # type: ignore[arg-type]
+    chain, stopped = run(resolver.walk(pods[0]))
+    assert stopped is not None and stopped.why == "forbidden" and len(chain) == 1
+    forbidden[0] = False
+    now[0] = 11  # the cached miss expired; the JobSet itself is not there (404)
+    chain, stopped = run(resolver.walk(pods[0]))
+    assert stopped is None and len(chain) == 1
