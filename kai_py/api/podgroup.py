@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, ClassVar, Literal, Self
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, model_validator
 
 from kai_py.api import keys
 from kai_py.api.common import (
@@ -103,16 +103,6 @@ class PodGroupSpec(KubeModel):
         json_schema_extra={NO_SERVER_DEFAULT: True},
     )
     preemption_delay: NonNegativeDuration | None = None
-
-    @model_serializer(mode="wrap")
-    def _one_minimum(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # A group counted in subgroups does not write the (defaulted) minMember: the
-        # two are exclusive, and writing both would be refused on the way back in.
-        data: dict[str, Any] = handler(self)
-        if self.min_sub_group is not None and "min_member" not in self.model_fields_set:
-            data.pop("minMember", None)
-            data.pop("min_member", None)
-        return data
 
     @model_validator(mode="after")
     def _check_sub_groups(self) -> Self:
@@ -307,3 +297,11 @@ class PodGroup(KubeObject):
 
     spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
     status: PodGroupStatus | None = None
+
+    def to_manifest(self) -> dict[str, Any]:
+        data = super().to_manifest()
+        # A group counted in subgroups does not write the (defaulted) minMember: the
+        # two are exclusive, and writing both would be refused on the way back in.
+        if self.spec.min_sub_group is not None and "min_member" not in self.spec.model_fields_set:
+            data["spec"].pop("minMember", None)
+        return data
