@@ -11,7 +11,7 @@ import pytest
 
 from kai_py.api import keys
 from kai_py.apiclient.kube import KubeError
-from kai_py.podgrouper.grouping import owner_chain, walk_owner_chain
+from kai_py.podgrouper.grouping import group_for_pod, owner_chain, walk_owner_chain
 from kai_py.podgrouper.service import OwnerResolver, PodGrouperService
 
 Json = dict[str, Any]
@@ -600,3 +600,29 @@ def test_a_kind_readable_again_is_no_longer_taken_for_unreadable() -> None:
     now[0] = 11  # the cached miss expired; the JobSet itself is not there (404)
     chain, stopped = run(resolver.walk(pods[0]))
     assert stopped is None and len(chain) == 1
+
+
+def test_offline_grouping_reads_related_objects_from_the_given_ones() -> None:
+    """``kai-py simulate``'s path: a RayJob's pod, its RayCluster named by the RayJob's
+    status among the given objects; the group is the RayJob's, sized by the cluster."""
+    rayjob = owned("ray.io/v1", "RayJob", "rj", None, status={"rayClusterName": "rc"})
+    cluster = owned(
+        "ray.io/v1",
+        "RayCluster",
+        "rc",
+        rayjob,
+        spec={"headGroupSpec": {}, "workerGroupSpecs": [{"groupName": "gpu", "replicas": 3}]},
+    )
+    pod = kind_pod("rc-gpu-0", cluster, {"ray.io/group": "gpu"})
+    objects = {("ns", "RayJob/rj"): rayjob, ("ns", "RayCluster/rc"): cluster}
+    grouped = group_for_pod(pod, objects)
+    assert grouped.name == "pg-rj-rj-uid" and not grouped.failed
+    assert grouped.podgroup is not None and grouped.podgroup["spec"]["minMember"] == 4
+    assert grouped.sub_group == "gpu"
+    # The submitter's chain (pod -> Job -> RayJob) has no RayCluster: read by name.
+    submitter = owned("batch/v1", "Job", "rj-submit", rayjob)
+    objects[("ns", "Job/rj-submit")] = submitter
+    grouped = group_for_pod(kind_pod("rj-submit-0", submitter, {}), objects)
+    assert grouped.name == "pg-rj-rj-uid" and not grouped.failed
+    assert grouped.podgroup is not None and grouped.podgroup["spec"]["minMember"] == 4
+    assert grouped.sub_group is None
