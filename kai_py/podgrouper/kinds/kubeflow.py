@@ -26,8 +26,8 @@ KUBEFLOW_REPLICA_SPECS: Final[dict[str, str]] = {
     "PaddleJob": "paddleReplicaSpecs",
 }
 
-#: KAI's default priority class of interactive kinds (a notebook is not preempted
-#: by training work of the same queue).
+#: KAI's default priority class of interactive kinds: a notebook is work a person
+#: waits on (build: priority 100, so not preemptible by default).
 BUILD_PRIORITY_CLASS: Final = "build"
 
 
