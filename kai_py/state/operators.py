@@ -1,0 +1,851 @@
+"""Objects and pods the operators of custom workload kinds make, for workloads given
+without them.
+
+``kai-py simulate cluster.yaml my-raycluster.yaml`` should answer "what happens if I
+apply this", so a JobSet, a LeaderWorkerSet, a Ray cluster, a Knative Service, a
+SparkApplication, a Kubeflow Notebook or a KubeVirt VirtualMachineInstance that
+comes without its pods gets the owners and pods its operator would create, with
+the owner references and labels the pod-grouper reads (docs/simulate.md lists
+them per kind). Each kind's manifest fields that this module does not read are
+named in one Event per object: a field is never dropped silently.
+
+The same objects are what the tests create on an API server to stand in for an
+operator (``made_objects``): parents come before their children, and every
+``ownerReferences[].uid`` names an object made here or the input object.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kai_py.api.objects import meta
+from kai_py.api.quantities import format_quantity, parse_quantity
+from kai_py.scheduler.session import Event
+from kai_py.state.documents import Document, InputError
+from kai_py.state.workloads import count_or, job_pods, owner_ref, pod_from_template, uid_of
+from kai_py.state.workloads import expand as expand_builtin
+
+Obj = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Made:
+    """What an operator makes for one input object, parents first."""
+
+    objects: list[Obj] = field(default_factory=list)
+    #: Paths of the input's fields not read here (said in an Event, not dropped).
+    unread: list[str] = field(default_factory=list)
+    #: What the operator does later or differently than made here (said in an Event).
+    notes: list[str] = field(default_factory=list)
+    #: What the operator writes in the input object's status (read by the pod-grouper).
+    status: Obj | None = None
+
+
+class BadField(ValueError):
+    """A field whose value cannot be what the operator reads: its path and why."""
+
+    def __init__(self, path: str, value: Any, why: str) -> None:
+        self.path, self.value, self.why = path, value, why
+        super().__init__(f"{path}: {why}, got {value!r}")
+
+
+def _count(section: Mapping[str, Any], key: str, default: int, path: str) -> int:
+    """A replica count: a whole number of 0 or more, ``default`` when not given."""
+    value = section.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise BadField(f"{path}.{key}", value, "must be a whole number of 0 or more")
+    return value
+
+
+def _group(obj: Mapping[str, Any]) -> str:
+    api_version = str(obj.get("apiVersion") or "")
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def _ns(obj: Mapping[str, Any]) -> str:
+    return str(meta(obj).get("namespace") or "default")
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(meta(obj).get("name") or "")
+
+
+def _unread(section: Any, read: Iterable[str], path: str) -> list[str]:
+    if not isinstance(section, Mapping):
+        return []
+    known = set(read)
+    return [f"{path}.{key}" for key in section if key not in known]
+
+
+def _owned(
+    api_version: str,
+    kind: str,
+    name: str,
+    owner: Mapping[str, Any],
+    *,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
+) -> Obj:
+    """An object the operator makes under ``owner`` (its controller)."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "namespace": _ns(owner),
+            "uid": f"{uid_of(owner)}-{kind.lower()}-{name}",
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+            "creationTimestamp": meta(owner).get("creationTimestamp"),
+            "ownerReferences": [owner_ref(owner)],
+        },
+        "spec": copy.deepcopy(dict(spec or {})),
+    }
+
+
+def _template(
+    template: Mapping[str, Any] | None,
+    labels: Mapping[str, str] = {},
+    annotations: Mapping[str, str] = {},
+) -> Obj:
+    """A pod template with the operator's labels and annotations added."""
+    t = dict(template or {})
+    t_meta = dict(t.get("metadata") or {})
+    t_meta["labels"] = {**(t_meta.get("labels") or {}), **labels}
+    t_meta["annotations"] = {**(t_meta.get("annotations") or {}), **annotations}
+    return {"metadata": t_meta, "spec": t.get("spec") or {}}
+
+
+def _statefulset_pods(sts: Mapping[str, Any], start: int = 0) -> list[Obj]:
+    """The pods of a StatefulSet (ordinals from ``start``), as its controller names them."""
+    spec = sts.get("spec") or {}
+    name = _name(sts)
+    replicas = count_or(spec.get("replicas"), 1)
+    pods = []
+    for i in range(start, start + replicas):
+        pods.append(
+            pod_from_template(
+                spec.get("template") or {},
+                f"{name}-{i}",
+                sts,
+                {
+                    "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
+                    "apps.kubernetes.io/pod-index": str(i),
+                },
+            )
+        )
+    return pods
+
+
+def _short_hash(*parts: str) -> str:
+    return hashlib.sha1("/".join(parts).encode()).hexdigest()[:10]
+
+
+# ---- JobSet -------------------------------------------------------------------------------
+
+_JOBSET = "jobset.sigs.k8s.io/"
+
+
+def _jobset(js: Mapping[str, Any]) -> Made:
+    """One Job per replica of each replicated job, named <jobset>-<replicatedJob>-<index>;
+    the Job controller then starts each Job's pods."""
+    made = Made()
+    spec = js.get("spec") or {}
+    name = _name(js)
+    made.unread += _unread(spec, ("replicatedJobs", "suspend", "startupPolicy"), "spec")
+    rjobs = [r for r in spec.get("replicatedJobs") or [] if isinstance(r, Mapping)]
+    if (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder":
+        made.notes.append(
+            "spec.startupPolicy.startupPolicyOrder InOrder: the JobSet controller creates "
+            "each replicated job once the one before is ready; all are made at once here"
+        )
+    global_index = 0
+    for r_index, rjob in enumerate(rjobs):
+        made.unread += _unread(
+            rjob, ("name", "replicas", "template"), f"spec.replicatedJobs[{r_index}]"
+        )
+        rname = str(rjob.get("name") or f"rjob{r_index}")
+        replicas = _count(rjob, "replicas", 1, f"spec.replicatedJobs[{r_index}]")
+        job_template = rjob.get("template") or {}
+        for i in range(replicas):
+            job_name = f"{name}-{rname}-{i}"
+            marks = {
+                f"{_JOBSET}jobset-name": name,
+                f"{_JOBSET}replicatedjob-name": rname,
+                f"{_JOBSET}replicatedjob-replicas": str(replicas),
+                f"{_JOBSET}job-index": str(i),
+                f"{_JOBSET}job-global-index": str(global_index),
+                f"{_JOBSET}job-key": _short_hash(_ns(js), job_name),
+            }
+            global_index += 1
+            j_meta = job_template.get("metadata") or {}
+            job_spec = dict(job_template.get("spec") or {})
+            job_spec.setdefault("completionMode", "Indexed")
+            job_spec["template"] = _template(job_spec.get("template"), marks, marks)
+            if spec.get("suspend") is True:
+                job_spec["suspend"] = True
+            job = _owned(
+                "batch/v1",
+                "Job",
+                job_name,
+                js,
+                labels={**(j_meta.get("labels") or {}), **marks},
+                annotations={**(j_meta.get("annotations") or {}), **marks},
+                spec=job_spec,
+            )
+            made.objects.append(job)
+            made.objects.extend(job_pods(job))
+    return made
+
+
+# ---- LeaderWorkerSet ----------------------------------------------------------------------
+
+_LWS = "leaderworkerset.sigs.k8s.io/"
+
+
+def _lws(lws: Mapping[str, Any]) -> Made:
+    """A leader StatefulSet <lws> with one leader pod per group (<lws>-<i>), and under
+    each leader pod a worker StatefulSet <lws>-<i> with size-1 workers (<lws>-<i>-<j>)."""
+    made = Made()
+    spec = lws.get("spec") or {}
+    name = _name(lws)
+    made.unread += _unread(spec, ("replicas", "leaderWorkerTemplate", "startupPolicy"), "spec")
+    lwt = spec.get("leaderWorkerTemplate") or {}
+    made.unread += _unread(
+        lwt, ("size", "leaderTemplate", "workerTemplate"), "spec.leaderWorkerTemplate"
+    )
+    if spec.get("startupPolicy") == "LeaderReady":
+        made.notes.append(
+            "spec.startupPolicy LeaderReady: the LeaderWorkerSet controller creates the "
+            "workers once their leader is ready; they are made at once here"
+        )
+    size = _count(lwt, "size", 1, "spec.leaderWorkerTemplate")
+    if size < 1:
+        raise BadField("spec.leaderWorkerTemplate.size", size, "must be 1 or more")
+    groups = _count(spec, "replicas", 1, "spec")
+    worker_template = lwt.get("workerTemplate") or {}
+    leader_template = lwt.get("leaderTemplate") or worker_template
+    common = {f"{_LWS}name": name}
+    leader_sts = _owned(
+        "apps/v1",
+        "StatefulSet",
+        name,
+        lws,
+        labels=common,
+        spec={"replicas": groups, "template": leader_template},
+    )
+    made.objects.append(leader_sts)
+    for i in range(groups):
+        group = {
+            **common,
+            f"{_LWS}group-index": str(i),
+            f"{_LWS}group-key": _short_hash(name, str(i)),
+        }
+        size_note = {f"{_LWS}size": str(size)}
+        leader = pod_from_template(
+            _template(leader_template, {**group, f"{_LWS}worker-index": "0"}, size_note),
+            f"{name}-{i}",
+            leader_sts,
+            {
+                "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
+                "apps.kubernetes.io/pod-index": str(i),
+            },
+        )
+        made.objects.append(leader)
+        if size == 1:
+            continue
+        workers = _owned(
+            "apps/v1",
+            "StatefulSet",
+            f"{name}-{i}",
+            leader,
+            labels=group,
+            spec={
+                "replicas": size - 1,
+                "template": _template(
+                    worker_template, group, {**size_note, f"{_LWS}leader-name": f"{name}-{i}"}
+                ),
+            },
+        )
+        made.objects.append(workers)
+        for j, pod in enumerate(_statefulset_pods(workers, start=1), start=1):
+            pod["metadata"]["labels"][f"{_LWS}worker-index"] = str(j)
+            made.objects.append(pod)
+    return made
+
+
+# ---- Ray ----------------------------------------------------------------------------------
+
+_AUTOSCALER = {
+    # KubeRay's default autoscaler sidecar in the head pod (requests = limits).
+    "name": "autoscaler",
+    "image": "rayproject/ray",
+    "resources": {
+        "requests": {"cpu": "500m", "memory": "512Mi"},
+        "limits": {"cpu": "500m", "memory": "512Mi"},
+    },
+}
+
+
+def _ray_workers(group: Mapping[str, Any], path: str) -> int:
+    """Pods of one worker group: replicas (minReplicas when unset) kept within
+    [minReplicas, maxReplicas], times numOfHosts; none while suspended."""
+    if group.get("suspended") is True:
+        return 0
+    low = _count(group, "minReplicas", 0, path)
+    high = _count(group, "maxReplicas", 2**31 - 1, path)
+    replicas = _count(group, "replicas", low, path)
+    return max(low, min(replicas, high)) * max(1, _count(group, "numOfHosts", 1, path))
+
+
+def _raycluster(rc: Mapping[str, Any]) -> Made:
+    """A head pod and each worker group's pods, owned by the RayCluster."""
+    made = Made()
+    spec = rc.get("spec") or {}
+    name = _name(rc)
+    made.unread += _unread(
+        spec,
+        ("headGroupSpec", "workerGroupSpecs", "suspend", "enableInTreeAutoscaling"),
+        "spec",
+    )
+    if spec.get("suspend") is True:
+        return made
+    base = {
+        "ray.io/cluster": name,
+        "ray.io/is-ray-node": "yes",
+        "app.kubernetes.io/name": "kuberay",
+        "app.kubernetes.io/created-by": "kuberay-operator",
+    }
+    head = spec.get("headGroupSpec") or {}
+    made.unread += _unread(head, ("template",), "spec.headGroupSpec")
+    head_pod = pod_from_template(
+        head.get("template") or {},
+        f"{name}-head-0",
+        rc,
+        {
+            **base,
+            "ray.io/node-type": "head",
+            "ray.io/group": "headgroup",
+            "ray.io/identifier": f"{name}-head",
+        },
+    )
+    if spec.get("enableInTreeAutoscaling") is True:
+        head_pod["spec"].setdefault("containers", []).append(copy.deepcopy(_AUTOSCALER))
+    made.objects.append(head_pod)
+    for g_index, group in enumerate(spec.get("workerGroupSpecs") or []):
+        if not isinstance(group, Mapping):
+            continue
+        made.unread += _unread(
+            group,
+            (
+                "groupName",
+                "replicas",
+                "minReplicas",
+                "maxReplicas",
+                "numOfHosts",
+                "suspended",
+                "template",
+            ),
+            f"spec.workerGroupSpecs[{g_index}]",
+        )
+        gname = str(group.get("groupName") or f"group{g_index}")
+        for i in range(_ray_workers(group, f"spec.workerGroupSpecs[{g_index}]")):
+            made.objects.append(
+                pod_from_template(
+                    group.get("template") or {},
+                    f"{name}-{gname}-worker-{i}",
+                    rc,
+                    {
+                        **base,
+                        "ray.io/node-type": "worker",
+                        "ray.io/group": gname,
+                        "ray.io/identifier": f"{name}-worker",
+                    },
+                )
+            )
+    return made
+
+
+def _ray_owner(owner: Mapping[str, Any], cluster_spec_key: str, note: str) -> Made:
+    """A RayJob or RayService: the RayCluster it makes, then that cluster's pods."""
+    spec = owner.get("spec") or {}
+    made = Made(notes=[note])
+    cluster_name = f"{_name(owner)}-raycluster"
+    cluster = _owned(
+        "ray.io/v1",
+        "RayCluster",
+        cluster_name,
+        owner,
+        labels=dict(meta(owner).get("labels") or {}),
+        spec=spec.get(cluster_spec_key) or {},
+    )
+    made.objects.append(cluster)
+    try:
+        inner = _raycluster(cluster)
+    except BadField as exc:
+        raise BadField(
+            f"spec.{cluster_spec_key}{exc.path.removeprefix('spec')}", exc.value, exc.why
+        ) from exc
+    made.objects.extend(inner.objects)
+    made.unread += [f"spec.{cluster_spec_key}{p.removeprefix('spec')}" for p in inner.unread]
+    return made
+
+
+def _rayjob(rj: Mapping[str, Any]) -> Made:
+    spec = rj.get("spec") or {}
+    if spec.get("clusterSelector"):
+        return Made(
+            unread=_unread(spec, ("clusterSelector",), "spec"),
+            notes=["spec.clusterSelector: the job runs on an existing RayCluster; nothing is made"],
+        )
+    if spec.get("suspend") is True:
+        return Made(
+            unread=_unread(spec, ("suspend",), "spec"),
+            notes=["spec.suspend: a suspended RayJob has no cluster; nothing is made"],
+        )
+    made = _ray_owner(
+        rj,
+        "rayClusterSpec",
+        "KubeRay starts the job's submitter once the cluster runs; it is not made here",
+    )
+    made.unread += _unread(spec, ("rayClusterSpec", "suspend"), "spec")
+    # The pod-grouper finds the cluster of a RayJob by this status field.
+    made.status = {"rayClusterName": _name(made.objects[0])}
+    return made
+
+
+def _rayservice(rs: Mapping[str, Any]) -> Made:
+    spec = rs.get("spec") or {}
+    made = _ray_owner(
+        rs,
+        "rayClusterConfig",
+        "spec.serveConfigV2: the Ray Serve applications run inside the cluster's pods",
+    )
+    made.unread += _unread(spec, ("rayClusterConfig", "serveConfigV2"), "spec")
+    # A new RayService's cluster is its pending one until it serves.
+    made.status = {"pendingServiceStatus": {"rayClusterName": _name(made.objects[0])}}
+    return made
+
+
+# ---- Knative Serving ----------------------------------------------------------------------
+
+_KNATIVE = "serving.knative.dev/"
+_MIN_SCALE = ("autoscaling.knative.dev/min-scale", "autoscaling.knative.dev/minScale")
+_INITIAL_SCALE = ("autoscaling.knative.dev/initial-scale", "autoscaling.knative.dev/initialScale")
+#: Knative's queue-proxy sidecar with its default request (25m CPU).
+_QUEUE_PROXY = {
+    "name": "queue-proxy",
+    "image": "knative/queue",
+    "resources": {"requests": {"cpu": "25m"}},
+}
+
+
+def _scale(annotations: Mapping[str, Any], names: tuple[str, ...], default: int) -> int:
+    for key in names:
+        value = annotations.get(key)
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+    return default
+
+
+def _knative_service(svc: Mapping[str, Any]) -> Made:
+    """Service -> Configuration -> Revision <svc>-00001 -> Deployment
+    <svc>-00001-deployment -> ReplicaSet -> pods, max(initial-scale, min-scale) of them."""
+    made = Made()
+    spec = svc.get("spec") or {}
+    name = _name(svc)
+    made.unread += _unread(spec, ("template", "traffic"), "spec")
+    template = spec.get("template") or {}
+    t_meta = template.get("metadata") or {}
+    annotations = dict(t_meta.get("annotations") or {})
+    rev_spec = dict(template.get("spec") or {})
+    # Revision fields that are not the pod's (read by Knative's activator, not here).
+    for key in (
+        "containerConcurrency",
+        "timeoutSeconds",
+        "responseStartTimeoutSeconds",
+        "idleTimeoutSeconds",
+    ):
+        rev_spec.pop(key, None)
+    revision = str(t_meta.get("name") or f"{name}-00001")
+    config = _owned(
+        "serving.knative.dev/v1",
+        "Configuration",
+        name,
+        svc,
+        labels={f"{_KNATIVE}service": name},
+        spec={"template": template},
+    )
+    rev = _owned(
+        "serving.knative.dev/v1",
+        "Revision",
+        revision,
+        config,
+        labels={
+            **(t_meta.get("labels") or {}),
+            f"{_KNATIVE}service": name,
+            f"{_KNATIVE}configuration": name,
+        },
+        annotations=annotations,
+        spec=rev_spec,
+    )
+    replicas = max(_scale(annotations, _INITIAL_SCALE, 1), _scale(annotations, _MIN_SCALE, 0))
+    pod_labels = {
+        f"{_KNATIVE}service": name,
+        f"{_KNATIVE}configuration": name,
+        f"{_KNATIVE}revision": revision,
+        f"{_KNATIVE}revisionUID": uid_of(rev),
+        "app": revision,
+    }
+    pod_spec = copy.deepcopy(rev_spec)
+    pod_spec.setdefault("containers", []).append(copy.deepcopy(_QUEUE_PROXY))
+    pod_template = _template({"metadata": t_meta, "spec": pod_spec}, pod_labels)
+    deployment = _owned(
+        "apps/v1",
+        "Deployment",
+        f"{revision}-deployment",
+        rev,
+        labels=pod_labels,
+        spec={"replicas": replicas, "template": pod_template},
+    )
+    rs_name = f"{revision}-deployment-sim"
+    replicaset = _owned(
+        "apps/v1",
+        "ReplicaSet",
+        rs_name,
+        deployment,
+        labels=pod_labels,
+        spec={"replicas": replicas, "template": pod_template},
+    )
+    made.objects += [config, rev, deployment, replicaset]
+    made.objects += [
+        pod_from_template(pod_template, f"{rs_name}-{i}", replicaset, {"pod-template-hash": "sim"})
+        for i in range(replicas)
+    ]
+    return made
+
+
+# ---- Spark (spark-operator) ---------------------------------------------------------------
+
+_SPARK_POD_FIELDS = (
+    "cores",
+    "coreLimit",
+    "coreRequest",
+    "memory",
+    "memoryOverhead",
+    "gpu",
+    "image",
+    "labels",
+    "annotations",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "schedulerName",
+    "priorityClassName",
+    "template",
+    "instances",
+)
+_JVM_UNITS: Final = {"k": "Ki", "m": "Mi", "g": "Gi", "t": "Ti", "p": "Pi"}
+
+
+def _jvm_memory(value: Any, path: str) -> float:
+    """Spark's memory strings in bytes: 512m, 4g (a number alone is MiB, as Spark reads it)."""
+    text = str(value).strip().lower().removesuffix("b")
+    try:
+        if text[-1:] in _JVM_UNITS:
+            return parse_quantity(text[:-1] + _JVM_UNITS[text[-1]])
+        return parse_quantity(text) * 2**20
+    except ValueError:
+        raise BadField(path, value, 'must be a JVM memory size such as "512m" or "4g"') from None
+
+
+def _spark_pod(
+    app: Mapping[str, Any],
+    role: str,
+    name: str,
+    owner: Mapping[str, Any],
+    labels: Mapping[str, str],
+    path: str,
+) -> tuple[Obj, list[str]]:
+    spec = app.get("spec") or {}
+    part = spec.get(role) or {}
+    unread = _unread(part, _SPARK_POD_FIELDS, path)
+    memory = _jvm_memory(part.get("memory") or "1g", f"{path}.memory")
+    overhead = (
+        _jvm_memory(part["memoryOverhead"], f"{path}.memoryOverhead")
+        if part.get("memoryOverhead")
+        else max(384 * 2**20, 0.1 * memory)  # Spark's default overhead
+    )
+    requests: Obj = {
+        "cpu": str(part.get("coreRequest") or part.get("cores") or 1),
+        "memory": format_quantity(memory + overhead),
+    }
+    limits: Obj = {"memory": requests["memory"]}
+    if part.get("coreLimit"):
+        limits["cpu"] = str(part["coreLimit"])
+    gpu = part.get("gpu") or {}
+    if gpu.get("name"):
+        limits[str(gpu["name"])] = str(gpu.get("quantity") or 1)
+    template = copy.deepcopy(dict(part.get("template") or {}))
+    pod_spec = dict(template.get("spec") or {})
+    container = {
+        "name": f"spark-kubernetes-{role}",
+        "image": part.get("image") or spec.get("image") or "spark",
+        "resources": {"requests": requests, "limits": limits},
+    }
+    pod_spec["containers"] = [container, *(pod_spec.get("containers") or [])[1:]]
+    for key in ("nodeSelector", "tolerations", "affinity", "schedulerName", "priorityClassName"):
+        if part.get(key):
+            pod_spec[key] = copy.deepcopy(part[key])
+    pod = pod_from_template(
+        {
+            "metadata": {
+                "labels": {
+                    **(template.get("metadata") or {}).get("labels", {}),
+                    **(part.get("labels") or {}),
+                },
+                "annotations": dict(part.get("annotations") or {}),
+            },
+            "spec": pod_spec,
+        },
+        name,
+        owner,
+        dict(labels),
+    )
+    return pod, unread
+
+
+def _spark(app: Mapping[str, Any]) -> Made:
+    """A driver pod <app>-driver owned by the SparkApplication, and executor pods owned
+    by the driver (spark.executor.instances: 2 when unset, as Spark's default)."""
+    made = Made()
+    spec = app.get("spec") or {}
+    name = _name(app)
+    made.unread += _unread(
+        spec,
+        (
+            "driver",
+            "executor",
+            "image",
+            "type",
+            "mode",
+            "mainApplicationFile",
+            "mainClass",
+            "sparkVersion",
+            "arguments",
+        ),
+        "spec",
+    )
+    selector = f"spark-{_short_hash(uid_of(app))}"
+    labels = {
+        "spark-app-name": name,
+        "spark-app-selector": selector,
+        "sparkoperator.k8s.io/app-name": name,
+        "sparkoperator.k8s.io/launched-by-spark-operator": "true",
+    }
+    driver, unread = _spark_pod(
+        app, "driver", f"{name}-driver", app, {**labels, "spark-role": "driver"}, "spec.driver"
+    )
+    made.unread += unread
+    made.objects.append(driver)
+    executors = _count(spec.get("executor") or {}, "instances", 2, "spec.executor")
+    for i in range(1, executors + 1):
+        pod, unread = _spark_pod(
+            app,
+            "executor",
+            f"{name}-exec-{i}",
+            driver,
+            {**labels, "spark-role": "executor", "spark-exec-id": str(i)},
+            "spec.executor",
+        )
+        made.objects.append(pod)
+    made.unread += unread if executors else []
+    return made
+
+
+# ---- Kubeflow Notebook --------------------------------------------------------------------
+
+
+def _notebook(nb: Mapping[str, Any]) -> Made:
+    """A StatefulSet <notebook> of one pod <notebook>-0 (none while stopped)."""
+    made = Made()
+    spec = nb.get("spec") or {}
+    name = _name(nb)
+    made.unread += _unread(spec, ("template",), "spec")
+    stopped = "kubeflow-resource-stopped" in (meta(nb).get("annotations") or {})
+    labels = {"statefulset": name, "notebook-name": name}
+    sts = _owned(
+        "apps/v1",
+        "StatefulSet",
+        name,
+        nb,
+        labels=labels,
+        spec={"replicas": 0 if stopped else 1, "template": _template(spec.get("template"), labels)},
+    )
+    made.objects.append(sts)
+    made.objects.extend(_statefulset_pods(sts))
+    return made
+
+
+# ---- KubeVirt -----------------------------------------------------------------------------
+
+
+def _vmi(vmi: Mapping[str, Any]) -> Made:
+    """The virt-launcher pod of a VirtualMachineInstance, with the domain's resources and
+    GPUs; KubeVirt's memory overhead is not added."""
+    made = Made()
+    spec = vmi.get("spec") or {}
+    name = _name(vmi)
+    read = (
+        "domain",
+        "nodeSelector",
+        "affinity",
+        "tolerations",
+        "schedulerName",
+        "priorityClassName",
+        "volumes",
+        "networks",
+        "terminationGracePeriodSeconds",
+    )
+    made.unread += _unread(spec, read, "spec")
+    domain = spec.get("domain") or {}
+    resources = copy.deepcopy(dict(domain.get("resources") or {}))
+    requests = dict(resources.get("requests") or {})
+    guest = (domain.get("memory") or {}).get("guest")
+    if guest and "memory" not in requests:
+        requests["memory"] = guest
+    limits = dict(resources.get("limits") or {})
+    cards: dict[str, int] = {}
+    for gpu in (domain.get("devices") or {}).get("gpus") or []:
+        if isinstance(gpu, Mapping) and gpu.get("deviceName"):
+            cards[str(gpu["deviceName"])] = cards.get(str(gpu["deviceName"]), 0) + 1
+    limits.update({device: str(n) for device, n in cards.items()})
+    pod_spec: Obj = {
+        "containers": [
+            {
+                "name": "compute",
+                "image": "virt-launcher",
+                "resources": {"requests": requests, "limits": limits},
+            }
+        ],
+    }
+    for key in ("nodeSelector", "affinity", "tolerations", "schedulerName", "priorityClassName"):
+        if spec.get(key):
+            pod_spec[key] = copy.deepcopy(spec[key])
+    labels = {
+        **(meta(vmi).get("labels") or {}),
+        "kubevirt.io": "virt-launcher",
+        "kubevirt.io/created-by": uid_of(vmi),
+        "vm.kubevirt.io/name": name,
+    }
+    made.objects.append(
+        pod_from_template(
+            {
+                "metadata": {"annotations": dict(meta(vmi).get("annotations") or {})},
+                "spec": pod_spec,
+            },
+            f"virt-launcher-{name}",
+            vmi,
+            labels,
+        )
+    )
+    return made
+
+
+#: (API group, kind) -> what its operator makes.
+MAKERS: Final[dict[tuple[str, str], Callable[[Mapping[str, Any]], Made]]] = {
+    ("jobset.x-k8s.io", "JobSet"): _jobset,
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): _lws,
+    ("ray.io", "RayCluster"): _raycluster,
+    ("ray.io", "RayJob"): _rayjob,
+    ("ray.io", "RayService"): _rayservice,
+    ("serving.knative.dev", "Service"): _knative_service,
+    ("sparkoperator.k8s.io", "SparkApplication"): _spark,
+    ("kubeflow.org", "Notebook"): _notebook,
+    ("kubevirt.io", "VirtualMachineInstance"): _vmi,
+}
+
+#: Owners an operator makes on the way to its pods (the owner walk goes through them).
+MADE_OWNERS: Final = frozenset(
+    {
+        ("ray.io", "RayCluster"),
+        ("serving.knative.dev", "Configuration"),
+        ("serving.knative.dev", "Revision"),
+    }
+)
+
+
+def is_operator_owner(obj: Mapping[str, Any]) -> bool:
+    """A custom-resource owner kai-py reads (its API group and kind, so that a core
+    Service is not taken for a Knative one)."""
+    key = (_group(obj), str(obj.get("kind") or ""))
+    return key in MAKERS or key in MADE_OWNERS
+
+
+def made_objects(obj: Mapping[str, Any]) -> Made | None:
+    """What the operator of ``obj`` makes for it, or None for a kind made by no operator
+    known here. ``obj`` needs a uid for owner references (one is derived if missing)."""
+    maker = MAKERS.get((_group(obj), str(obj.get("kind") or "")))
+    return maker(obj) if maker is not None else None
+
+
+def expand(docs: list[Document], events: list[Event] | None = None) -> list[Document]:
+    """``docs`` with the objects and pods the operators (then the built-in controllers)
+    would make for the workloads given without them."""
+    if not any(is_operator_owner(doc.body) for doc in docs):
+        return expand_builtin(docs)
+    owned: set[str] = set()
+    for doc in docs:
+        for ref in meta(doc.body).get("ownerReferences") or []:
+            owned.add(str(ref.get("uid") or f"{ref.get('kind')}/{ref.get('name')}"))
+    out: list[Document] = []
+    problems: list[str] = []
+    for doc in docs:
+        kind = str(doc.body.get("kind") or "")
+        key = (_group(doc.body), kind)
+        if key not in MAKERS:
+            out.append(doc)
+            continue
+        body = dict(doc.body)
+        body["metadata"] = {**meta(doc.body), "uid": uid_of(doc.body)}
+        if uid_of(body) in owned or f"{kind}/{_name(body)}" in owned:
+            out.append(Document(doc.source, body))
+            continue  # what it makes is in the input
+        who = f"{doc.source}: {kind} {_ns(body)}/{_name(body)}"
+        try:
+            made = MAKERS[key](body)
+        except BadField as exc:
+            problems.append(f"{who}: {exc}")
+            continue
+        if made.status:
+            body["status"] = {**(body.get("status") or {}), **made.status}
+        out.append(Document(doc.source, body))
+        by = f"{doc.source} (made by the {kind} operator)"
+        out.extend(Document(by, o) for o in made.objects)
+        if events is not None and made.unread:
+            events.append(
+                Event(
+                    kind,
+                    _ns(body),
+                    _name(body),
+                    "Normal",
+                    "NotRead",
+                    f"{who}: {', '.join(made.unread)}: not read by kai-py simulate "
+                    "(the objects and pods made for it do not follow them)",
+                )
+            )
+        if events is not None:
+            events.extend(
+                Event(kind, _ns(body), _name(body), "Normal", "NotMade", f"{who}: {n}")
+                for n in made.notes
+            )
+    if problems:
+        raise InputError(problems)
+    return expand_builtin(out)
