@@ -123,11 +123,12 @@ def _template(
     return {"metadata": t_meta, "spec": t.get("spec") or {}}
 
 
-def _statefulset_pods(sts: Mapping[str, Any], start: int = 0) -> list[Obj]:
-    """The pods of a StatefulSet (ordinals from ``start``), as its controller names them."""
+def _statefulset_pods(sts: Mapping[str, Any]) -> list[Obj]:
+    """The pods of a StatefulSet, as its controller names them."""
     spec = sts.get("spec") or {}
     name = _name(sts)
     replicas = count_or(spec.get("replicas"), 1)
+    start = count_or((spec.get("ordinals") or {}).get("start"), 0)
     pods = []
     for i in range(start, start + replicas):
         pods.append(
@@ -233,13 +234,24 @@ def _lws(lws: Mapping[str, Any]) -> Made:
     worker_template = lwt.get("workerTemplate") or {}
     leader_template = lwt.get("leaderTemplate") or worker_template
     common = {f"{_LWS}name": name}
+    size_note = {f"{_LWS}size": str(size)}
+    # What the controller puts in the StatefulSets' templates; the group and worker
+    # index of each pod are added by LeaderWorkerSet's pod webhook at creation.
     leader_sts = _owned(
         "apps/v1",
         "StatefulSet",
         name,
         lws,
         labels=common,
-        spec={"replicas": groups, "template": leader_template},
+        spec={
+            "replicas": groups,
+            "podManagementPolicy": "Parallel",
+            "serviceName": name,
+            "selector": {"matchLabels": {**common, f"{_LWS}worker-index": "0"}},
+            "template": _template(
+                leader_template, {**common, f"{_LWS}worker-index": "0"}, size_note
+            ),
+        },
     )
     made.objects.append(leader_sts)
     for i in range(groups):
@@ -248,12 +260,12 @@ def _lws(lws: Mapping[str, Any]) -> Made:
             f"{_LWS}group-index": str(i),
             f"{_LWS}group-key": _short_hash(name, str(i)),
         }
-        size_note = {f"{_LWS}size": str(size)}
         leader = pod_from_template(
-            _template(leader_template, {**group, f"{_LWS}worker-index": "0"}, size_note),
+            leader_sts["spec"]["template"],
             f"{name}-{i}",
             leader_sts,
             {
+                **group,
                 "statefulset.kubernetes.io/pod-name": f"{name}-{i}",
                 "apps.kubernetes.io/pod-index": str(i),
             },
@@ -269,13 +281,17 @@ def _lws(lws: Mapping[str, Any]) -> Made:
             labels=group,
             spec={
                 "replicas": size - 1,
+                "ordinals": {"start": 1},
+                "podManagementPolicy": "Parallel",
+                "serviceName": name,
+                "selector": {"matchLabels": group},
                 "template": _template(
                     worker_template, group, {**size_note, f"{_LWS}leader-name": f"{name}-{i}"}
                 ),
             },
         )
         made.objects.append(workers)
-        for j, pod in enumerate(_statefulset_pods(workers, start=1), start=1):
+        for j, pod in enumerate(_statefulset_pods(workers), start=1):
             pod["metadata"]["labels"][f"{_LWS}worker-index"] = str(j)
             made.objects.append(pod)
     return made
@@ -501,7 +517,6 @@ def _knative_service(svc: Mapping[str, Any]) -> Made:
         f"{_KNATIVE}service": name,
         f"{_KNATIVE}configuration": name,
         f"{_KNATIVE}revision": revision,
-        f"{_KNATIVE}revisionUID": uid_of(rev),
         "app": revision,
     }
     pod_spec = copy.deepcopy(rev_spec)
@@ -513,7 +528,11 @@ def _knative_service(svc: Mapping[str, Any]) -> Made:
         f"{revision}-deployment",
         rev,
         labels=pod_labels,
-        spec={"replicas": replicas, "template": pod_template},
+        spec={
+            "replicas": replicas,
+            "selector": {"matchLabels": {f"{_KNATIVE}revision": revision}},
+            "template": pod_template,
+        },
     )
     rs_name = f"{revision}-deployment-sim"
     replicaset = _owned(
@@ -522,7 +541,11 @@ def _knative_service(svc: Mapping[str, Any]) -> Made:
         rs_name,
         deployment,
         labels=pod_labels,
-        spec={"replicas": replicas, "template": pod_template},
+        spec={
+            "replicas": replicas,
+            "selector": deployment["spec"]["selector"],
+            "template": pod_template,
+        },
     )
     made.objects += [config, rev, deployment, replicaset]
     made.objects += [
@@ -585,7 +608,7 @@ def _spark_pod(
     )
     requests: Obj = {
         "cpu": str(part.get("coreRequest") or part.get("cores") or 1),
-        "memory": format_quantity(memory + overhead),
+        "memory": str(format_quantity(memory + overhead)),
     }
     limits: Obj = {"memory": requests["memory"]}
     if part.get("coreLimit"):
@@ -687,7 +710,12 @@ def _notebook(nb: Mapping[str, Any]) -> Made:
         name,
         nb,
         labels=labels,
-        spec={"replicas": 0 if stopped else 1, "template": _template(spec.get("template"), labels)},
+        spec={
+            "replicas": 0 if stopped else 1,
+            "serviceName": name,
+            "selector": {"matchLabels": {"statefulset": name}},
+            "template": _template(spec.get("template"), labels),
+        },
     )
     made.objects.append(sts)
     made.objects.extend(_statefulset_pods(sts))

@@ -363,3 +363,15 @@ def test_bad_values_name_object_field_and_value(manifest: str, problem: str) -> 
     with pytest.raises(InputError) as caught:
         made(manifest)
     assert any(problem in p and p.startswith("in.yaml: ") for p in caught.value.problems)
+
+
+def test_a_suspended_job_starts_no_pods() -> None:
+    objects, _ = made(
+        """
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {name: held, namespace: ml}
+        spec: {suspend: true, parallelism: 2, template: {spec: {containers: []}}}
+        """
+    )
+    assert by_kind(objects, "Pod") == {}
