@@ -375,3 +375,16 @@ def test_a_suspended_job_starts_no_pods() -> None:
         """
     )
     assert by_kind(objects, "Pod") == {}
+
+
+@pytest.mark.parametrize(("example", "pods"), [("raycluster.yaml", 5), ("leaderworkerset.yaml", 8)])
+def test_the_examples_run_whole(
+    example: str, pods: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = Path(__file__).resolve().parents[2] / "examples"
+    data = run_json(
+        capsys, str(root / "simulate" / "cluster.yaml"), str(root / "workloads" / example)
+    )
+    found = data["pods"]
+    assert isinstance(found, dict) and len(found) == pods
+    assert all(p["status"] == "Running" for p in found.values())
