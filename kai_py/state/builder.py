@@ -56,7 +56,7 @@ from kai_py.state.convert import (
     volume_node_affinity,
 )
 from kai_py.state.documents import Document, InputError
-from kai_py.state.operators import MAKERS, expand, is_operator_owner
+from kai_py.state.operators import OPERATOR_KINDS, expand, is_operator_owner
 from kai_py.state.passmemo import PassMemo
 from kai_py.state.queuetree import level_text, levels, loop_text, parent_loops
 
@@ -625,7 +625,7 @@ def build(
                 f"{doc.source}: {kind or '(no kind)'} {name}: kind: unknown kind {kind!r}; kai-py simulate "
                 f"reads Node, Pod, Queue, PodGroup, PriorityClass, ConfigMap, PersistentVolumeClaim, "
                 f"PersistentVolume, StorageClass and workload owners "
-                f"({', '.join(sorted(OWNER_KINDS | {k for _, k in MAKERS}))}; custom kinds "
+                f"({', '.join(sorted(OWNER_KINDS | {k for _, k in OPERATOR_KINDS}))}; custom kinds "
                 "with their API group, see docs/simulate.md)"
             )
     if fatal:

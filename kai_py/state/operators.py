@@ -787,6 +787,112 @@ def _vmi(vmi: Mapping[str, Any]) -> Made:
     return made
 
 
+# ---- Kubeflow Trainer v2 -----------------------------------------------------------------
+
+_TRAINER = "trainer.kubeflow.org"
+TRAINJOB: Final = (_TRAINER, "TrainJob")
+#: The training runtimes a TrainJob names: read by ``expand``, not objects of the snapshot.
+RUNTIMES: Final = frozenset({(_TRAINER, "ClusterTrainingRuntime"), (_TRAINER, "TrainingRuntime")})
+Runtimes = Mapping[tuple[str, str, str], Mapping[str, Any]]  # (kind, namespace, name)
+
+
+def _runtime(job: Mapping[str, Any], runtimes: Runtimes) -> Mapping[str, Any]:
+    ref = (job.get("spec") or {}).get("runtimeRef") or {}
+    kind = str(ref.get("kind") or "ClusterTrainingRuntime")
+    ns = _ns(job) if kind == "TrainingRuntime" else ""
+    found = runtimes.get((kind, ns, str(ref.get("name") or "")))
+    if found is None:
+        raise BadField(
+            "spec.runtimeRef",
+            dict(ref),
+            f"names a {kind} that is not in the input (give it with the TrainJob: the pods "
+            "come from its template)",
+        )
+    return found
+
+
+def _trainjob(job: Mapping[str, Any], runtimes: Runtimes) -> Made:
+    """A JobSet <trainjob> owned by the TrainJob, from its runtime's template: the trainer
+    step's replicated job (labelled trainjob-ancestor-step: trainer, else the one named
+    "node") runs numNodes pods with the trainer's image, command, args and
+    resourcesPerNode; then the JobSet's Jobs and pods."""
+    made = Made()
+    spec = job.get("spec") or {}
+    trainer = spec.get("trainer") or {}
+    made.unread += _unread(
+        spec, ("runtimeRef", "trainer", "labels", "annotations", "suspend"), "spec"
+    )
+    made.unread += _unread(
+        trainer, ("image", "command", "args", "numNodes", "resourcesPerNode"), "spec.trainer"
+    )
+    runtime = _runtime(job, runtimes)
+    r_spec = runtime.get("spec") or {}
+    template = copy.deepcopy(dict(r_spec.get("template") or {}))
+    js_spec = dict(template.get("spec") or {})
+    nodes = _count(
+        trainer,
+        "numNodes",
+        _count(
+            r_spec.get("mlPolicy") or {},
+            "numNodes",
+            1,
+            f"its {runtime.get('kind')} {_name(runtime)}: spec.mlPolicy",
+        ),
+        "spec.trainer",
+    )
+    rjobs = [r for r in js_spec.get("replicatedJobs") or [] if isinstance(r, dict)]
+    step = next(
+        (
+            r
+            for r in rjobs
+            if ((r.get("template") or {}).get("metadata") or {})
+            .get("labels", {})
+            .get(f"{_TRAINER}/trainjob-ancestor-step")
+            == "trainer"
+        ),
+        next((r for r in rjobs if r.get("name") == "node"), None),
+    )
+    if step is None:
+        raise BadField(
+            "spec.runtimeRef",
+            (spec.get("runtimeRef") or {}).get("name"),
+            "the runtime's JobSet template has no trainer step (a replicated job named node)",
+        )
+    job_spec = step.setdefault("template", {}).setdefault("spec", {})
+    job_spec["parallelism"] = job_spec["completions"] = nodes
+    pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
+    containers = pod_spec.get("containers") or [{"name": "node"}]
+    main = next((c for c in containers if c.get("name") == "node"), containers[0])
+    for key in ("image", "command", "args"):
+        if key in trainer:
+            main[key] = copy.deepcopy(trainer[key])
+    if "resourcesPerNode" in trainer:
+        main["resources"] = copy.deepcopy(trainer["resourcesPerNode"])
+    pod_spec["containers"] = containers
+    if spec.get("suspend") is True:
+        js_spec["suspend"] = True
+    t_meta = template.get("metadata") or {}
+    jobset = _owned(
+        "jobset.x-k8s.io/v1alpha2",
+        "JobSet",
+        _name(job),
+        job,
+        labels={**(t_meta.get("labels") or {}), **(spec.get("labels") or {})},
+        annotations={**(t_meta.get("annotations") or {}), **(spec.get("annotations") or {})},
+        spec=js_spec,
+    )
+    made.objects.append(jobset)
+    inner = _jobset(jobset)
+    made.objects.extend(inner.objects)
+    made.notes += [f"its JobSet: {n}" for n in inner.notes]
+    if inner.unread:
+        made.notes.append(
+            f"its JobSet (from {runtime.get('kind')} {_name(runtime)}): "
+            f"{', '.join(inner.unread)}: not read by kai-py simulate"
+        )
+    return made
+
+
 #: (API group, kind) -> what its operator makes.
 MAKERS: Final[dict[tuple[str, str], Callable[[Mapping[str, Any]], Made]]] = {
     ("jobset.x-k8s.io", "JobSet"): _jobset,
@@ -810,25 +916,46 @@ MADE_OWNERS: Final = frozenset(
 )
 
 
+#: Every (API group, kind) an operator here makes objects for.
+OPERATOR_KINDS: Final = frozenset({*MAKERS, TRAINJOB})
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    return _group(obj), str(obj.get("kind") or "")
+
+
 def is_operator_owner(obj: Mapping[str, Any]) -> bool:
     """A custom-resource owner kai-py reads (its API group and kind, so that a core
     Service is not taken for a Knative one)."""
-    key = (_group(obj), str(obj.get("kind") or ""))
-    return key in MAKERS or key in MADE_OWNERS
+    key = _key(obj)
+    return key in OPERATOR_KINDS or key in MADE_OWNERS
 
 
-def made_objects(obj: Mapping[str, Any]) -> Made | None:
+def made_objects(obj: Mapping[str, Any], runtimes: Runtimes | None = None) -> Made | None:
     """What the operator of ``obj`` makes for it, or None for a kind made by no operator
-    known here. ``obj`` needs a uid for owner references (one is derived if missing)."""
-    maker = MAKERS.get((_group(obj), str(obj.get("kind") or "")))
+    known here. ``obj`` needs a uid for owner references (one is derived if missing);
+    a TrainJob needs its training runtime among ``runtimes``."""
+    key = _key(obj)
+    if key == TRAINJOB:
+        return _trainjob(obj, runtimes or {})
+    maker = MAKERS.get(key)
     return maker(obj) if maker is not None else None
 
 
 def expand(docs: list[Document], events: list[Event] | None = None) -> list[Document]:
     """``docs`` with the objects and pods the operators (then the built-in controllers)
     would make for the workloads given without them."""
-    if not any(is_operator_owner(doc.body) for doc in docs):
+    if not any(is_operator_owner(doc.body) or _key(doc.body) in RUNTIMES for doc in docs):
         return expand_builtin(docs)
+    runtimes = {
+        (
+            str(d.body.get("kind")),
+            _ns(d.body) if d.body.get("kind") == "TrainingRuntime" else "",
+            _name(d.body),
+        ): d.body
+        for d in docs
+        if _key(d.body) in RUNTIMES
+    }
     owned: set[str] = set()
     for doc in docs:
         for ref in meta(doc.body).get("ownerReferences") or []:
@@ -838,7 +965,9 @@ def expand(docs: list[Document], events: list[Event] | None = None) -> list[Docu
     for doc in docs:
         kind = str(doc.body.get("kind") or "")
         key = (_group(doc.body), kind)
-        if key not in MAKERS:
+        if key in RUNTIMES:
+            continue  # read for the TrainJobs that name it; not an object of the snapshot
+        if key not in OPERATOR_KINDS:
             out.append(doc)
             continue
         body = dict(doc.body)
@@ -848,10 +977,11 @@ def expand(docs: list[Document], events: list[Event] | None = None) -> list[Docu
             continue  # what it makes is in the input
         who = f"{doc.source}: {kind} {_ns(body)}/{_name(body)}"
         try:
-            made = MAKERS[key](body)
+            made = made_objects(body, runtimes)
         except BadField as exc:
             problems.append(f"{who}: {exc}")
             continue
+        assert made is not None  # a kind of OPERATOR_KINDS
         if made.status:
             body["status"] = {**(body.get("status") or {}), **made.status}
         out.append(Document(doc.source, body))
@@ -876,4 +1006,15 @@ def expand(docs: list[Document], events: list[Event] | None = None) -> list[Docu
             )
     if problems:
         raise InputError(problems)
+    named = {
+        str(((d.body.get("spec") or {}).get("runtimeRef") or {}).get("name"))
+        for d in docs
+        if _key(d.body) == TRAINJOB
+    }
+    if events is not None:
+        events.extend(
+            Event(kind, ns, name, "Normal", "NotUsed", f"{kind} {name}: no TrainJob names it")
+            for kind, ns, name in runtimes
+            if name not in named
+        )
     return expand_builtin(out)

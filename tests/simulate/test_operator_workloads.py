@@ -388,3 +388,68 @@ def test_the_examples_run_whole(
     found = data["pods"]
     assert isinstance(found, dict) and len(found) == pods
     assert all(p["status"] == "Running" for p in found.values())
+
+
+RUNTIME = """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: torch-distributed}
+spec:
+  mlPolicy: {numNodes: 1, torch: {numProcPerNode: auto}}
+  template:
+    spec:
+      replicatedJobs:
+      - name: dataset-initializer
+        template:
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer}}
+          spec: {template: {spec: {containers: [{name: dataset-initializer, image: init}]}}}
+      - name: node
+        template:
+          metadata: {labels: {trainer.kubeflow.org/trainjob-ancestor-step: trainer}}
+          spec:
+            template:
+              spec:
+                schedulerName: kai-scheduler
+                containers: [{name: node, image: pytorch/pytorch, command: [torchrun]}]
+"""
+TRAINJOB = """
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: tj, namespace: ml, labels: {kai.scheduler/queue: team}}
+spec:
+  runtimeRef: {name: torch-distributed}
+  trainer:
+    numNodes: 3
+    image: my/trainer:1
+    resourcesPerNode: {limits: {nvidia.com/gpu: "2"}}
+"""
+
+
+def test_trainjob_makes_a_jobset_from_its_runtime() -> None:
+    objects, events = made(RUNTIME + "\n---\n" + TRAINJOB)
+    assert by_kind(objects, "ClusterTrainingRuntime") == {}  # read, not a snapshot object
+    jobset = by_kind(objects, "JobSet")["tj"]
+    assert chain(jobset, objects) == ["TrainJob/tj"]
+    pods = by_kind(objects, "Pod")
+    assert sorted(pods) == [
+        "tj-dataset-initializer-0-0",
+        "tj-node-0-0",
+        "tj-node-0-1",
+        "tj-node-0-2",
+    ]
+    node = pods["tj-node-0-2"]
+    assert chain(node, objects) == ["Job/tj-node-0", "JobSet/tj", "TrainJob/tj"]
+    (container,) = node["spec"]["containers"]
+    assert container["image"] == "my/trainer:1" and container["command"] == ["torchrun"]
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
+    assert not [e for e in events if e.reason == "NotUsed"]
+
+
+def test_a_trainjob_without_its_runtime_is_refused() -> None:
+    with pytest.raises(InputError) as caught:
+        made(TRAINJOB)
+    (problem,) = caught.value.problems
+    assert problem.startswith("in.yaml: TrainJob ml/tj: spec.runtimeRef: names a ")
+    assert "ClusterTrainingRuntime that is not in the input" in problem
+    _, events = made(RUNTIME)
+    assert [e.reason for e in events] == ["NotUsed"]
