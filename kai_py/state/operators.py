@@ -790,28 +790,54 @@ def _vmi(vmi: Mapping[str, Any]) -> Made:
 # ---- Kubeflow Trainer v2 -----------------------------------------------------------------
 
 _TRAINER = "trainer.kubeflow.org"
-TRAINJOB: Final = (_TRAINER, "TrainJob")
-#: The training runtimes a TrainJob names: read by ``expand``, not objects of the snapshot.
-RUNTIMES: Final = frozenset({(_TRAINER, "ClusterTrainingRuntime"), (_TRAINER, "TrainingRuntime")})
-Runtimes = Mapping[tuple[str, str, str], Mapping[str, Any]]  # (kind, namespace, name)
+#: Definitions that workloads name and operators read (a training runtime, a Tekton
+#: Task or Pipeline): read by ``expand``, not objects of the snapshot.
+DEFINITIONS: Final = frozenset(
+    {
+        (_TRAINER, "ClusterTrainingRuntime"),
+        (_TRAINER, "TrainingRuntime"),
+        ("tekton.dev", "Task"),
+        ("tekton.dev", "Pipeline"),
+    }
+)
+#: Cluster-scoped definitions (looked up without a namespace).
+_CLUSTER_SCOPED = frozenset({"ClusterTrainingRuntime"})
 
 
-def _runtime(job: Mapping[str, Any], runtimes: Runtimes) -> Mapping[str, Any]:
+class Definitions:
+    """The definitions of the input by (kind, namespace, name), and which were named."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.found: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        self.used: set[tuple[str, str, str]] = set()
+        for obj in objects:
+            self.found[self.key(str(obj.get("kind")), _ns(obj), _name(obj))] = obj
+
+    @staticmethod
+    def key(kind: str, ns: str, name: str) -> tuple[str, str, str]:
+        return kind, "" if kind in _CLUSTER_SCOPED else ns, name
+
+    def get(self, kind: str, owner: Mapping[str, Any], name: str, path: str) -> Mapping[str, Any]:
+        key = self.key(kind, _ns(owner), name)
+        found = self.found.get(key)
+        if found is None:
+            raise BadField(
+                path,
+                name,
+                f"names a {kind} that is not in the input (give it with the "
+                f"{owner.get('kind')}: the pods come from it)",
+            )
+        self.used.add(key)
+        return found
+
+
+def _runtime(job: Mapping[str, Any], definitions: Definitions) -> Mapping[str, Any]:
     ref = (job.get("spec") or {}).get("runtimeRef") or {}
     kind = str(ref.get("kind") or "ClusterTrainingRuntime")
-    ns = _ns(job) if kind == "TrainingRuntime" else ""
-    found = runtimes.get((kind, ns, str(ref.get("name") or "")))
-    if found is None:
-        raise BadField(
-            "spec.runtimeRef",
-            dict(ref),
-            f"names a {kind} that is not in the input (give it with the TrainJob: the pods "
-            "come from its template)",
-        )
-    return found
+    return definitions.get(kind, job, str(ref.get("name") or ""), "spec.runtimeRef.name")
 
 
-def _trainjob(job: Mapping[str, Any], runtimes: Runtimes) -> Made:
+def _trainjob(job: Mapping[str, Any], definitions: Definitions) -> Made:
     """A JobSet <trainjob> owned by the TrainJob, from its runtime's template: the trainer
     step's replicated job (labelled trainjob-ancestor-step: trainer, else the one named
     "node") runs numNodes pods with the trainer's image, command, args and
@@ -825,7 +851,7 @@ def _trainjob(job: Mapping[str, Any], runtimes: Runtimes) -> Made:
     made.unread += _unread(
         trainer, ("image", "command", "args", "numNodes", "resourcesPerNode"), "spec.trainer"
     )
-    runtime = _runtime(job, runtimes)
+    runtime = _runtime(job, definitions)
     r_spec = runtime.get("spec") or {}
     template = copy.deepcopy(dict(r_spec.get("template") or {}))
     js_spec = dict(template.get("spec") or {})
@@ -893,6 +919,243 @@ def _trainjob(job: Mapping[str, Any], runtimes: Runtimes) -> Made:
     return made
 
 
+# ---- Tekton --------------------------------------------------------------------------------
+
+_TEKTON = "tekton.dev/"
+_POD_TEMPLATE_FIELDS = (
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "schedulerName",
+    "priorityClassName",
+)
+
+
+def _task_spec(
+    owner: Mapping[str, Any], spec: Mapping[str, Any], definitions: Definitions, path: str
+) -> tuple[Mapping[str, Any], str]:
+    """The task a TaskRun (or a pipeline task) runs: inline, or the Task it names."""
+    if spec.get("taskSpec"):
+        return spec["taskSpec"], ""
+    name = str((spec.get("taskRef") or {}).get("name") or "")
+    task = definitions.get("Task", owner, name, f"{path}.taskRef.name")
+    return task.get("spec") or {}, name
+
+
+def _taskrun_pod(
+    run: Mapping[str, Any], task: Mapping[str, Any], task_name: str, labels: Mapping[str, str]
+) -> tuple[Obj, list[str]]:
+    """The pod <taskrun>-pod: one container step-<name> per step (with its
+    computeResources) and sidecar-<name> per sidecar, the podTemplate's placement."""
+    spec = run.get("spec") or {}
+    unread = _unread(
+        task, ("steps", "sidecars", "params", "results", "workspaces", "description"), "taskSpec"
+    )
+    containers = []
+    for prefix, key in (("step", "steps"), ("sidecar", "sidecars")):
+        for i, step in enumerate(task.get(key) or []):
+            unread += _unread(
+                step,
+                (
+                    "name",
+                    "image",
+                    "command",
+                    "args",
+                    "script",
+                    "env",
+                    "computeResources",
+                    "workingDir",
+                ),
+                f"taskSpec.{key}[{i}]",
+            )
+            containers.append(
+                {
+                    "name": f"{prefix}-{step.get('name') or i}",
+                    "image": step.get("image") or "",
+                    "resources": copy.deepcopy(step.get("computeResources") or {}),
+                }
+            )
+    pod_spec: Obj = {"restartPolicy": "Never", "containers": containers}
+    template = spec.get("podTemplate") or {}
+    unread += _unread(template, _POD_TEMPLATE_FIELDS, "spec.podTemplate")
+    for key in _POD_TEMPLATE_FIELDS:
+        if template.get(key):
+            pod_spec[key] = copy.deepcopy(template[key])
+    run_labels = {
+        **(meta(run).get("labels") or {}),
+        **labels,
+        f"{_TEKTON}taskRun": _name(run),
+        "app.kubernetes.io/managed-by": "tekton-pipelines",
+    }
+    if task_name:
+        run_labels[f"{_TEKTON}task"] = task_name
+    pod = pod_from_template(
+        {"metadata": {"annotations": dict(meta(run).get("annotations") or {})}, "spec": pod_spec},
+        f"{_name(run)}-pod",
+        run,
+        run_labels,
+    )
+    return pod, unread
+
+
+def _taskrun(run: Mapping[str, Any], definitions: Definitions) -> Made:
+    spec = run.get("spec") or {}
+    made = Made(unread=_unread(spec, ("taskSpec", "taskRef", "podTemplate", "params"), "spec"))
+    task, task_name = _task_spec(run, spec, definitions, "spec")
+    pod, unread = _taskrun_pod(run, task, task_name, {})
+    made.objects.append(pod)
+    made.unread += unread
+    return made
+
+
+def _pipelinerun(run: Mapping[str, Any], definitions: Definitions) -> Made:
+    """A TaskRun <pipelinerun>-<task> owned by the PipelineRun for each task that starts
+    at once (no runAfter), then its pod; the later tasks and `finally` are said."""
+    spec = run.get("spec") or {}
+    made = Made(
+        unread=_unread(spec, ("pipelineSpec", "pipelineRef", "taskRunTemplate", "params"), "spec")
+    )
+    if spec.get("pipelineSpec"):
+        pipeline, pipeline_name = spec["pipelineSpec"], ""
+    else:
+        pipeline_name = str((spec.get("pipelineRef") or {}).get("name") or "")
+        found = definitions.get("Pipeline", run, pipeline_name, "spec.pipelineRef.name")
+        pipeline = found.get("spec") or {}
+    pod_template = (spec.get("taskRunTemplate") or {}).get("podTemplate")
+    later = []
+    for i, task in enumerate(pipeline.get("tasks") or []):
+        if not isinstance(task, Mapping):
+            continue
+        name = str(task.get("name") or i)
+        if task.get("runAfter"):
+            later.append(name)
+            continue
+        labels = {f"{_TEKTON}pipelineRun": _name(run), f"{_TEKTON}pipelineTask": name}
+        if pipeline_name:
+            labels[f"{_TEKTON}pipeline"] = pipeline_name
+        task_spec, task_name = _task_spec(run, task, definitions, f"pipelineSpec.tasks[{i}]")
+        taskrun = _owned(
+            "tekton.dev/v1",
+            "TaskRun",
+            f"{_name(run)}-{name}",
+            run,
+            labels={**(meta(run).get("labels") or {}), **labels},
+            spec={"taskSpec": task_spec, **({"podTemplate": pod_template} if pod_template else {})},
+        )
+        pod, unread = _taskrun_pod(taskrun, task_spec, task_name, labels)
+        made.objects += [taskrun, pod]
+        made.unread += [f"pipelineSpec.tasks[{i}].{u}" for u in unread]
+    finally_tasks = [
+        str(t.get("name")) for t in pipeline.get("finally") or [] if isinstance(t, Mapping)
+    ]
+    if later or finally_tasks:
+        made.notes.append(
+            "Tekton starts the tasks that run after others (and `finally`) once those finish; "
+            f"not made here: {', '.join(later + finally_tasks)}"
+        )
+    return made
+
+
+# ---- Argo Workflows ------------------------------------------------------------------------
+
+_ARGO = "workflows.argoproj.io/"
+
+
+def _workflow(wf: Mapping[str, Any]) -> Made:
+    """The pods of the steps that start at once: from the entrypoint, a container or
+    script template is one pod <workflow>-<template>-<i> (withItems: one per item); steps
+    go down the first step group, a DAG down its tasks without dependencies."""
+    made = Made()
+    spec = wf.get("spec") or {}
+    made.unread += _unread(
+        spec,
+        ("entrypoint", "templates", "arguments", *_POD_TEMPLATE_FIELDS, "serviceAccountName"),
+        "spec",
+    )
+    templates = {
+        str(t.get("name")): t for t in spec.get("templates") or [] if isinstance(t, Mapping)
+    }
+    later: list[str] = []
+    counter = iter(range(10**6))
+    visited: set[str] = set()
+
+    def run(name: str, copies: int, path: str, depth: int = 0) -> None:
+        template = templates.get(name)
+        if template is None:
+            raise BadField(path, name, "names no template of spec.templates")
+        if depth > 10:
+            raise BadField(path, name, "templates nest more than 10 deep")
+        if name not in visited:
+            visited.add(name)
+            made.unread += _unread(
+                template,
+                ("name", "container", "script", "steps", "dag", "metadata", *_POD_TEMPLATE_FIELDS),
+                f"spec.templates[{name}]",
+            )
+        body = template.get("container") or template.get("script")
+        if body:
+            for _ in range(copies):
+                pod_spec: Obj = {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": body.get("image") or "",
+                            "resources": copy.deepcopy(body.get("resources") or {}),
+                        }
+                    ],
+                }
+                for key in _POD_TEMPLATE_FIELDS:
+                    value = template.get(key) or spec.get(key)
+                    if value:
+                        pod_spec[key] = copy.deepcopy(value)
+                t_meta = template.get("metadata") or {}
+                made.objects.append(
+                    pod_from_template(
+                        {"metadata": t_meta, "spec": pod_spec},
+                        f"{_name(wf)}-{name}-{next(counter)}",
+                        wf,
+                        {_ARGO + "workflow": _name(wf), _ARGO + "completed": "false"},
+                    )
+                )
+            return
+        steps = template.get("steps")
+        if steps:
+            first, *rest = steps
+            later.extend(str(s.get("name")) for group in rest for s in group or [])
+            for i, step in enumerate(first or []):
+                run(
+                    str(step.get("template")),
+                    len(step.get("withItems") or [None]),
+                    f"spec.templates[{name}].steps[0][{i}].template",
+                    depth + 1,
+                )
+            return
+        dag = template.get("dag")
+        if dag:
+            for i, task in enumerate(dag.get("tasks") or []):
+                if task.get("dependencies") or task.get("depends"):
+                    later.append(str(task.get("name")))
+                    continue
+                run(
+                    str(task.get("template")),
+                    len(task.get("withItems") or [None]),
+                    f"spec.templates[{name}].dag.tasks[{i}].template",
+                    depth + 1,
+                )
+            return
+        made.notes.append(
+            f"template {name}: neither a container, a script, steps nor a DAG; no pod is made for it"
+        )
+
+    run(str(spec.get("entrypoint") or ""), 1, "spec.entrypoint")
+    if later:
+        made.notes.append(
+            f"Argo starts these once the steps before them finish; not made here: {', '.join(later)}"
+        )
+    return made
+
+
 #: (API group, kind) -> what its operator makes.
 MAKERS: Final[dict[tuple[str, str], Callable[[Mapping[str, Any]], Made]]] = {
     ("jobset.x-k8s.io", "JobSet"): _jobset,
@@ -903,8 +1166,19 @@ MAKERS: Final[dict[tuple[str, str], Callable[[Mapping[str, Any]], Made]]] = {
     ("serving.knative.dev", "Service"): _knative_service,
     ("sparkoperator.k8s.io", "SparkApplication"): _spark,
     ("kubeflow.org", "Notebook"): _notebook,
+    ("argoproj.io", "Workflow"): _workflow,
     ("kubevirt.io", "VirtualMachineInstance"): _vmi,
 }
+#: Those whose operator reads definitions the workload names.
+MAKERS_WITH_DEFINITIONS: Final[
+    dict[tuple[str, str], Callable[[Mapping[str, Any], Definitions], Made]]
+] = {
+    (_TRAINER, "TrainJob"): _trainjob,
+    ("tekton.dev", "TaskRun"): _taskrun,
+    ("tekton.dev", "PipelineRun"): _pipelinerun,
+}
+#: Every (API group, kind) an operator here makes objects for.
+OPERATOR_KINDS: Final = frozenset({*MAKERS, *MAKERS_WITH_DEFINITIONS})
 
 #: Owners an operator makes on the way to its pods (the owner walk goes through them).
 MADE_OWNERS: Final = frozenset(
@@ -912,12 +1186,9 @@ MADE_OWNERS: Final = frozenset(
         ("ray.io", "RayCluster"),
         ("serving.knative.dev", "Configuration"),
         ("serving.knative.dev", "Revision"),
+        ("tekton.dev", "TaskRun"),
     }
 )
-
-
-#: Every (API group, kind) an operator here makes objects for.
-OPERATOR_KINDS: Final = frozenset({*MAKERS, TRAINJOB})
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -931,13 +1202,15 @@ def is_operator_owner(obj: Mapping[str, Any]) -> bool:
     return key in OPERATOR_KINDS or key in MADE_OWNERS
 
 
-def made_objects(obj: Mapping[str, Any], runtimes: Runtimes | None = None) -> Made | None:
+def made_objects(obj: Mapping[str, Any], definitions: Definitions | None = None) -> Made | None:
     """What the operator of ``obj`` makes for it, or None for a kind made by no operator
     known here. ``obj`` needs a uid for owner references (one is derived if missing);
-    a TrainJob needs its training runtime among ``runtimes``."""
+    a TrainJob needs its training runtime in ``definitions``, a Tekton run its Task or
+    Pipeline when it names one."""
     key = _key(obj)
-    if key == TRAINJOB:
-        return _trainjob(obj, runtimes or {})
+    with_definitions = MAKERS_WITH_DEFINITIONS.get(key)
+    if with_definitions is not None:
+        return with_definitions(obj, definitions or Definitions())
     maker = MAKERS.get(key)
     return maker(obj) if maker is not None else None
 
@@ -945,17 +1218,9 @@ def made_objects(obj: Mapping[str, Any], runtimes: Runtimes | None = None) -> Ma
 def expand(docs: list[Document], events: list[Event] | None = None) -> list[Document]:
     """``docs`` with the objects and pods the operators (then the built-in controllers)
     would make for the workloads given without them."""
-    if not any(is_operator_owner(doc.body) or _key(doc.body) in RUNTIMES for doc in docs):
+    if not any(is_operator_owner(doc.body) or _key(doc.body) in DEFINITIONS for doc in docs):
         return expand_builtin(docs)
-    runtimes = {
-        (
-            str(d.body.get("kind")),
-            _ns(d.body) if d.body.get("kind") == "TrainingRuntime" else "",
-            _name(d.body),
-        ): d.body
-        for d in docs
-        if _key(d.body) in RUNTIMES
-    }
+    definitions = Definitions(d.body for d in docs if _key(d.body) in DEFINITIONS)
     owned: set[str] = set()
     for doc in docs:
         for ref in meta(doc.body).get("ownerReferences") or []:
@@ -965,8 +1230,8 @@ def expand(docs: list[Document], events: list[Event] | None = None) -> list[Docu
     for doc in docs:
         kind = str(doc.body.get("kind") or "")
         key = (_group(doc.body), kind)
-        if key in RUNTIMES:
-            continue  # read for the TrainJobs that name it; not an object of the snapshot
+        if key in DEFINITIONS:
+            continue  # read for the workloads that name it; not an object of the snapshot
         if key not in OPERATOR_KINDS:
             out.append(doc)
             continue
@@ -977,7 +1242,7 @@ def expand(docs: list[Document], events: list[Event] | None = None) -> list[Docu
             continue  # what it makes is in the input
         who = f"{doc.source}: {kind} {_ns(body)}/{_name(body)}"
         try:
-            made = made_objects(body, runtimes)
+            made = made_objects(body, definitions)
         except BadField as exc:
             problems.append(f"{who}: {exc}")
             continue
@@ -1006,15 +1271,10 @@ def expand(docs: list[Document], events: list[Event] | None = None) -> list[Docu
             )
     if problems:
         raise InputError(problems)
-    named = {
-        str(((d.body.get("spec") or {}).get("runtimeRef") or {}).get("name"))
-        for d in docs
-        if _key(d.body) == TRAINJOB
-    }
     if events is not None:
         events.extend(
-            Event(kind, ns, name, "Normal", "NotUsed", f"{kind} {name}: no TrainJob names it")
-            for kind, ns, name in runtimes
-            if name not in named
+            Event(kind, ns, name, "Normal", "NotUsed", f"{kind} {name}: no workload names it")
+            for (kind, ns, name) in definitions.found
+            if (kind, ns, name) not in definitions.used
         )
     return expand_builtin(out)

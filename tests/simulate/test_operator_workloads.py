@@ -449,7 +449,94 @@ def test_a_trainjob_without_its_runtime_is_refused() -> None:
     with pytest.raises(InputError) as caught:
         made(TRAINJOB)
     (problem,) = caught.value.problems
-    assert problem.startswith("in.yaml: TrainJob ml/tj: spec.runtimeRef: names a ")
+    assert problem.startswith("in.yaml: TrainJob ml/tj: spec.runtimeRef.name: names a ")
     assert "ClusterTrainingRuntime that is not in the input" in problem
     _, events = made(RUNTIME)
     assert [e.reason for e in events] == ["NotUsed"]
+
+
+def test_tekton_pipelinerun_taskruns_and_their_pods() -> None:
+    objects, events = made(
+        """
+        apiVersion: tekton.dev/v1
+        kind: Task
+        metadata: {name: train, namespace: ml}
+        spec:
+          steps:
+          - {name: fit, image: x, computeResources: {limits: {nvidia.com/gpu: "1"}}}
+          - {name: save, image: y, computeResources: {requests: {cpu: 500m}}}
+        ---
+        apiVersion: tekton.dev/v1
+        kind: PipelineRun
+        metadata: {name: pr, namespace: ml, labels: {kai.scheduler/queue: team}}
+        spec:
+          taskRunTemplate: {podTemplate: {schedulerName: kai-scheduler}}
+          pipelineSpec:
+            tasks:
+            - {name: a, taskRef: {name: train}}
+            - name: b
+              taskSpec: {steps: [{name: s, image: z}]}
+            - {name: c, runAfter: [a], taskRef: {name: train}}
+        ---
+        apiVersion: tekton.dev/v1
+        kind: TaskRun
+        metadata: {name: tr, namespace: ml}
+        spec: {taskRef: {name: train}, timeout: 1h}
+        """
+    )
+    pods = by_kind(objects, "Pod")
+    assert sorted(pods) == ["pr-a-pod", "pr-b-pod", "tr-pod"]  # c waits for a
+    assert chain(pods["pr-a-pod"], objects) == ["TaskRun/pr-a", "PipelineRun/pr"]
+    assert chain(pods["tr-pod"], objects) == ["TaskRun/tr"]
+    a = pods["pr-a-pod"]
+    assert [c["name"] for c in a["spec"]["containers"]] == ["step-fit", "step-save"]
+    assert a["spec"]["schedulerName"] == "kai-scheduler"
+    assert a["metadata"]["labels"]["tekton.dev/pipelineTask"] == "a"
+    assert a["metadata"]["labels"]["kai.scheduler/queue"] == "team"
+    assert requests(a, "cpu") == 0.5
+    messages = {e.reason: e.message for e in events}
+    assert "not made here: c" in messages["NotMade"]
+    assert "spec.timeout" in messages["NotRead"]
+
+
+def test_argo_workflow_pods_of_the_steps_that_start_at_once() -> None:
+    objects, events = made(
+        """
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: wf, namespace: ml}
+        spec:
+          entrypoint: main
+          schedulerName: kai-scheduler
+          templates:
+          - name: main
+            dag:
+              tasks:
+              - {name: prep, template: work, withItems: [1, 2, 3]}
+              - {name: train, template: gpu}
+              - {name: report, template: work, dependencies: [train]}
+          - name: work
+            container: {image: x, resources: {requests: {cpu: "1"}}}
+          - name: gpu
+            retryStrategy: {limit: 2}
+            steps:
+            - [{name: fit, template: fit}]
+            - [{name: eval, template: work}]
+          - name: fit
+            script: {image: y, source: "print(1)", resources: {limits: {nvidia.com/gpu: "2"}}}
+        """
+    )
+    pods = by_kind(objects, "Pod")
+    assert sorted(pods) == ["wf-fit-3", "wf-work-0", "wf-work-1", "wf-work-2"]
+    assert all(chain(p, objects) == ["Workflow/wf"] for p in pods.values())
+    fit = pods["wf-fit-3"]
+    assert fit["spec"]["schedulerName"] == "kai-scheduler"
+    assert fit["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
+    assert fit["metadata"]["labels"]["workflows.argoproj.io/workflow"] == "wf"
+    messages = {e.reason: e.message for e in events}
+    assert "not made here: eval, report" in messages["NotMade"]
+    assert "spec.templates[gpu].retryStrategy" in messages["NotRead"]
+    with pytest.raises(InputError, match=r"spec.entrypoint: names no template"):
+        made(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: w}\nspec: {entrypoint: x}"
+        )
