@@ -1156,6 +1156,90 @@ def _workflow(wf: Mapping[str, Any]) -> Made:
     return made
 
 
+# ---- Grove ---------------------------------------------------------------------------------
+
+_GROVE = "grove.io/"
+
+
+def _podcliqueset(pcs: Mapping[str, Any]) -> Made:
+    """Per replica r of the PodCliqueSet: a PodGang <pcs>-<r> (scheduler.grove.io) that
+    lists each clique's pods and minimum, and per clique a PodClique <pcs>-<r>-<clique>
+    with its replicas pods <podclique>-<i>, labelled grove.io/podgang and
+    grove.io/podclique; all owned by the PodCliqueSet, the pods by their PodClique."""
+    made = Made()
+    spec = pcs.get("spec") or {}
+    name, ns = _name(pcs), _ns(pcs)
+    made.unread += _unread(spec, ("replicas", "template"), "spec")
+    template = spec.get("template") or {}
+    made.unread += _unread(template, ("cliques", "priorityClassName"), "spec.template")
+    priority = template.get("priorityClassName")
+    for r in range(_count(spec, "replicas", 1, "spec")):
+        gang_name = f"{name}-{r}"
+        groups: list[Obj] = []
+        gang = _owned(
+            "scheduler.grove.io/v1alpha1",
+            "PodGang",
+            gang_name,
+            pcs,
+            labels={"app.kubernetes.io/part-of": name},
+            spec={"podgroups": [], **({"priorityClassName": priority} if priority else {})},
+        )
+        made.objects.append(gang)
+        for c, clique in enumerate(template.get("cliques") or []):
+            path = f"spec.template.cliques[{c}]"
+            made.unread += _unread(clique, ("name", "labels", "annotations", "spec"), path)
+            c_spec = clique.get("spec") or {}
+            made.unread += _unread(
+                c_spec, ("replicas", "minAvailable", "podSpec", "roleName"), f"{path}.spec"
+            )
+            replicas = _count(c_spec, "replicas", 1, f"{path}.spec")
+            clique_name = f"{gang_name}-{clique.get('name') or c}"
+            podclique = _owned(
+                "grove.io/v1alpha1",
+                "PodClique",
+                clique_name,
+                pcs,
+                labels={"app.kubernetes.io/part-of": name, f"{_GROVE}podgang": gang_name},
+                spec=c_spec,
+            )
+            made.objects.append(podclique)
+            pod_spec = copy.deepcopy(dict(c_spec.get("podSpec") or {}))
+            if priority:
+                pod_spec.setdefault("priorityClassName", priority)
+            labels = {
+                "app.kubernetes.io/part-of": name,
+                "app.kubernetes.io/managed-by": "grove-operator",
+                f"{_GROVE}podgang": gang_name,
+                f"{_GROVE}podclique": clique_name,
+                f"{_GROVE}podcliqueset-replica-index": str(r),
+            }
+            pods = [
+                pod_from_template(
+                    {
+                        "metadata": {
+                            "labels": dict(clique.get("labels") or {}),
+                            "annotations": dict(clique.get("annotations") or {}),
+                        },
+                        "spec": pod_spec,
+                    },
+                    f"{clique_name}-{i}",
+                    podclique,
+                    labels,
+                )
+                for i in range(replicas)
+            ]
+            made.objects.extend(pods)
+            groups.append(
+                {
+                    "name": clique_name,
+                    "minReplicas": _count(c_spec, "minAvailable", replicas, f"{path}.spec"),
+                    "podReferences": [{"namespace": ns, "name": _name(p)} for p in pods],
+                }
+            )
+        gang["spec"]["podgroups"] = groups
+    return made
+
+
 #: (API group, kind) -> what its operator makes.
 MAKERS: Final[dict[tuple[str, str], Callable[[Mapping[str, Any]], Made]]] = {
     ("jobset.x-k8s.io", "JobSet"): _jobset,
@@ -1168,6 +1252,7 @@ MAKERS: Final[dict[tuple[str, str], Callable[[Mapping[str, Any]], Made]]] = {
     ("kubeflow.org", "Notebook"): _notebook,
     ("argoproj.io", "Workflow"): _workflow,
     ("kubevirt.io", "VirtualMachineInstance"): _vmi,
+    ("grove.io", "PodCliqueSet"): _podcliqueset,
 }
 #: Those whose operator reads definitions the workload names.
 MAKERS_WITH_DEFINITIONS: Final[
@@ -1187,6 +1272,9 @@ MADE_OWNERS: Final = frozenset(
         ("serving.knative.dev", "Configuration"),
         ("serving.knative.dev", "Revision"),
         ("tekton.dev", "TaskRun"),
+        ("grove.io", "PodClique"),
+        # Not an owner of the pods: KAI's Grove grouper reads it by the pods' podgang label.
+        ("scheduler.grove.io", "PodGang"),
     }
 )
 

@@ -540,3 +540,41 @@ def test_argo_workflow_pods_of_the_steps_that_start_at_once() -> None:
         made(
             "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: w}\nspec: {entrypoint: x}"
         )
+
+
+def test_grove_podcliqueset_cliques_gangs_and_pods() -> None:
+    objects, events = made(
+        f"""
+        apiVersion: grove.io/v1alpha1
+        kind: PodCliqueSet
+        metadata: {{name: dis, namespace: ml}}
+        spec:
+          replicas: 2
+          template:
+            priorityClassName: inference
+            cliques:
+            - name: prefill
+              spec: {{roleName: prefill, replicas: 3, minAvailable: 2, podSpec: {{containers: [{GPU_CONTAINER}]}}}}
+            - name: decode
+              labels: {{tier: decode}}
+              spec: {{replicas: 1, podSpec: {{containers: [{GPU_CONTAINER}]}}}}
+            podCliqueScalingGroups: [{{name: sg, cliqueNames: [decode]}}]
+        """
+    )
+    pods = by_kind(objects, "Pod")
+    assert len(pods) == 8
+    pod = pods["dis-1-prefill-2"]
+    assert chain(pod, objects) == ["PodClique/dis-1-prefill", "PodCliqueSet/dis"]
+    assert pod["metadata"]["labels"]["grove.io/podgang"] == "dis-1"
+    assert pod["spec"]["priorityClassName"] == "inference"
+    assert pods["dis-0-decode-0"]["metadata"]["labels"]["tier"] == "decode"
+    gang = by_kind(objects, "PodGang")["dis-1"]
+    assert chain(gang, objects) == ["PodCliqueSet/dis"]
+    assert [
+        (g["name"], g["minReplicas"], len(g["podReferences"])) for g in gang["spec"]["podgroups"]
+    ] == [
+        ("dis-1-prefill", 2, 3),
+        ("dis-1-decode", 1, 1),
+    ]
+    (note,) = [e for e in events if e.reason == "NotRead"]
+    assert "spec.template.podCliqueScalingGroups" in note.message
