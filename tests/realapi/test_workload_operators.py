@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client as k8s
 from operator_helpers import Operator, create_queues, queue, wait_for
 from realapi_backends import Backend
-from workload_operators import apply_as_operator, install_crds
+from workload_operators import apply_as_operator, install_crds, owner_chain
 
 NS = "team-a"
 SCHEDULED = {"schedulerName": "kai-scheduler", "restartPolicy": "Never"}
@@ -193,3 +193,131 @@ def test_a_spark_driver_and_its_executors_run(
     pods = {p.metadata.name: p for p in running(core, "spark-app-name=pi", 3, operator.log)}
     assert owner(pods["pi-driver"]) == ("SparkApplication", "pi", created["SparkApplication/pi"])
     assert owner(pods["pi-exec-2"]) == ("Pod", "pi-driver", pods["pi-driver"].metadata.uid)
+
+
+def _ray_job() -> dict[str, Any]:
+    cluster = raycluster("unused", workers=1)["spec"]
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": meta("rj"),
+        "spec": {"entrypoint": "python run.py", "rayClusterSpec": cluster},
+    }
+
+
+RUNTIME = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "torch"},
+    "spec": {
+        "mlPolicy": {"numNodes": 1},
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "template": {
+                            "metadata": {
+                                "labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+                            },
+                            "spec": {"template": template(1)},
+                        },
+                    }
+                ]
+            }
+        },
+    },
+}
+STEP = {"name": "fit", "image": "x", "computeResources": container(1)["resources"]}
+#: kind -> (the workload, the CRDs it needs, the selector of its pods, how many pods).
+OTHERS: dict[str, tuple[dict[str, Any], tuple[str, ...], str, int]] = {
+    "RayJob": (_ray_job(), ("RayJob", "RayCluster"), "ray.io/cluster=rj-raycluster", 2),
+    "Notebook": (
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "Notebook",
+            "metadata": meta("nb"),
+            "spec": {"template": template(1, restart="Always")},
+        },
+        ("Notebook",),
+        "notebook-name=nb",
+        1,
+    ),
+    "TrainJob": (
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": meta("tj"),
+            "spec": {"runtimeRef": {"name": "torch"}, "trainer": {"numNodes": 2}},
+        },
+        ("TrainJob", "JobSet"),
+        "jobset.sigs.k8s.io/jobset-name=tj",
+        2,
+    ),
+    "PipelineRun": (
+        {
+            "apiVersion": "tekton.dev/v1",
+            "kind": "PipelineRun",
+            "metadata": meta("pr"),
+            "spec": {
+                "taskRunTemplate": {"podTemplate": {"schedulerName": "kai-scheduler"}},
+                "pipelineSpec": {
+                    "tasks": [{"name": t, "taskSpec": {"steps": [STEP]}} for t in ("a", "b")]
+                },
+            },
+        },
+        ("PipelineRun", "TaskRun"),
+        "tekton.dev/pipelineRun=pr",
+        2,
+    ),
+    "Workflow": (
+        {
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Workflow",
+            "metadata": meta("wf"),
+            "spec": {
+                "entrypoint": "main",
+                "schedulerName": "kai-scheduler",
+                "templates": [{"name": "main", "container": container(1)}],
+            },
+        },
+        ("Workflow",),
+        "workflows.argoproj.io/workflow=wf",
+        1,
+    ),
+    "PodCliqueSet": (
+        {
+            "apiVersion": "grove.io/v1alpha1",
+            "kind": "PodCliqueSet",
+            "metadata": meta("pcs"),
+            "spec": {
+                "template": {
+                    "cliques": [
+                        {"name": c, "spec": {"replicas": 2, "podSpec": template(1)["spec"]}}
+                        for c in ("prefill", "decode")
+                    ]
+                }
+            },
+        },
+        ("PodCliqueSet", "PodClique", "PodGang"),
+        "grove.io/podgang=pcs-0",
+        4,
+    ),
+}
+
+
+@pytest.mark.usefixtures("queues")
+@pytest.mark.parametrize("kind", sorted(OTHERS))
+def test_other_kinds_pods_are_made_and_run(
+    backend: Backend, operator: Operator, api: k8s.ApiClient, core: k8s.CoreV1Api, kind: str
+) -> None:
+    workload, crds, selector, count = OTHERS[kind]
+    install_crds(backend, api, *crds)
+    created = apply_as_operator(api, workload, [RUNTIME])
+    pods = running(core, selector, count, operator.log)
+    top = f"{kind}/{workload['metadata']['name']}"
+    assert top in created
+    # Each pod's owners lead up to the workload, with the uids the server gave.
+    for p in pods:
+        chain = owner_chain(api, api.sanitize_for_serialization(p))
+        assert chain[-1] == (kind, workload["metadata"]["name"], created[top]), chain

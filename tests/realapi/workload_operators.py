@@ -26,7 +26,7 @@ from kubernetes import client as k8s
 from operator_helpers import wait_for
 from realapi_backends import Backend
 
-from kai_py.state.operators import made_objects
+from kai_py.state.operators import Definitions, made_objects
 from kai_py.state.workloads import uid_of
 
 Json = dict[str, Any]
@@ -113,6 +113,28 @@ KINDS: dict[str, tuple[str, str, str, Json]] = {
         {"driver": _object(), "executor": _object({"instances": INT})},
     ),
     "Notebook": ("kubeflow.org", "v1", "notebooks", {"template": TEMPLATE}),
+    "TrainJob": (
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "trainjobs",
+        {"runtimeRef": _object({"name": STR, "kind": STR}), "trainer": _object({"numNodes": INT})},
+    ),
+    "TaskRun": ("tekton.dev", "v1", "taskruns", {"taskSpec": _object(), "taskRef": _object()}),
+    "PipelineRun": ("tekton.dev", "v1", "pipelineruns", {"pipelineSpec": _object()}),
+    "Workflow": ("argoproj.io", "v1alpha1", "workflows", {"entrypoint": STR}),
+    "PodCliqueSet": ("grove.io", "v1alpha1", "podcliquesets", {"replicas": INT}),
+    "PodClique": ("grove.io", "v1alpha1", "podcliques", {"replicas": INT, "minAvailable": INT}),
+    "PodGang": (
+        "scheduler.grove.io",
+        "v1alpha1",
+        "podgangs",
+        {
+            "podgroups": {
+                "type": "array",
+                "items": _object({"name": STR, "minReplicas": INT}),
+            }
+        },
+    ),
     "VirtualMachineInstance": (
         "kubevirt.io",
         "v1",
@@ -204,6 +226,37 @@ def _create(api: k8s.ApiClient, obj: Json) -> str:
     return str(created["metadata"]["uid"])
 
 
+def _read(api: k8s.ApiClient, kind: str, ns: str, name: str) -> Json:
+    """An object of one of the kinds here (built-in ones too) as a dict."""
+    builtin: dict[str, Any] = {
+        "Pod": k8s.CoreV1Api(api).read_namespaced_pod,
+        "StatefulSet": k8s.AppsV1Api(api).read_namespaced_stateful_set,
+        "Deployment": k8s.AppsV1Api(api).read_namespaced_deployment,
+        "ReplicaSet": k8s.AppsV1Api(api).read_namespaced_replica_set,
+        "Job": k8s.BatchV1Api(api).read_namespaced_job,
+    }
+    if kind in builtin:
+        found: Json = api.sanitize_for_serialization(builtin[kind](name, ns))
+        return found
+    group, version, plural, _ = KINDS[kind]
+    custom: Json = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+        group, version, ns, plural, name
+    )
+    return custom
+
+
+def owner_chain(api: k8s.ApiClient, obj: Json) -> list[tuple[str, str, str]]:
+    """(kind, name, uid) of each owner up the controller references, as the server has
+    them, nearest first; each reference's uid is checked against the object it names."""
+    chain = []
+    while refs := obj["metadata"].get("ownerReferences"):
+        ref = next(r for r in refs if r.get("controller"))
+        obj = _read(api, ref["kind"], obj["metadata"]["namespace"], ref["name"])
+        assert obj["metadata"]["uid"] == ref["uid"], (ref, obj["metadata"])
+        chain.append((ref["kind"], ref["name"], ref["uid"]))
+    return chain
+
+
 def _uid_of_made(api: k8s.ApiClient, kind: str, ns: str, name: str) -> str:
     """The uid of an object a built-in controller makes, once it has made it."""
     if kind != "Pod":
@@ -224,11 +277,18 @@ def _for_server(obj: Json, uid: str) -> Json:
     return body
 
 
-def apply_as_operator(api: k8s.ApiClient, workload: Json) -> dict[str, str]:
-    """Create ``workload`` and what its operator makes; kind/name -> uid of each created."""
+def apply_as_operator(
+    api: k8s.ApiClient, workload: Json, definitions: list[Json] | None = None
+) -> dict[str, str]:
+    """Create ``workload`` and what its operator makes (from ``definitions`` it names, such
+    as a TrainJob's runtime, read as the operator reads them and not created); kind/name
+    -> uid of each created."""
     workload = copy.deepcopy(workload)
     kind, ns = workload["kind"], workload["metadata"].setdefault("namespace", "default")
-    made = made_objects({**workload, "metadata": {**workload["metadata"], "uid": uid_of(workload)}})
+    made = made_objects(
+        {**workload, "metadata": {**workload["metadata"], "uid": uid_of(workload)}},
+        Definitions(definitions or []),
+    )
     if made is None:
         raise ValueError(f"no operator stand-in for {kind}")
     uids = {uid_of(workload): _create(api, workload)}
