@@ -1283,9 +1283,15 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return _group(obj), str(obj.get("kind") or "")
 
 
+#: Their kind names alone: most documents (pods) are told apart without their group.
+_KIND_NAMES: Final = frozenset(k for _, k in (*OPERATOR_KINDS, *MADE_OWNERS, *DEFINITIONS))
+
+
 def is_operator_owner(obj: Mapping[str, Any]) -> bool:
     """A custom-resource owner kai-py reads (its API group and kind, so that a core
     Service is not taken for a Knative one)."""
+    if obj.get("kind") not in _KIND_NAMES:
+        return False
     key = _key(obj)
     return key in OPERATOR_KINDS or key in MADE_OWNERS
 
@@ -1306,7 +1312,11 @@ def made_objects(obj: Mapping[str, Any], definitions: Definitions | None = None)
 def expand(docs: list[Document], events: list[Event] | None = None) -> list[Document]:
     """``docs`` with the objects and pods the operators (then the built-in controllers)
     would make for the workloads given without them."""
-    if not any(is_operator_owner(doc.body) or _key(doc.body) in DEFINITIONS for doc in docs):
+    if not any(
+        doc.body.get("kind") in _KIND_NAMES
+        and (is_operator_owner(doc.body) or _key(doc.body) in DEFINITIONS)
+        for doc in docs
+    ):
         return expand_builtin(docs)
     definitions = Definitions(d.body for d in docs if _key(d.body) in DEFINITIONS)
     owned: set[str] = set()
