@@ -2,9 +2,11 @@
 without them.
 
 ``kai-py simulate cluster.yaml my-raycluster.yaml`` should answer "what happens if I
-apply this", so a JobSet, a LeaderWorkerSet, a Ray cluster, a Knative Service, a
-SparkApplication, a Kubeflow Notebook or a KubeVirt VirtualMachineInstance that
-comes without its pods gets the owners and pods its operator would create, with
+apply this", so a JobSet, a LeaderWorkerSet, a Ray cluster, job or service, a Knative
+Service, a SparkApplication, a Kubeflow Notebook or TrainJob, an Argo Workflow, a
+Tekton PipelineRun or TaskRun, a Grove PodCliqueSet or a KubeVirt
+VirtualMachineInstance that comes without its pods gets the owners and pods its
+operator would create, with
 the owner references and labels the pod-grouper reads (docs/simulate.md lists
 them per kind). Each kind's manifest fields that this module does not read are
 named in one Event per object: a field is never dropped silently.
@@ -63,6 +65,16 @@ def _count(section: Mapping[str, Any], key: str, default: int, path: str) -> int
     return value
 
 
+def _items(section: Mapping[str, Any], key: str, path: str) -> list[Mapping[str, Any]]:
+    """A list of objects (replicated jobs, worker groups, tasks): never skipped silently."""
+    value = section.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+        raise BadField(f"{path}.{key}", value, "must be a list of objects")
+    return value
+
+
 def _group(obj: Mapping[str, Any]) -> str:
     api_version = str(obj.get("apiVersion") or "")
     return api_version.split("/", 1)[0] if "/" in api_version else ""
@@ -112,14 +124,14 @@ def _owned(
 
 def _template(
     template: Mapping[str, Any] | None,
-    labels: Mapping[str, str] = {},
-    annotations: Mapping[str, str] = {},
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
 ) -> Obj:
     """A pod template with the operator's labels and annotations added."""
     t = dict(template or {})
     t_meta = dict(t.get("metadata") or {})
-    t_meta["labels"] = {**(t_meta.get("labels") or {}), **labels}
-    t_meta["annotations"] = {**(t_meta.get("annotations") or {}), **annotations}
+    t_meta["labels"] = {**(t_meta.get("labels") or {}), **(labels or {})}
+    t_meta["annotations"] = {**(t_meta.get("annotations") or {}), **(annotations or {})}
     return {"metadata": t_meta, "spec": t.get("spec") or {}}
 
 
@@ -161,7 +173,7 @@ def _jobset(js: Mapping[str, Any]) -> Made:
     spec = js.get("spec") or {}
     name = _name(js)
     made.unread += _unread(spec, ("replicatedJobs", "suspend", "startupPolicy"), "spec")
-    rjobs = [r for r in spec.get("replicatedJobs") or [] if isinstance(r, Mapping)]
+    rjobs = _items(spec, "replicatedJobs", "spec")
     if (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder":
         made.notes.append(
             "spec.startupPolicy.startupPolicyOrder InOrder: the JobSet controller creates "
@@ -355,9 +367,7 @@ def _raycluster(rc: Mapping[str, Any]) -> Made:
     if spec.get("enableInTreeAutoscaling") is True:
         head_pod["spec"].setdefault("containers", []).append(copy.deepcopy(_AUTOSCALER))
     made.objects.append(head_pod)
-    for g_index, group in enumerate(spec.get("workerGroupSpecs") or []):
-        if not isinstance(group, Mapping):
-            continue
+    for g_index, group in enumerate(_items(spec, "workerGroupSpecs", "spec")):
         made.unread += _unread(
             group,
             (
@@ -866,7 +876,11 @@ def _trainjob(job: Mapping[str, Any], definitions: Definitions) -> Made:
         ),
         "spec.trainer",
     )
-    rjobs = [r for r in js_spec.get("replicatedJobs") or [] if isinstance(r, dict)]
+    rjobs = [
+        dict(r)
+        for r in _items(js_spec, "replicatedJobs", f"its {runtime.get('kind')}: spec.template.spec")
+    ]
+    js_spec["replicatedJobs"] = rjobs
     step = next(
         (
             r
@@ -1023,9 +1037,7 @@ def _pipelinerun(run: Mapping[str, Any], definitions: Definitions) -> Made:
         pipeline = found.get("spec") or {}
     pod_template = (spec.get("taskRunTemplate") or {}).get("podTemplate")
     later = []
-    for i, task in enumerate(pipeline.get("tasks") or []):
-        if not isinstance(task, Mapping):
-            continue
+    for i, task in enumerate(_items(pipeline, "tasks", "pipelineSpec")):
         name = str(task.get("name") or i)
         if task.get("runAfter"):
             later.append(name)
@@ -1045,9 +1057,7 @@ def _pipelinerun(run: Mapping[str, Any], definitions: Definitions) -> Made:
         pod, unread = _taskrun_pod(taskrun, task_spec, task_name, labels)
         made.objects += [taskrun, pod]
         made.unread += [f"pipelineSpec.tasks[{i}].{u}" for u in unread]
-    finally_tasks = [
-        str(t.get("name")) for t in pipeline.get("finally") or [] if isinstance(t, Mapping)
-    ]
+    finally_tasks = [str(t.get("name")) for t in _items(pipeline, "finally", "pipelineSpec")]
     if later or finally_tasks:
         made.notes.append(
             "Tekton starts the tasks that run after others (and `finally`) once those finish; "
@@ -1072,9 +1082,7 @@ def _workflow(wf: Mapping[str, Any]) -> Made:
         ("entrypoint", "templates", "arguments", *_POD_TEMPLATE_FIELDS, "serviceAccountName"),
         "spec",
     )
-    templates = {
-        str(t.get("name")): t for t in spec.get("templates") or [] if isinstance(t, Mapping)
-    }
+    templates = {str(t.get("name")): t for t in _items(spec, "templates", "spec")}
     later: list[str] = []
     counter = iter(range(10**6))
     visited: set[str] = set()
@@ -1339,10 +1347,17 @@ def expand(docs: list[Document], events: list[Event] | None = None) -> list[Docu
             out.append(Document(doc.source, body))
             continue  # what it makes is in the input
         who = f"{doc.source}: {kind} {_ns(body)}/{_name(body)}"
+        if not isinstance(body.get("spec") or {}, Mapping):
+            problems.append(f"{who}: spec: must be an object, got {body.get('spec')!r}")
+            continue
         try:
             made = made_objects(body, definitions)
         except BadField as exc:
             problems.append(f"{who}: {exc}")
+            continue
+        except (AttributeError, TypeError, ValueError) as exc:
+            # A field of another type than the operator's API has, deeper than checked.
+            problems.append(f"{who}: a field has a type its operator does not take ({exc})")
             continue
         assert made is not None  # a kind of OPERATOR_KINDS
         if made.status:

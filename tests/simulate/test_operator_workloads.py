@@ -578,3 +578,29 @@ def test_grove_podcliqueset_cliques_gangs_and_pods() -> None:
     ]
     (note,) = [e for e in events if e.reason == "NotRead"]
     assert "spec.template.podCliqueScalingGroups" in note.message
+
+
+@pytest.mark.parametrize(
+    ("manifest", "problem"),
+    [
+        (
+            "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: r, namespace: ml}\n"
+            "spec: {workerGroupSpecs: [gpu]}",
+            "RayCluster ml/r: spec.workerGroupSpecs: must be a list of objects, got ['gpu']",
+        ),
+        (
+            "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: j}\nspec: [1]",
+            "JobSet default/j: spec: must be an object, got [1]",
+        ),
+        (
+            "apiVersion: leaderworkerset.x-k8s.io/v1\nkind: LeaderWorkerSet\n"
+            "metadata: {name: l, namespace: ml}\nspec: {leaderWorkerTemplate: {workerTemplate: 3}}",
+            "LeaderWorkerSet ml/l: a field has a type its operator does not take",
+        ),
+    ],
+)
+def test_a_field_of_the_wrong_type_is_refused_not_skipped(manifest: str, problem: str) -> None:
+    with pytest.raises(InputError) as caught:
+        made(manifest)
+    (found,) = caught.value.problems
+    assert found.startswith(f"in.yaml: {problem}")
