@@ -56,9 +56,9 @@ from kai_py.state.convert import (
     volume_node_affinity,
 )
 from kai_py.state.documents import Document, InputError
+from kai_py.state.operators import OPERATOR_KINDS, expand, is_operator_owner
 from kai_py.state.passmemo import PassMemo
 from kai_py.state.queuetree import level_text, levels, loop_text, parent_loops
-from kai_py.state.workloads import expand
 
 OWNER_KINDS = frozenset(
     {
@@ -505,8 +505,9 @@ def build(
     taken before the pods of ``docs``; the build then does not look at each again.
     ``strict=False`` (the operator): an unreadable Node or PriorityClass is left out
     with a Warning event instead of refusing the whole input (see the module's doc)."""
+    events: list[Event] = []
     if workloads:
-        docs = expand(docs)
+        docs = expand(docs, events)
     memo = memo if memo is not None else ParseMemo()
     fatal: list[str] = []
     nodes: list[Node] = []
@@ -516,7 +517,6 @@ def build(
     podgroups: list[Document] = []
     pod_docs: list[Document] = []
     owners: dict[tuple[str, str], Mapping[str, Any]] = {}  # (namespace, uid or kind/name)
-    events: list[Event] = []
     left_out: list[tuple[str, str, str]] = []
     config_maps: set[tuple[str, str]] = set()
     storage = Storage()
@@ -595,7 +595,7 @@ def build(
                 storage.classes[name] = storage_class_from_manifest(doc.body)
             except WorkloadError as exc:
                 refuse("StorageClass", name, "InvalidStorageClass", _at(doc.source, str(exc)))
-        elif kind in OWNER_KINDS:
+        elif kind in OWNER_KINDS or is_operator_owner(doc.body):
             uid = str(meta(doc.body).get("uid") or f"{kind}/{name}")
             owners[(_ns(doc), uid)] = doc.body
             owners[(_ns(doc), f"{kind}/{name}")] = doc.body
@@ -625,11 +625,21 @@ def build(
                 f"{doc.source}: {kind or '(no kind)'} {name}: kind: unknown kind {kind!r}; kai-py simulate "
                 f"reads Node, Pod, Queue, PodGroup, PriorityClass, ConfigMap, PersistentVolumeClaim, "
                 f"PersistentVolume, StorageClass and workload owners "
-                f"({', '.join(sorted(OWNER_KINDS))})"
+                f"({', '.join(sorted(OWNER_KINDS | {k for _, k in OPERATOR_KINDS}))}; custom kinds "
+                "with their API group, see docs/simulate.md)"
             )
     if fatal:
         raise InputError(fatal)
     check_queue_tree(queues, queue_sources)
+    if workloads:
+        # A pod can own pods (a LeaderWorkerSet's leader, a Spark driver): the owner
+        # walk goes through it. Only simulate's input needs this (the operator's
+        # pod-grouper reads owners from the API server).
+        for doc in pod_docs:
+            ns, pod_uid = _ns(doc), meta(doc.body).get("uid")
+            if pod_uid:
+                owners[(ns, str(pod_uid))] = doc.body
+            owners[(ns, f"Pod/{meta(doc.body).get('name')}")] = doc.body
 
     jobs: dict[tuple[str, str], Job] = {}
     classes_key = frozenset(priority_classes.items())

@@ -4,7 +4,8 @@
 so a batch Job, a Deployment or a Kubeflow job that comes without pods in the
 input gets the pods its controller would create: Job ``parallelism`` pods
 (capped by ``completions``), Deployment ``replicas`` pods through a
-ReplicaSet, and each Kubeflow replica type's ``replicas``.
+ReplicaSet, and each Kubeflow replica type's ``replicas``. The operators' custom
+kinds are in ``operators``, which builds on the helpers here.
 """
 
 from __future__ import annotations
@@ -18,31 +19,31 @@ from kai_py.podgrouper.rules import KUBEFLOW_REPLICA_SPECS
 from kai_py.state.documents import Document
 
 
-def _int(value: object, default: int) -> int:
+def count_or(value: object, default: int) -> int:
     return (
         value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
     )
 
 
-def _uid(obj: Mapping[str, Any]) -> str:
+def uid_of(obj: Mapping[str, Any]) -> str:
     m = meta(obj)
     return str(
         m.get("uid") or f"{obj.get('kind')}-{m.get('namespace') or 'default'}-{m.get('name')}"
     )
 
 
-def _owner_ref(owner: Mapping[str, Any]) -> dict[str, Any]:
+def owner_ref(owner: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": owner.get("apiVersion", ""),
         "kind": owner.get("kind", ""),
         "name": meta(owner).get("name"),
-        "uid": _uid(owner),
+        "uid": uid_of(owner),
         "controller": True,
         "blockOwnerDeletion": True,
     }
 
 
-def _pod(
+def pod_from_template(
     template: Mapping[str, Any], name: str, owner: Mapping[str, Any], extra_labels: dict[str, str]
 ) -> dict[str, Any]:
     t_meta = dict(template.get("metadata") or {})
@@ -54,11 +55,11 @@ def _pod(
         "metadata": {
             "name": name,
             "namespace": ns,
-            "uid": f"{_uid(owner)}-{name}",
+            "uid": f"{uid_of(owner)}-{name}",
             "labels": labels,
             "annotations": dict(t_meta.get("annotations") or {}),
             "creationTimestamp": meta(owner).get("creationTimestamp"),
-            "ownerReferences": [_owner_ref(owner)],
+            "ownerReferences": [owner_ref(owner)],
         },
         "spec": copy.deepcopy(dict(template.get("spec") or {})),
         "status": {"phase": "Pending"},
@@ -70,7 +71,7 @@ def _with_uid(doc: Document) -> Document:
     if meta(doc.body).get("uid"):
         return doc
     body = dict(doc.body)
-    body["metadata"] = {**meta(doc.body), "uid": _uid(doc.body)}
+    body["metadata"] = {**meta(doc.body), "uid": uid_of(doc.body)}
     return Document(doc.source, body)
 
 
@@ -95,7 +96,7 @@ def expand(docs: list[Document]) -> list[Document]:
             continue
         doc = _with_uid(doc)
         out.append(doc)
-        if f"{kind}/{name}" in owned or _uid(doc.body) in owned:
+        if f"{kind}/{name}" in owned or uid_of(doc.body) in owned:
             continue  # its pods are in the input
         out.extend(
             Document(f"{doc.source} (made by the {kind} controller)", p) for p in _pods_of(doc.body)
@@ -103,28 +104,38 @@ def expand(docs: list[Document]) -> list[Document]:
     return out
 
 
+def job_pods(job: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pods the Job controller starts for ``job``: ``parallelism``, capped by
+    ``completions``; none while the Job is suspended."""
+    name = str(meta(job).get("name"))
+    spec = job.get("spec") or {}
+    if spec.get("suspend") is True:
+        return []
+    parallelism = count_or(spec.get("parallelism"), 1)
+    completions = spec.get("completions")
+    count = (
+        min(parallelism, count_or(completions, parallelism))
+        if completions is not None
+        else parallelism
+    )
+    labels = {"job-name": name, "batch.kubernetes.io/job-name": name}
+    return [
+        pod_from_template(
+            spec.get("template") or {},
+            f"{name}-{i}",
+            job,
+            {**labels, "batch.kubernetes.io/job-completion-index": str(i)},
+        )
+        for i in range(count)
+    ]
+
+
 def _pods_of(owner: Mapping[str, Any]) -> list[dict[str, Any]]:
     kind = owner.get("kind")
     name = str(meta(owner).get("name"))
     spec = owner.get("spec") or {}
     if kind == "Job":
-        parallelism = _int(spec.get("parallelism"), 1)
-        completions = spec.get("completions")
-        count = (
-            min(parallelism, _int(completions, parallelism))
-            if completions is not None
-            else parallelism
-        )
-        labels = {"job-name": name, "batch.kubernetes.io/job-name": name}
-        return [
-            _pod(
-                spec.get("template") or {},
-                f"{name}-{i}",
-                owner,
-                {**labels, "batch.kubernetes.io/job-completion-index": str(i)},
-            )
-            for i in range(count)
-        ]
+        return job_pods(owner)
     if kind == "Deployment":
         rs_name = f"{name}-sim"
         replicaset = {
@@ -133,39 +144,39 @@ def _pods_of(owner: Mapping[str, Any]) -> list[dict[str, Any]]:
             "metadata": {
                 "name": rs_name,
                 "namespace": meta(owner).get("namespace") or "default",
-                "uid": f"{_uid(owner)}-rs",
+                "uid": f"{uid_of(owner)}-rs",
                 "labels": dict(
                     ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
                 ),
-                "ownerReferences": [_owner_ref(owner)],
+                "ownerReferences": [owner_ref(owner)],
                 "creationTimestamp": meta(owner).get("creationTimestamp"),
             },
             "spec": {
-                "replicas": _int(spec.get("replicas"), 1),
+                "replicas": count_or(spec.get("replicas"), 1),
                 "template": spec.get("template") or {},
             },
         }
         pods = [
-            _pod(
+            pod_from_template(
                 spec.get("template") or {},
                 f"{rs_name}-{i}",
                 replicaset,
                 {"pod-template-hash": "sim"},
             )
-            for i in range(_int(spec.get("replicas"), 1))
+            for i in range(count_or(spec.get("replicas"), 1))
         ]
         return [replicaset, *pods]
     replica_specs = spec.get(KUBEFLOW_REPLICA_SPECS[str(kind)]) or {}
     pods = []
     for role, rspec in replica_specs.items():
-        for i in range(_int((rspec or {}).get("replicas"), 1)):
+        for i in range(count_or((rspec or {}).get("replicas"), 1)):
             labels = {
                 "training.kubeflow.org/job-name": name,
                 "training.kubeflow.org/replica-type": str(role).lower(),
                 "training.kubeflow.org/replica-index": str(i),
             }
             pods.append(
-                _pod(
+                pod_from_template(
                     (rspec or {}).get("template") or {},
                     f"{name}-{str(role).lower()}-{i}",
                     owner,
