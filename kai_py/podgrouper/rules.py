@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Final
 from kai_py.api import keys
 from kai_py.api.common import ObjectMeta, OwnerReference, object_ref
 from kai_py.api.durations import parse_duration
-from kai_py.api.podgroup import PodGroup, PodGroupSpec, Preemptibility
+from kai_py.api.podgroup import PodGroup, PodGroupSpec, Preemptibility, TopologyConstraint
 
 # Kubeflow training-operator kinds -> the prefix of their `<x>ReplicaSpecs` field.
 KUBEFLOW_REPLICA_SPECS: Final[dict[str, str]] = {
@@ -414,9 +414,25 @@ def _group(
             preemptibility=preemptibility,
             preemption_delay=preemption_delay,
             staleness_grace_period=staleness,
+            topology_constraint=topology_constraint(top),
         ),
     )
     return Grouped(name, pod_group, tuple(warnings))
+
+
+def topology_constraint(top: _Obj) -> TopologyConstraint | None:
+    """The PodGroup's spec.topologyConstraint from the top owner's annotations (the pod's
+    own when it has no owner), as KAI's pod-grouper copies them; None without any.
+    Whether the Topology and its levels exist is the scheduler's to say (the job waits)."""
+    annotations = top.annotations
+    topology = annotations.get(keys.TOPOLOGY_ANNOTATION) or None
+    required = annotations.get(keys.TOPOLOGY_REQUIRED_ANNOTATION) or None
+    preferred = annotations.get(keys.TOPOLOGY_PREFERRED_ANNOTATION) or None
+    if topology is None and required is None and preferred is None:
+        return None
+    return TopologyConstraint(
+        topology=topology, required_topology_level=required, preferred_topology_level=preferred
+    )
 
 
 def _duration_annotation(

@@ -57,6 +57,16 @@ class Placer:
         self._demand_of: dict[str, int] = {}
         self._demand_ids: dict[tuple[object, ...], int] = {}
         self._avoided = [n for n in session.nodes.values() if n.avoided is not None]
+        # A topology domain the current gang is held to (``within``), else None: the
+        # nodes to look at and their order (see kai_py/scheduler/topology).
+        self._within: list[Node] | None = None
+        self._rank: dict[str, int] = {}
+
+    def within(self, nodes: list[Node] | None, rank: dict[str, int] | None = None) -> None:
+        """Hold the next searches to ``nodes``, tried by ``rank`` (smaller first) and then
+        as usual; None lifts the hold."""
+        self._within = nodes
+        self._rank = rank or {}
 
     # --------------------------------------------------------------- fit
     @staticmethod
@@ -145,6 +155,8 @@ class Placer:
 
     # ------------------------------------------------------------ choose
     def find(self, task: Task) -> Placement | None:
+        if self._within is not None:
+            return self._find_within(task, self._within)
         if task.nominated_node is not None:
             nominated = self._on_nominated(task)
             if nominated is not None:
@@ -295,6 +307,44 @@ class Placer:
             if scored:
                 score = preferences.scores(task, [p.node for _, p in scored], self.pod_affinity)
                 return min(zip(score, scored, strict=True), key=lambda o: (-o[0], o[1][0]))[1][1]
+            if best is not None:
+                return best[1]
+        return None
+
+    def _find_within(self, task: Task, nodes: list[Node]) -> Placement | None:
+        """The best node of a topology domain: by rank, then avoided nodes last, then
+        as binpack or spread would choose; now first, else once releases are done."""
+        rank = self._rank
+        if task.nominated_node in rank:
+            nominated = self._on_nominated(task)
+            if nominated is not None:
+                return nominated
+        for future in (False, True):
+            best: tuple[tuple[object, ...], Placement] | None = None
+            for node in nodes:
+                if task.is_shared:
+                    if not self._fits_plain(task, node, future):
+                        continue
+                    if self.predicates.check(task, node) is not None:
+                        continue
+                    groups = self._shared_groups(task, node, future)
+                    if groups is None:
+                        continue
+                    placement = Placement(node, groups, future)
+                else:
+                    if not self._fits_whole(task, node, future):
+                        continue
+                    if self.predicates.check(task, node) is not None:
+                        continue
+                    placement = Placement(node, (), future)
+                key = (
+                    rank.get(node.name, 0),
+                    node.avoided is not None,
+                    *self._score(task, node, future),
+                    node.name,
+                )
+                if best is None or key < best[0]:
+                    best = (key, placement)
             if best is not None:
                 return best[1]
         return None

@@ -144,6 +144,8 @@ class Session:
         #: Task uid -> what an avoided node (``Node.avoided``) had to do with where the
         #: placer put it (passed over, or used as nothing else fits), for its Event.
         self.passed_over: dict[str, str] = {}
+        #: Job uid -> the topology domain its gang was last placed in, for its Event.
+        self.topology_domains: dict[str, str] = {}
         # Bumped whenever resources are freed, so cached "does not fit" answers expire.
         self.release_generation = 0
         # Per-session memo of derived values, keyed with the versions they depend on.
