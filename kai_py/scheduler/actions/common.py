@@ -147,7 +147,8 @@ def _place_in_topology(
     found = domains.plan(session, job, tasks, levels)
     mark = stmt.checkpoint()
     last: PlaceResult | None = None
-    for domain in found.domains:
+    for key in found.ordered():
+        domain = found.domain(key)
         placer.within(domain.nodes, domains.node_rank(domain, levels, session))
         try:
             last = _place(stmt, placer, job, tasks, count)
@@ -159,9 +160,9 @@ def _place_in_topology(
             )
             return last
         stmt.rollback(mark)
-    if found.refusal is not None:
-        return PlaceResult(False, 0, count, reason=found.refusal)
-    return last if last is not None else PlaceResult(False, 0, count)
+    if last is None:
+        return PlaceResult(False, 0, count, reason=found.refusal())
+    return last
 
 
 def _place(stmt: Statement, placer: Placer, job: Job, tasks: list[Task], count: int) -> PlaceResult:

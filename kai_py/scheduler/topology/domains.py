@@ -5,20 +5,25 @@ required one (else the whole cluster) are tried narrowest first, so a preferred
 level that cannot take the gang is relaxed one level up at a time and a required
 level is never crossed. At each level the domains that can hold the whole gang are
 tried fullest first (bin-packing: the domain the gang fills most), inside the
-fullest parent first. Inside the domain chosen, the nodes of its emptiest
-preferred-level sub-domain come first, so that as much of the gang as possible
+fullest parent first. Inside the domain chosen, the nodes of its preferred-level
+sub-domain with the most room come first, so that as much of the gang as possible
 lands together.
 
-Only nodes that carry the labels of the levels from the widest down to the required
-one can be in a required domain; a preferred-only constraint may fall back to any
-node of the cluster. What a domain can hold is counted from its nodes' free (and
+Only nodes that carry the labels of the levels from the widest down to a domain's
+level are in that domain; a preferred-only constraint may fall back to any node of
+the cluster. What a domain can hold is counted from its nodes' free (and
 being-freed) resources; the placement itself then decides, as for any gang.
+
+The totals of every domain are kept per session and brought up to date from the
+nodes that changed since (``Session.changed_nodes``), so that a cycle with many
+constrained gangs does not count a 4,000-node cluster again for each of them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from kai_py.scheduler import reasons
 from kai_py.scheduler.model import Job, Node, Task, TaskStatus, Topology
@@ -33,44 +38,19 @@ ROOT = -1
 _NONE_FREE = 1000.0
 
 Values = tuple[str | None, ...]
+Key = tuple[int, tuple[str, ...]]  # (level, label values from the widest level down)
+Shape = tuple[float, float, float]  # one pod's cpu, memory, whole GPUs
+_ROOT_KEY: Key = (ROOT, ())
 
 
 @dataclass(slots=True, eq=False)
 class Domain:
-    """Nodes that share the label values of the levels from the widest down to ``level``."""
+    """A domain chosen to be tried: its level, values and the nodes to look at."""
 
     level: int
     values: tuple[str, ...]
-    nodes: list[Node] = field(default_factory=list)
-    rooms: list[int] = field(default_factory=list)  # per node: pods of the gang's shape
-    cpu: float = 0.0  # free once releases are done, over the nodes that could take a pod
-    memory: float = 0.0
-    gpu: float = 0.0
-    slots: int = 0
-    capacity: int = 0  # pods of the gang's largest shape it could hold
-
-    def fits(self, need: _Need) -> bool:
-        if need.uniform:
-            return self.capacity >= need.count
-        return (
-            self.slots >= need.count
-            and need.cpu <= self.cpu + EPS
-            and need.memory <= self.memory + EPS
-            and need.gpu <= self.gpu + EPS
-        )
-
-    def ratio(self, need: _Need) -> float:
-        """The gang's need over the domain's free, for its dominant resource: the
-        larger, the fuller the gang leaves the domain."""
-        worst = 0.0
-        for wanted, free in (
-            (need.cpu, self.cpu),
-            (need.memory, self.memory),
-            (need.gpu, self.gpu),
-        ):
-            if wanted > EPS:
-                worst = max(worst, wanted / free if free > EPS else _NONE_FREE)
-        return worst
+    nodes: list[Node]
+    rooms: list[int]  # per node: pods of the gang's shape it could hold
 
 
 @dataclass(slots=True)
@@ -79,7 +59,7 @@ class _Need:
     cpu: float
     memory: float
     gpu: float  # whole GPUs (shared cards are left to the placement)
-    one: tuple[float, float, float]  # the largest task's cpu, memory, whole GPUs
+    one: Shape  # the largest task's
     uniform: bool  # every task asks the same: the gang fits where ``count`` such pods fit
 
 
@@ -106,51 +86,128 @@ def _need(tasks: list[Task]) -> _Need:
     return _Need(len(tasks), cpu, memory, gpu, (top_cpu, top_mem, top_gpu), uniform)
 
 
-def _values(session: Session, topology: Topology) -> dict[str, Values]:
-    """Each node's label value at each level (None where it has no such label), once
-    per session: labels do not change within one."""
-    key = ("topology-values", topology.name, topology.levels)
-    found = session.memo.get(key)
-    if isinstance(found, dict):
-        return found
-    values: dict[str, Values] = {
-        name: tuple(node.labels.get(label) for label in topology.levels)
-        for name, node in session.nodes.items()
-    }
-    session.memo[key] = values
-    return values
-
-
-def _candidates(session: Session, need: _Need) -> list[Node]:
-    """The nodes that could take a pod of the gang now or once releases are done. For a
-    gang of whole-GPU pods, the node index's buckets (most nodes of a busy cluster
-    are full and never looked at); else every node."""
-    nodes = session.nodes
-    gpu = need.one[2]
-    if need.uniform and gpu > EPS:
-        want = math.ceil(gpu - EPS)
-        names: dict[str, None] = {}
-        for bucket in session.index.free_gpu_buckets(want, False):
-            names.update(dict.fromkeys(bucket))
-        for bucket in session.index.releasing_by_future_gpus(want, False):
-            names.update(dict.fromkeys(bucket))
-        return [nodes[n] for n in names]
-    return list(nodes.values())
-
-
-def _room(node: Node, one: tuple[float, float, float]) -> tuple[float, float, float, int, int]:
-    """A node's free cpu, memory, whole GPUs and pod slots once releases are done, and
-    how many pods of the shape ``one`` it could hold."""
+def _room(node: Node) -> tuple[float, float, float, int]:
+    """A node's free cpu, memory, whole GPUs and pod slots once releases are done."""
     alloc, used, rel, pipe = node.allocatable, node.used, node.releasing, node.pipelined
-    cpu = alloc.cpu - used.cpu + rel.cpu - pipe.cpu
-    memory = alloc.memory - used.memory + rel.memory - pipe.memory
-    gpu = alloc.gpu - used.gpu + rel.gpu - pipe.gpu
-    slots = node.pod_slots(True)
-    count = slots
-    for wanted, free in ((one[0], cpu), (one[1], memory), (one[2], gpu)):
+    return (
+        alloc.cpu - used.cpu + rel.cpu - pipe.cpu,
+        alloc.memory - used.memory + rel.memory - pipe.memory,
+        alloc.gpu - used.gpu + rel.gpu - pipe.gpu,
+        node.pod_slots(True),
+    )
+
+
+def _count(room: tuple[float, float, float, int], one: Shape) -> int:
+    """How many pods of the shape ``one`` fit in ``room``."""
+    count = room[3]
+    for wanted, free in ((one[0], room[0]), (one[1], room[1]), (one[2], room[2])):
         if wanted > EPS:
-            count = min(count, math.floor(free / wanted + EPS))
-    return cpu, memory, gpu, slots, max(count, 0)
+            fit = math.floor(free / wanted + EPS)
+            if fit < count:
+                count = fit
+    return count if count > 0 else 0
+
+
+class TopologyView:
+    """One Topology's domains in a session: their nodes, and their free room kept up
+    to date from the nodes that change."""
+
+    def __init__(self, session: Session, topology: Topology) -> None:
+        self.topology = topology
+        if session.changed_nodes is None:
+            session.changed_nodes = []
+        self._seen = len(session.changed_nodes)
+        self.values: dict[str, Values] = {}
+        self.keys: dict[str, list[Key]] = {}  # per node: the domains it is in
+        self.members: dict[Key, list[Node]] = {}
+        self.by_level: list[list[Key]] = [[] for _ in topology.levels]
+        self.children: dict[Key, list[Key]] = {}  # the domains one level down
+        self.free: dict[Key, list[float]] = {}  # cpu, memory, whole GPUs, pod slots
+        self.rooms: dict[str, tuple[float, float, float, int]] = {}
+        # Per pod shape: each node's count of such pods and each domain's total.
+        self._shapes: dict[Shape, tuple[dict[str, int], dict[Key, int]]] = {}
+        for name, node in session.nodes.items():
+            own = tuple(node.labels.get(label) for label in topology.levels)
+            self.values[name] = own
+            if not node.ready or node.unschedulable:
+                continue
+            keys = [_ROOT_KEY]
+            prefix: tuple[str, ...] = ()
+            for level, value in enumerate(own):
+                if value is None:
+                    break  # in no domain of this level or below
+                prefix = (*prefix, value)
+                keys.append((level, prefix))
+            room = _room(node)
+            self.keys[name] = keys
+            self.rooms[name] = room
+            for key in keys:
+                members = self.members.get(key)
+                if members is None:
+                    members = self.members[key] = []
+                    self.free[key] = [0.0, 0.0, 0.0, 0.0]
+                    if key[0] >= 0:
+                        self.by_level[key[0]].append(key)
+                        parent = (key[0] - 1, key[1][:-1]) if key[0] > 0 else _ROOT_KEY
+                        self.children.setdefault(parent, []).append(key)
+                members.append(node)
+                total = self.free[key]
+                total[0] += room[0]
+                total[1] += room[1]
+                total[2] += room[2]
+                total[3] += room[3]
+
+    def sync(self, session: Session) -> None:
+        """Bring the totals up to date with the nodes changed since the last call."""
+        log = session.changed_nodes
+        if log is None or self._seen == len(log):
+            return
+        changed = {node.name: node for node in log[self._seen :]}
+        self._seen = len(log)
+        for name, node in changed.items():
+            keys = self.keys.get(name)
+            if keys is None:
+                continue
+            old, new = self.rooms[name], _room(node)
+            self.rooms[name] = new
+            delta = (new[0] - old[0], new[1] - old[1], new[2] - old[2], new[3] - old[3])
+            for key in keys:
+                total = self.free[key]
+                total[0] += delta[0]
+                total[1] += delta[1]
+                total[2] += delta[2]
+                total[3] += delta[3]
+            for one, (counts, caps) in self._shapes.items():
+                count = _count(new, one)
+                step = count - counts[name]
+                if step:
+                    counts[name] = count
+                    for key in keys:
+                        caps[key] += step
+
+    def shape(self, one: Shape) -> tuple[dict[str, int], dict[Key, int]]:
+        """Each node's and each domain's room for pods of the shape ``one``."""
+        found = self._shapes.get(one)
+        if found is None:
+            counts: dict[str, int] = {}
+            caps: dict[Key, int] = dict.fromkeys(self.members, 0)
+            for name, keys in self.keys.items():
+                count = counts[name] = _count(self.rooms[name], one)
+                if count:
+                    for key in keys:
+                        caps[key] += count
+            found = self._shapes[one] = (counts, caps)
+        return found
+
+
+def view_of(session: Session, topology: Topology) -> TopologyView:
+    key = ("topology-view", topology)
+    found = session.memo.get(key)
+    if isinstance(found, TopologyView):
+        return found
+    made = TopologyView(session, topology)
+    session.memo[key] = made
+    return made
 
 
 def _active(task: Task) -> bool:
@@ -162,125 +219,150 @@ def _active(task: Task) -> bool:
     )
 
 
-@dataclass(slots=True)
-class Plan:
-    """The domains to try, in order, or why there is none (``refusal``)."""
+def _ratio(need: _Need, free: list[float]) -> float:
+    """The gang's need over the domain's free, for its dominant resource: the larger,
+    the fuller the gang leaves the domain."""
+    worst = 0.0
+    for wanted, have in ((need.cpu, free[0]), (need.memory, free[1]), (need.gpu, free[2])):
+        if wanted > EPS:
+            ratio = wanted / have if have > EPS else _NONE_FREE
+            if ratio > worst:
+                worst = ratio
+    return worst
 
-    domains: list[Domain]
-    refusal: Reason | None = None
+
+class Plan:
+    """The domains to try, in order, made one at a time (most gangs take the first), or
+    why there is none (``refusal``, once ``ordered`` gave none)."""
+
+    def __init__(
+        self,
+        job: Job,
+        view: TopologyView,
+        need: _Need,
+        levels: Levels,
+        kept: set[tuple[str, ...]] | None,
+    ) -> None:
+        self.job, self.view, self.need, self.kept = job, view, need, kept
+        self.required = levels.required
+        start = levels.preferred if levels.preferred is not None else levels.required
+        assert start is not None  # resolve() refuses a constraint without a level
+        self.start = start
+        self.end = levels.required if levels.required is not None else ROOT
+        self.caps = view.shape(need.one)[1] if need.uniform else None
+        self._ratios: dict[Key, float] = {}
+
+    def fits(self, key: Key) -> bool:
+        need, caps = self.need, self.caps
+        if caps is not None:
+            return caps.get(key, 0) >= need.count
+        total = self.view.free.get(key)
+        return not (
+            total is None
+            or total[3] < need.count
+            or need.cpu > total[0] + EPS
+            or need.memory > total[1] + EPS
+            or need.gpu > total[2] + EPS
+        )
+
+    def _order(self, key: Key) -> tuple[float, str]:
+        ratio = self._ratios.get(key)
+        if ratio is None:
+            ratio = self._ratios[key] = _ratio(self.need, self.view.free[key])
+        return -ratio, key[1][-1] if key[1] else ""
+
+    def _under(self, parent: Key, level: int) -> Iterator[Key]:
+        """The domains of ``level`` under ``parent`` that fit, fullest parent first."""
+        children = self.view.children.get(parent, ())
+        kept, cut = self.kept, (self.required + 1 if self.required is not None else 0)
+        fitting = [
+            k
+            for k in children
+            if self.fits(k) and (kept is None or len(k[1]) < cut or k[1][:cut] in kept)
+        ]
+        if len(fitting) > 1:
+            fitting.sort(key=self._order)
+        if children and children[0][0] == level:
+            yield from fitting
+            return
+        for child in fitting:  # a parent that cannot hold the gang holds no child that can
+            yield from self._under(child, level)
+
+    def ordered(self) -> Iterator[Key]:
+        for level in range(self.start, self.end - 1, -1):
+            if level == ROOT:
+                if self.fits(_ROOT_KEY):
+                    yield _ROOT_KEY
+            else:
+                yield from self._under(_ROOT_KEY, level)
+
+    def domain(self, key: Key) -> Domain:
+        view, need = self.view, self.need
+        nodes = view.members.get(key, [])
+        if need.uniform:
+            counts = view.shape(need.one)[0]
+            chosen = [n for n in nodes if counts.get(n.name, 0) > 0]
+            return Domain(key[0], key[1], chosen, [counts[n.name] for n in chosen])
+        rooms = [max(view.rooms[n.name][3], 0) for n in nodes]
+        return Domain(key[0], key[1], list(nodes), rooms)
+
+    def refusal(self) -> Reason:
+        return _refusal(self.job, self.view, self.end, self.need, self.caps, self.kept)
 
 
 def plan(session: Session, job: Job, tasks: list[Task], levels: Levels) -> Plan:
     """The domains ``tasks`` of ``job`` may go to together, in the order to try them."""
-    topology = levels.topology
-    required, preferred = levels.required, levels.preferred
-    need = _need(tasks)
-    values = _values(session, topology)
-    deepest = max(
-        required if required is not None else ROOT, preferred if preferred is not None else ROOT
-    )
+    required = levels.required
+    view = view_of(session, levels.topology)
+    view.sync(session)
     # A gang that already runs in a required domain grows only inside it.
-    kept: set[tuple[str | None, ...]] | None = None
+    kept: set[tuple[str, ...]] | None = None
     if required is not None:
-        kept = {
-            values[t.node_name][: required + 1]
-            for t in job.tasks
-            if t.node_name is not None and _active(t) and t.node_name in values
-        } or None
-    start = preferred if preferred is not None else required
-    assert start is not None  # resolve() refuses a constraint without a level
-    end = required if required is not None else ROOT
-    # Every domain of the levels that matter, with its free room, in one pass.
-    by_level: list[dict[tuple[str, ...], Domain]] = [{} for _ in range(deepest + 2)]
-    root = Domain(ROOT, ())
-    for node in _candidates(session, need):
-        if not node.ready or node.unschedulable:
-            continue
-        own = values[node.name]
-        if required is not None:
-            if any(v is None for v in own[: required + 1]):
-                continue  # not in any domain of the required level
-            if kept is not None and own[: required + 1] not in kept:
-                continue
-        cpu, memory, gpu, slots, count = _room(node, need.one)
-        if count <= 0 and need.uniform:
-            continue
-        targets = [root]
-        prefix: tuple[str, ...] = ()
-        for level in range(deepest + 1):
-            value = own[level]
-            if value is None:
-                break  # in no domain of this level or below
-            prefix = (*prefix, value)
-            domain = by_level[level].get(prefix)
-            if domain is None:
-                domain = by_level[level][prefix] = Domain(level, prefix)
-            targets.append(domain)
-        for domain in targets:
-            domain.nodes.append(node)
-            domain.rooms.append(count)
-            domain.cpu += cpu
-            domain.memory += memory
-            domain.gpu += gpu
-            domain.slots += slots
-            domain.capacity += count
-    ratios: dict[tuple[int, tuple[str, ...]], float] = {}
-
-    def order(domain: Domain) -> tuple[object, ...]:
-        # Inside the fullest parent first, then the fullest itself; names break ties.
-        key: list[object] = []
-        for level in range(domain.level + 1):
-            prefix = domain.values[: level + 1]
-            ratio = ratios.get((level, prefix))
-            if ratio is None:
-                ratio = ratios[(level, prefix)] = by_level[level][prefix].ratio(need)
-            key.extend((-ratio, prefix[-1]))
-        return tuple(key)
-
-    domains: list[Domain] = []
-    for level in range(start, end - 1, -1):
-        found = [root] if level == ROOT else list(by_level[level].values())
-        domains.extend(sorted((d for d in found if d.fits(need)), key=order))
-    if domains:
-        return Plan(domains)
-    return Plan(
-        [], _refusal(job, topology, end, need, root if end == ROOT else None, by_level, kept)
-    )
+        found: set[tuple[str, ...]] = set()
+        for t in job.tasks:
+            if t.node_name is not None and _active(t):
+                own = view.values.get(t.node_name)
+                if own is not None and None not in own[: required + 1]:
+                    found.add(tuple(str(v) for v in own[: required + 1]))
+        kept = found or None
+    return Plan(job, view, _need(tasks), levels, kept)
 
 
 def _refusal(
     job: Job,
-    topology: Topology,
+    view: TopologyView,
     level: int,
     need: _Need,
-    root: Domain | None,
-    by_level: list[dict[tuple[str, ...], Domain]],
-    kept: set[tuple[str | None, ...]] | None,
+    caps: dict[Key, int] | None,
+    kept: set[tuple[str, ...]] | None,
 ) -> Reason:
     """Why no domain of ``level`` takes the gang, with the numbers of the best one."""
+    topology = view.topology
     gpus = need.gpu > EPS
     wanted = f"{_num(need.gpu)} GPUs" if gpus else f"{need.count} pods"
     what = f"the {need.count} pods ({_num(need.gpu)} GPUs)" if gpus else f"the {need.count} pods"
-    details: dict[str, object] = {
-        "topology": topology.name,
-        "pods": need.count,
-        "gpus": need.gpu,
-    }
-    if root is not None:
+    details: dict[str, object] = {"topology": topology.name, "pods": need.count, "gpus": need.gpu}
+
+    def room(key: Key) -> int:
+        if caps is not None:
+            return caps.get(key, 0)
+        return max(int(view.free[key][3]), 0)
+
+    if level == ROOT:
+        total = view.free.get(_ROOT_KEY, [0.0, 0.0, 0.0, 0.0])
         message = (
             f"topology {topology.name}: the cluster has no room for {what} of job {job.key} "
-            f"together: free {_num(root.gpu) + ' GPUs' if gpus else str(root.capacity) + ' pods'} "
-            f"on the nodes that could take one"
+            f"together: {_num(total[2])} GPUs free, room for {room(_ROOT_KEY)} of its pods"
         )
         return Reason(reasons.POD_SCHEDULING_ERRORS, message, details)
     name = topology.level_name(level)
-    found = list(by_level[level].values())
+    found = view.by_level[level]
+    if kept is not None:
+        found = [k for k in found if k[1] in kept]
     details["level"] = topology.levels[level]
     where = ""
     if kept is not None:
-        shown = ", ".join(
-            sorted(_describe(topology, level, tuple(str(v) for v in k)) for k in kept)
-        )
+        shown = ", ".join(sorted(_describe(topology, level, k) for k in kept))
         where = f" (its running pods are in {shown}, which it may not leave)"
     if not found:
         message = (
@@ -289,20 +371,24 @@ def _refusal(
             f"({', '.join(topology.levels[: level + 1])}) can take one of its pods"
         )
         return Reason(reasons.POD_SCHEDULING_ERRORS, message, details)
-    best = min(found, key=lambda d: (-(d.gpu if gpus else d.capacity), -d.capacity, d.values))
-    have = f"{_num(best.gpu)} of the {wanted}" if gpus else f"room for {best.capacity} of the {wanted}"
-    details.update({"domain": ".".join(best.values), "free_gpus": best.gpu, "room": best.capacity})
+    free = view.free
+    best = min(found, key=lambda k: (-(free[k][2] if gpus else room(k)), -room(k), k[1]))
+    have_gpus = free[best][2]
+    have = (
+        f"{_num(have_gpus)} of the {wanted}" if gpus else f"room for {room(best)} of the {wanted}"
+    )
+    details.update({"domain": ".".join(best[1]), "free_gpus": have_gpus, "room": room(best)})
     message = (
         f"topology {topology.name}: no {name} has {wanted} free for {what} of job {job.key} "
         f"together{where}; the {name} with the most, "
-        f"{_describe(topology, level, best.values)}, has {have} free "
-        f"(room for {best.capacity} of the {need.count} pods)"
+        f"{_describe(topology, level, best[1])}, has {have} free "
+        f"(room for {room(best)} of the {need.count} pods)"
     )
     return Reason(reasons.POD_SCHEDULING_ERRORS, message, details)
 
 
 def _num(value: float) -> str:
-    return str(int(value)) if abs(value - round(value)) < EPS else f"{value:g}"
+    return str(round(value)) if abs(value - round(value)) < EPS else f"{value:g}"
 
 
 def _describe(topology: Topology, level: int, values: tuple[str, ...]) -> str:
@@ -329,7 +415,7 @@ def node_rank(domain: Domain, levels: Levels, session: Session) -> dict[str, int
     preferred = levels.preferred
     if preferred is None or domain.level >= preferred:
         return dict.fromkeys((n.name for n in domain.nodes), 0)
-    values = _values(session, levels.topology)
+    values = view_of(session, levels.topology).values
     room: dict[Values, int] = {}
     for node, count in zip(domain.nodes, domain.rooms, strict=True):
         own = values[node.name][: preferred + 1]
