@@ -149,7 +149,7 @@ def _place_in_topology(
     last: PlaceResult | None = None
     for key in found.ordered():
         domain = found.domain(key)
-        placer.within(domain.nodes, domains.node_rank(domain, levels, session))
+        placer.within(domain.nodes, found.rank(domain, levels.preferred))
         try:
             last = _place(stmt, placer, job, tasks, count)
         finally:

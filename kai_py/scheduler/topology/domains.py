@@ -6,8 +6,8 @@ level that cannot take the gang is relaxed one level up at a time and a required
 level is never crossed. At each level the domains that can hold the whole gang are
 tried fullest first (bin-packing: the domain the gang fills most), inside the
 fullest parent first. Inside the domain chosen, the nodes of its preferred-level
-sub-domain with the most room come first, so that as much of the gang as possible
-lands together.
+sub-domain the gang would fill least come first, so that as much of the gang as
+possible lands together.
 
 Only nodes that carry the labels of the levels from the widest down to a domain's
 level are in that domain; a preferred-only constraint may fall back to any node of
@@ -306,6 +306,31 @@ class Plan:
         rooms = [max(view.rooms[n.name][3], 0) for n in nodes]
         return Domain(key[0], key[1], list(nodes), rooms)
 
+    def rank(self, domain: Domain, preferred: int | None) -> dict[str, int]:
+        """The order of the domain's nodes, as KAI scores them: by their sub-domain of
+        the preferred level, the one the gang would fill least first (so that most of
+        it lands together), of equals the last by name first; nodes without the
+        preferred level's label last. All equal when the domain is that level or below."""
+        if preferred is None or domain.level >= preferred:
+            return dict.fromkeys((n.name for n in domain.nodes), 0)
+        values, free = self.view.values, self.view.free
+        subs: dict[tuple[str, ...], float] = {}
+        for node in domain.nodes:
+            own = values[node.name][: preferred + 1]
+            if None not in own:
+                key = tuple(str(v) for v in own)
+                if key not in subs:
+                    subs[key] = _ratio(self.need, free[(preferred, key)])
+        ordered = sorted(subs, reverse=True)  # names last-first, then the ratio (stable)
+        ordered.sort(key=subs.__getitem__)
+        place = {k: i for i, k in enumerate(ordered)}
+        last = len(ordered)
+        out: dict[str, int] = {}
+        for node in domain.nodes:
+            own = values[node.name][: preferred + 1]
+            out[node.name] = last if None in own else place[tuple(str(v) for v in own)]
+        return out
+
     def refusal(self) -> Reason:
         return _refusal(self.job, self.view, self.end, self.need, self.caps, self.kept)
 
@@ -406,22 +431,3 @@ def _describe(topology: Topology, level: int, values: tuple[str, ...]) -> str:
 
 def describe(topology: Topology, domain: Domain) -> str:
     return _describe(topology, domain.level, domain.values)
-
-
-def node_rank(domain: Domain, levels: Levels, session: Session) -> dict[str, int]:
-    """The order of the domain's nodes: those of the preferred-level sub-domain with
-    the most room for the gang first (so most of it lands together), nodes without
-    the preferred level's label last. All equal when the domain is that level or below."""
-    preferred = levels.preferred
-    if preferred is None or domain.level >= preferred:
-        return dict.fromkeys((n.name for n in domain.nodes), 0)
-    values = view_of(session, levels.topology).values
-    room: dict[Values, int] = {}
-    for node, count in zip(domain.nodes, domain.rooms, strict=True):
-        own = values[node.name][: preferred + 1]
-        if None not in own:
-            room[own] = room.get(own, 0) + count
-    ordered = sorted(room, key=lambda k: (-room[k], tuple(str(v) for v in k)))
-    place = {k: i for i, k in enumerate(ordered)}
-    last = len(ordered)
-    return {n.name: place.get(values[n.name][: preferred + 1], last) for n in domain.nodes}
