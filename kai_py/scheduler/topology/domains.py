@@ -30,7 +30,7 @@ from kai_py.scheduler.model import Job, Node, Task, TaskStatus, Topology
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
-from kai_py.scheduler.topology.constraint import Levels
+from kai_py.scheduler.topology.constraint import Levels, resolve
 
 #: The level of the domain that is the whole cluster.
 ROOT = -1
@@ -431,3 +431,22 @@ def _describe(topology: Topology, level: int, values: tuple[str, ...]) -> str:
 
 def describe(topology: Topology, domain: Domain) -> str:
     return _describe(topology, domain.level, domain.values)
+
+
+def home_nodes(session: Session, job: Job, node_name: str | None) -> list[Node] | None:
+    """The nodes a pod of ``job`` that ran on ``node_name`` may move to: those of its
+    required domain (a move never takes a pod out of it), or None for no bound (no
+    required level, a constraint that cannot be read, a node outside every domain)."""
+    if job.topology is None or node_name is None:
+        return None
+    levels = resolve(job.topology, session.snapshot.topologies)
+    if isinstance(levels, str) or levels.required is None:
+        return None
+    cut = levels.required + 1
+    own = view_of(session, levels.topology).values.get(node_name)
+    if own is None or None in own[:cut]:
+        return None
+    return view_of(session, levels.topology).members.get(
+        (levels.required, tuple(str(v) for v in own[:cut])), []
+    )
+
