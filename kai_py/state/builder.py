@@ -525,6 +525,7 @@ def build(
     config_maps: set[tuple[str, str]] = set()
     storage = Storage()
     topologies: dict[str, Topology] = {}
+    invalid_topologies: set[str] = set()
 
     def refuse(kind: str, name: str, reason: str, message: str) -> None:
         """One cluster-scoped object's fatal problem: the input's, or (not strict) its own."""
@@ -593,6 +594,7 @@ def build(
             try:
                 topologies[name] = topology_from_model(TopologyModel.from_manifest(doc.body))
             except ManifestError as exc:
+                invalid_topologies.add(name)
                 refuse(
                     "Topology",
                     name,
@@ -679,7 +681,7 @@ def build(
     built.snapshot.jobs = list(jobs.values())
     for job in built.snapshot.jobs:
         if job.topology is not None:
-            _check_topology(job, topologies, events)
+            _check_topology(job, topologies, invalid_topologies, events)
     for job in built.snapshot.jobs:
         if job.stale_since is None:
             job.stale_since = _stale_since(job)
@@ -747,13 +749,21 @@ def topology_from_model(model: TopologyModel) -> Topology:
     )
 
 
-def _check_topology(job: Job, topologies: dict[str, Topology], events: list[Event]) -> None:
+def _check_topology(
+    job: Job, topologies: dict[str, Topology], invalid: set[str], events: list[Event]
+) -> None:
     """A Warning on the PodGroup whose constraint cannot be applied: the job waits (the
     scheduler says why in its status too), never placed as if it had none."""
     assert job.topology is not None
     problem = resolve_topology(job.topology, topologies)
     if isinstance(problem, str):
         where = f"{job.source}: " if job.source else ""
+        name = job.topology.topology
+        if name in invalid:
+            problem = (
+                f"spec.topologyConstraint.topology: Topology {name!r} is invalid and not used "
+                "(its InvalidTopology Event says why); the job waits until it is fixed"
+            )
         message = f"{where}PodGroup {job.key}: {problem}"
         events.append(
             Event("PodGroup", job.namespace, job.name, "Warning", "TopologyNotApplied", message)

@@ -116,7 +116,10 @@ def test_a_constraint_on_a_topology_left_out_waits_with_a_warning() -> None:
     built = _cache("broken").view(NOW).build(NOW)
     (warning,) = [e for e in built.events if e.reason == "TopologyNotApplied"]
     assert (warning.kind, warning.namespace, warning.name) == ("PodGroup", "ns", "pg")
-    assert "spec.topologyConstraint.topology: Topology 'broken' does not exist" in warning.message
+    assert (
+        "spec.topologyConstraint.topology: Topology 'broken' is invalid and not used "
+        "(its InvalidTopology Event says why); the job waits until it is fixed" in warning.message
+    )
     decisions = run_cycle(built.snapshot)
     assert decisions.binds == []
     (reason,) = decisions.reasons["pg"]
