@@ -44,6 +44,14 @@ after it (the pause the process then meets from time to time).
     python bench/scale.py --nodes 4000 --queues 100 --memory
     python bench/scale.py --nodes 4000 --queues 100 --warm-up
     python bench/scale.py --nodes 4000 --extended 0.1   # a tenth ask for rdma/ib and storage
+    python bench/scale.py --nodes 4000 --queues 100 --topology
+
+``--topology``: the nodes carry block and rack labels (20 nodes a rack, 25 racks a
+block: 8 blocks x 25 racks x 20 nodes at 4,000 nodes) and a Topology names them; a
+third of the pending gangs (two pods or more) require a rack, a third require a
+block and prefer a rack, a third prefer a rack. The same cluster is filled again
+without the Topology and the constraints, in the same process; the two caches' full
+cycles are taken in turn, and each is given (min / median of 3) with their ratio.
 """
 
 from __future__ import annotations
@@ -75,6 +83,7 @@ from kai_py.state.cache import (
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    TOPOLOGIES,
     ClusterCache,
 )
 from kai_py.state.convert import pod_requests
@@ -92,6 +101,16 @@ from kai_py.writes.writer import (
 Json = dict[str, Any]
 NOW = 1_800_000_000.0
 SCHEDULER = keys.DEFAULT_SCHEDULER_NAME
+TOPOLOGY_BLOCK = "example.com/block"
+TOPOLOGY_RACK = "example.com/rack"
+RACK_NODES = 20
+BLOCK_RACKS = 25
+#: The constraints of --topology's pending gangs, in turn.
+TOPOLOGY_CONSTRAINTS: tuple[Json, ...] = (
+    {"topology": "network", "requiredTopologyLevel": "rack"},
+    {"topology": "network", "requiredTopologyLevel": "block", "preferredTopologyLevel": "rack"},
+    {"topology": "network", "preferredTopologyLevel": "rack"},
+)
 
 
 class _Discard(dict[Any, Json]):
@@ -186,6 +205,9 @@ def node_body(c: Cluster, i: int, gpus: int, extended: bool = False) -> Json:
                 "nvidia.com/gpu.memory": "81920",
                 "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
                 "topology.kubernetes.io/zone": f"zone-{i % 4}",
+                # --topology's levels (on every node, so both runs see the same nodes).
+                TOPOLOGY_BLOCK: f"block-{i // (RACK_NODES * BLOCK_RACKS)}",
+                TOPOLOGY_RACK: f"rack-{i // RACK_NODES}",
             },
             "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
         },
@@ -437,6 +459,7 @@ def fill(
     foreign_share: float,
     busy_gpus: int = 6,
     extended: float = 0.0,
+    topology: bool = False,
 ) -> dict[str, int]:
     """Fill the cache: nodes, queues, a priority class, running and pending workloads.
     ``extended``: the fraction of our pods (running and pending) that ask for
@@ -446,6 +469,26 @@ def fill(
     ext_rng = random.Random(0x5EED)
     for i in range(nodes):
         c.send(NODES, "ADDED", node_body(c, i, gpus, extended > 0))
+    if topology:
+        levels = [
+            {"nodeLabel": TOPOLOGY_BLOCK, "alias": "block"},
+            {"nodeLabel": TOPOLOGY_RACK, "alias": "rack"},
+        ]
+        c.send(
+            TOPOLOGIES,
+            "ADDED",
+            {
+                "apiVersion": f"{keys.TOPOLOGY_GROUP}/{keys.TOPOLOGY_VERSION}",
+                "kind": "Topology",
+                "metadata": {
+                    "name": "network",
+                    "uid": c.next_uid(),
+                    "resourceVersion": c.next_rv(),
+                },
+                "spec": {"levels": levels},
+            },
+        )
+    constrained = 0
     for q in queue_bodies(c, queues, nodes * gpus):
         c.queues[meta(q)["name"]] = q
         c.send(QUEUES, "ADDED", q)
@@ -526,6 +569,10 @@ def fill(
         name = f"new-{job:06d}"
         job += 1
         pg = podgroup_body(c, ns, name, queue, size)
+        if topology and size > 1:
+            # No draw from the generator: the cluster is the same with or without.
+            pg["spec"]["topologyConstraint"] = TOPOLOGY_CONSTRAINTS[constrained % 3]
+            constrained += 1
         c.podgroups[(ns, name)] = pg
         c.send(PODGROUPS, "ADDED", pg)
         for t in range(size):
@@ -545,7 +592,12 @@ def fill(
             c.pods[(ns, f"{name}-{t}")] = body
             c.send(PODS, "ADDED", body)
         made += size
-    return {"ours_running": ours_running, "foreign": foreign, "pending": pending}
+    return {
+        "ours_running": ours_running,
+        "foreign": foreign,
+        "pending": pending,
+        "constrained_gangs": constrained,
+    }
 
 
 # ------------------------------------------------------------ the echo of writes
@@ -705,6 +757,7 @@ def fill_as_asked(c: Cluster, args: argparse.Namespace) -> dict[str, int]:
         args.foreign_share,
         args.busy_gpus,
         args.extended,
+        getattr(args, "with_topology", False),
     )
 
 
@@ -870,6 +923,36 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def run_topology(args: argparse.Namespace) -> dict[str, Any]:
+    """The full cycle of the same cluster without and with the topology constraints,
+    both caches filled first and their cycles taken in turn, so that a load elsewhere
+    on the machine weighs on both alike."""
+    runners: dict[str, Runner] = {}
+    made: dict[str, dict[str, int]] = {}
+    keep = []
+    for way, flag in (("without", False), ("with", True)):
+        cache = ClusterCache(SCHEDULER)
+        c = Cluster(cache, args.seed)
+        args.with_topology = flag
+        made[way] = fill_as_asked(c, args)
+        keep.append(c)
+        runners[way] = Runner(cache, replace(Config(), placement="binpack"))
+    gc.collect()
+    runs: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
+    info: dict[str, dict[str, int]] = {}
+    for _ in range(3):
+        for way, runner in runners.items():
+            t, _writes, info[way] = runner.cycle(NOW)
+            runs[way].append(t)
+    out: dict[str, Any] = {
+        way: {"seconds": summarize(runs[way]), **info[way], **made[way]} for way in runners
+    }
+    out["ratio_min"] = min(r["total"] for r in runs["with"]) / min(
+        r["total"] for r in runs["without"]
+    )
+    return out
+
+
 def _kinds(writes: list[Write]) -> dict[str, int]:
     out: dict[str, int] = {}
     for w in writes:
@@ -921,6 +1004,12 @@ def main() -> int:
         "--warm-up",
         action="store_true",
         help="time loading the cache from LIST pages, as the operator starts (see above)",
+    )
+    parser.add_argument(
+        "--topology",
+        action="store_true",
+        help="the full cycle with block/rack constraints on the pending gangs beside the "
+        "same cluster without (see above)",
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -983,6 +1072,25 @@ def main() -> int:
             )
         ratio = warm["collector_on"]["seconds"][0] / warm["paused_then_frozen"]["seconds"][0]
         print(f"  collector on / paused then frozen (min): {ratio:.2f}x")
+        return 0
+    if args.topology:
+        compared = run_topology(args)
+        if args.json:
+            print(json.dumps(compared))
+            return 0
+        print(
+            f"topology at {args.nodes} nodes, {args.pods} pods ({args.pending} pending, "
+            f"{compared['with']['constrained_gangs']} gangs constrained); scheduler "
+            f"{build_name()}; full cycle, seconds, min / median of 3:"
+        )
+        for way in ("without", "with"):
+            r = compared[way]
+            print(
+                f"  {way:8} topology  {r['seconds']['total']}  (view {r['seconds']['view']}, "
+                f"build {r['seconds']['build']}, run_cycle {r['seconds']['run_cycle']}, "
+                f"plan {r['seconds']['plan']}); {r['binds']} binds, {r['writes']} writes"
+            )
+        print(f"  with / without (min): {compared['ratio_min']:.2f}x")
         return 0
     result = run_size(args)
     if args.json:

@@ -12,6 +12,15 @@ GROUP: Final = "scheduling.run.ai"
 QUEUE_VERSION: Final = "v2"
 PODGROUP_VERSION: Final = "v2alpha2"
 BINDREQUEST_VERSION: Final = "v1alpha2"
+# KAI keeps its Topology in a group of its own.
+TOPOLOGY_GROUP: Final = "kai.scheduler"
+TOPOLOGY_VERSION: Final = "v1alpha1"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+# A workload's topology constraint, copied by the pod-grouper into its PodGroup's
+# spec.topologyConstraint (topology, requiredTopologyLevel, preferredTopologyLevel).
+TOPOLOGY_ANNOTATION: Final = "kai.scheduler/topology"
+TOPOLOGY_REQUIRED_ANNOTATION: Final = "kai.scheduler/topology-required-placement"
+TOPOLOGY_PREFERRED_ANNOTATION: Final = "kai.scheduler/topology-preferred-placement"
 
 DEFAULT_SCHEDULER_NAME: Final = "kai-scheduler"
 

@@ -48,6 +48,7 @@ from kai_py.state.cache import (
     PVS,
     QUEUES,
     STORAGE_CLASSES,
+    TOPOLOGIES,
     ClusterCache,
 )
 from kai_py.state.documents import InputError
@@ -92,6 +93,7 @@ _LIST_PATHS: Final = {
     PVCS: path_of("", "v1", "persistentvolumeclaims"),
     PVS: path_of("", "v1", "persistentvolumes"),
     STORAGE_CLASSES: path_of("storage.k8s.io", "v1", "storageclasses"),
+    TOPOLOGIES: path_of(keys.TOPOLOGY_GROUP, keys.TOPOLOGY_VERSION, "topologies"),
 }
 
 
@@ -188,6 +190,7 @@ for _kind, (_group, _version, _plural) in {
     PVCS: ("", "v1", "persistentvolumeclaims"),  # and the volume predicate's inputs
     PVS: ("", "v1", "persistentvolumes"),
     STORAGE_CLASSES: ("storage.k8s.io", "v1", "storageclasses"),
+    TOPOLOGIES: (keys.TOPOLOGY_GROUP, keys.TOPOLOGY_VERSION, "topologies"),  # gangs' domains
 }.items():
     watches.on_events(kopf.get_default_registry(), _group, _version, _plural, _observer(_kind))
 

@@ -24,7 +24,7 @@ from typing import Any
 from kai_py.api import keys
 from kai_py.api.common import ObjectMeta
 from kai_py.api.durations import parse_duration
-from kai_py.api.podgroup import PodGroup, PodGroupSpec, Preemptibility
+from kai_py.api.podgroup import PodGroup, PodGroupSpec, Preemptibility, TopologyConstraint
 from kai_py.podgrouper import kinds
 from kai_py.podgrouper.kinds.common import (
     GrouperWarning,
@@ -288,9 +288,25 @@ def _group(
             preemption_delay=preemption_delay,
             staleness_grace_period=staleness,
             sub_groups=list(plan.sub_groups) or None,
+            topology_constraint=topology_constraint(workload.top),
         ),
     )
     return Grouped(name, pod_group, tuple(warnings), plan.pod_sub_group)
+
+
+def topology_constraint(top: Obj) -> TopologyConstraint | None:
+    """The PodGroup's spec.topologyConstraint from the top owner's annotations (the pod's
+    own when it has no owner), as KAI's pod-grouper copies them; None without any.
+    Whether the Topology and its levels exist is the scheduler's to say (the job waits)."""
+    annotations = top.annotations
+    topology = annotations.get(keys.TOPOLOGY_ANNOTATION) or None
+    required = annotations.get(keys.TOPOLOGY_REQUIRED_ANNOTATION) or None
+    preferred = annotations.get(keys.TOPOLOGY_PREFERRED_ANNOTATION) or None
+    if topology is None and required is None and preferred is None:
+        return None
+    return TopologyConstraint(
+        topology=topology, required_topology_level=required, preferred_topology_level=preferred
+    )
 
 
 def _duration_annotation(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions.allocate import allocate
@@ -124,6 +124,8 @@ def close(session: Session) -> Decisions:
                 f"Pod {task.key} will run on node {task.node_name} once resources being "
                 f"released there are free",
             )
+    if session.topology_domains:
+        _domain_events(session, placed.values())
     for rec in taken_back.values():
         if rec.task.status is PENDING and rec.by is not None:
             session.explain(session.jobs[rec.task.job_uid], _taken_back(rec.action, rec.by))
@@ -162,6 +164,28 @@ def close(session: Session) -> Decisions:
             q.request.copy(),
         )
     return d
+
+
+def _domain_events(session: Session, placed: Iterable[Task]) -> None:
+    """One Normal Event per gang with a topology constraint placed this cycle: the
+    domain it got (``kai-py simulate`` lists it with the other Events)."""
+    told: set[str] = set()
+    for task in placed:
+        uid = task.job_uid
+        where = session.topology_domains.get(uid)
+        if where is None or uid in told:
+            continue
+        told.add(uid)
+        job = session.jobs[uid]
+        count = sum(1 for t in job.tasks if t.status.is_placed)
+        session.event(
+            "PodGroup",
+            job.namespace,
+            job.name,
+            "Normal",
+            "TopologyDomain",
+            f"PodGroup {job.key}: {count} pods placed in {where}",
+        )
 
 
 def _taken_back(action: str, by: Job) -> Reason:

@@ -604,6 +604,36 @@ class Task:
         )
 
 
+@dataclass(slots=True, frozen=True)
+class Topology:
+    """A Topology object: its levels' node labels, widest first, and their aliases."""
+
+    name: str
+    levels: tuple[str, ...]
+    aliases: tuple[str | None, ...] = ()  # per level, None where it has none
+
+    def level_of(self, name: str) -> int | None:
+        """The index of the level ``name`` names (a node label or an alias), or None."""
+        for i, label in enumerate(self.levels):
+            if name == label or (i < len(self.aliases) and name == self.aliases[i]):
+                return i
+        return None
+
+    def level_name(self, index: int) -> str:
+        """What people call a level: its alias, else its node label."""
+        alias = self.aliases[index] if index < len(self.aliases) else None
+        return alias or self.levels[index]
+
+
+@dataclass(slots=True, frozen=True)
+class TopologyConstraint:
+    """A PodGroup's spec.topologyConstraint, as written (levels by label or alias)."""
+
+    topology: str
+    required: str | None = None
+    preferred: str | None = None
+
+
 @dataclass(slots=True, eq=False)
 class Job:
     uid: str
@@ -634,6 +664,8 @@ class Job:
     errors: list[str] = field(default_factory=list)  # input problems: keep it pending
     source: str = ""  # where it came from (a file, an API object), for messages
     version: int = 0  # bumped whenever one of its tasks changes in a session
+    # Keep the gang within one domain of a Topology (None for most jobs).
+    topology: TopologyConstraint | None = None
 
     def clone(self) -> Job:
         """A copy with its own ``tasks`` and ``errors`` lists (the tasks themselves are
@@ -661,6 +693,7 @@ class Job:
         new.errors = list(self.errors)
         new.source = self.source
         new.version = self.version
+        new.topology = self.topology
         return new
 
     @property
@@ -788,3 +821,5 @@ class Snapshot:
     #: The ConfigMaps that exist, as (namespace, name): a pod that needs another waits.
     config_maps: frozenset[tuple[str, str]] = frozenset()
     storage: Storage = field(default_factory=Storage)
+    #: The Topology objects by name, for the jobs' topology constraints.
+    topologies: dict[str, Topology] = field(default_factory=dict)

@@ -15,6 +15,7 @@ task's Event.
 from __future__ import annotations
 
 import math
+import operator
 from collections import Counter
 from dataclasses import dataclass
 
@@ -26,6 +27,9 @@ from kai_py.scheduler.preferences import has_preferences
 from kai_py.scheduler.reasons import TOO_MANY_PODS, insufficient
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
+
+# The sort key of ``_domain_order``'s entries: all but the node itself (names are unique).
+_BY_KEY = operator.itemgetter(slice(0, 5))
 
 
 @dataclass(slots=True)
@@ -57,6 +61,16 @@ class Placer:
         self._demand_of: dict[str, int] = {}
         self._demand_ids: dict[tuple[object, ...], int] = {}
         self._avoided = [n for n in session.nodes.values() if n.avoided is not None]
+        # A topology domain the current gang is held to (``within``), else None: the
+        # nodes to look at and their order (see kai_py/scheduler/topology).
+        self._within: list[Node] | None = None
+        self._rank: dict[str, int] = {}
+
+    def within(self, nodes: list[Node] | None, rank: dict[str, int] | None = None) -> None:
+        """Hold the next searches to ``nodes``, tried by ``rank`` (smaller first) and then
+        as usual; None lifts the hold."""
+        self._within = nodes
+        self._rank = rank or {}
 
     # --------------------------------------------------------------- fit
     @staticmethod
@@ -145,6 +159,8 @@ class Placer:
 
     # ------------------------------------------------------------ choose
     def find(self, task: Task) -> Placement | None:
+        if self._within is not None:
+            return self._find_within(task, self._within)
         if task.nominated_node is not None:
             nominated = self._on_nominated(task)
             if nominated is not None:
@@ -298,6 +314,71 @@ class Placer:
             if best is not None:
                 return best[1]
         return None
+
+    def _find_within(self, task: Task, nodes: list[Node]) -> Placement | None:
+        """The best node of a topology domain: by rank, then avoided nodes last, then
+        as binpack or spread would choose; now first, else once releases are done. The
+        nodes are put in that order first (arithmetic only) and checked in it, so the
+        predicates usually run for one node."""
+        rank = self._rank
+        if task.nominated_node in rank:
+            nominated = self._on_nominated(task)
+            if nominated is not None:
+                return nominated
+        shared = task.is_shared
+        for future in (False, True):
+            ordered = self._domain_order(task, nodes, future)
+            best: tuple[tuple[object, ...], Placement] | None = None
+            for node in ordered:
+                if shared:
+                    # A shared task prefers the fullest card among equal nodes: every
+                    # node that fits is weighed, as _find_scan does.
+                    if not self._fits_plain(task, node, future):
+                        continue
+                    if self.predicates.check(task, node) is not None:
+                        continue
+                    groups = self._shared_groups(task, node, future)
+                    if groups is None:
+                        continue
+                    held = sum(node.groups[g].used if g in node.groups else 0.0 for g in groups)
+                    key = (
+                        rank.get(node.name, 0),
+                        node.avoided is not None,
+                        -(held if not self.spread else -held),
+                        *self._score(task, node, future),
+                        node.name,
+                    )
+                    if best is None or key < best[0]:
+                        best = (key, Placement(node, groups, future))
+                    continue
+                if (
+                    self._fits_whole(task, node, future)
+                    and self.predicates.check(task, node) is None
+                ):
+                    return Placement(node, (), future)
+            if best is not None:
+                return best[1]
+        return None
+
+    def _domain_order(self, task: Task, nodes: list[Node], future: bool) -> list[Node]:
+        """``nodes`` by (rank, avoided last, ``_score``, name), with _score written out:
+        this sorts a domain's nodes for each task of a constrained gang."""
+        rank, sign = self._rank, -1.0 if self.spread else 1.0
+        gpu_key = task.is_shared or task.request.gpu > EPS
+        decorated: list[tuple[int, bool, float, float, str, Node]] = []
+        for n in nodes:
+            alloc, used = n.allocatable, n.used
+            idle_cpu = alloc.cpu - used.cpu
+            if gpu_key:
+                free = alloc.gpu - used.gpu
+                if future:
+                    free += n.releasing.gpu - n.pipelined.gpu
+                first, second = sign * free, sign * idle_cpu
+            else:
+                first, second = sign * idle_cpu, 0.0
+            decorated.append((rank.get(n.name, 0), n.avoided is not None, first, second, n.name, n))
+        decorated.sort(key=_BY_KEY)
+        return [entry[5] for entry in decorated]
 
     # ------------------------------------------------------------ explain
     def explain(self, task: Task) -> str:

@@ -144,6 +144,11 @@ class Session:
         #: Task uid -> what an avoided node (``Node.avoided``) had to do with where the
         #: placer put it (passed over, or used as nothing else fits), for its Event.
         self.passed_over: dict[str, str] = {}
+        #: Job uid -> the topology domain its gang was last placed in, for its Event.
+        self.topology_domains: dict[str, str] = {}
+        #: Every change of a node after set-up, in order, once a topology view asks for
+        #: them (kai_py/scheduler/topology/domains.py keeps its domains' totals from it).
+        self.changed_nodes: list[Node] | None = None
         # Bumped whenever resources are freed, so cached "does not fit" answers expire.
         self.release_generation = 0
         # Per-session memo of derived values, keyed with the versions they depend on.
@@ -390,6 +395,9 @@ class Session:
         node.version += 1
         if self._indexing:
             self.index.update(node)
+            changed = self.changed_nodes
+            if changed is not None:  # only once a topology view follows the nodes
+                changed.append(node)
 
     def _set_status(self, task: Task, status: TaskStatus) -> None:
         """Change a placed task's status, keeping its node's totals right."""

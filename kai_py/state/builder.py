@@ -22,9 +22,10 @@ from typing import Any, Final
 from kai_py.api import jsoncodec, keys
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import WorkloadError, meta, parse_time
-from kai_py.api.podgroup import PodGroup
+from kai_py.api.podgroup import PodGroup, PodGroupSpec
 from kai_py.api.queue import MAX_QUEUE_DEPTH, queue_warnings, quota_above_limit
 from kai_py.api.queue import Queue as QueueModel
+from kai_py.api.topology import Topology as TopologyModel
 from kai_py.emulator.cluster_spec import ClusterSpecError, node_manifest, parse_cluster
 from kai_py.gpu import hami, inventory, pins
 from kai_py.podgrouper.grouping import Grouped, group_for_pod
@@ -40,9 +41,12 @@ from kai_py.scheduler.model import (
     Storage,
     Task,
     TaskStatus,
+    Topology,
+    TopologyConstraint,
 )
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
+from kai_py.scheduler.topology.constraint import resolve as resolve_topology
 from kai_py.state.convert import (
     claim_from_manifest,
     node_from_manifest,
@@ -520,6 +524,8 @@ def build(
     left_out: list[tuple[str, str, str]] = []
     config_maps: set[tuple[str, str]] = set()
     storage = Storage()
+    topologies: dict[str, Topology] = {}
+    invalid_topologies: set[str] = set()
 
     def refuse(kind: str, name: str, reason: str, message: str) -> None:
         """One cluster-scoped object's fatal problem: the input's, or (not strict) its own."""
@@ -584,6 +590,17 @@ def build(
                 priority_classes[name] = value
         elif kind == "PodGroup":
             podgroups.append(doc)
+        elif kind == "Topology":
+            try:
+                topologies[name] = topology_from_model(TopologyModel.from_manifest(doc.body))
+            except ManifestError as exc:
+                invalid_topologies.add(name)
+                refuse(
+                    "Topology",
+                    name,
+                    "InvalidTopology",
+                    "; ".join(_at(doc.source, line) for line in str(exc).splitlines()),
+                )
         elif kind == "ConfigMap":
             config_maps.add((_ns(doc), name))  # only that it exists: pods may need it
         elif kind == "PersistentVolumeClaim":
@@ -623,7 +640,7 @@ def build(
         else:
             fatal.append(
                 f"{doc.source}: {kind or '(no kind)'} {name}: kind: unknown kind {kind!r}; kai-py simulate "
-                f"reads Node, Pod, Queue, PodGroup, PriorityClass, ConfigMap, PersistentVolumeClaim, "
+                f"reads Node, Pod, Queue, PodGroup, Topology, PriorityClass, ConfigMap, PersistentVolumeClaim, "
                 f"PersistentVolume, StorageClass and workload owners "
                 f"({', '.join(sorted(OWNER_KINDS | {k for _, k in OPERATOR_KINDS}))}; custom kinds "
                 "with their API group, see docs/simulate.md)"
@@ -656,6 +673,7 @@ def build(
             config=config or Config(),
             config_maps=frozenset(config_maps),
             storage=storage,
+            topologies=topologies,
         ),
         events,
         left_out=left_out,
@@ -671,6 +689,9 @@ def build(
         )
     memo.done()
     built.snapshot.jobs = list(jobs.values())
+    for job in built.snapshot.jobs:
+        if job.topology is not None:
+            _check_topology(job, topologies, invalid_topologies, events)
     for job in built.snapshot.jobs:
         if job.stale_since is None:
             job.stale_since = _stale_since(job)
@@ -727,6 +748,62 @@ def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, bu
                 f"{source}: Pod {ns}/{name}: {path} is not applied by kai-py ({why})",
             )
         )
+
+
+def topology_from_model(model: TopologyModel) -> Topology:
+    levels = model.spec.levels
+    return Topology(
+        model.metadata.name or "",
+        tuple(level.node_label for level in levels),
+        tuple(level.alias for level in levels),
+    )
+
+
+def _check_topology(
+    job: Job, topologies: dict[str, Topology], invalid: set[str], events: list[Event]
+) -> None:
+    """A Warning on the PodGroup whose constraint cannot be applied: the job waits (the
+    scheduler says why in its status too), never placed as if it had none."""
+    assert job.topology is not None
+    problem = resolve_topology(job.topology, topologies)
+    if isinstance(problem, str):
+        where = f"{job.source}: " if job.source else ""
+        name = job.topology.topology
+        if name in invalid:
+            problem = (
+                f"spec.topologyConstraint.topology: Topology {name!r} is invalid and not used "
+                "(its InvalidTopology Event says why); the job waits until it is fixed"
+            )
+        message = f"{where}PodGroup {job.key}: {problem}"
+        events.append(
+            Event("PodGroup", job.namespace, job.name, "Warning", "TopologyNotApplied", message)
+        )
+
+
+def _topology_constraint(
+    spec: PodGroupSpec | None, who: str, events: list[Event], ns: str, name: str
+) -> TopologyConstraint | None:
+    constraint = spec.topology_constraint if spec is not None else None
+    if constraint is None:
+        return None
+    required, preferred = constraint.required_topology_level, constraint.preferred_topology_level
+    if not constraint.topology:
+        if required or preferred:
+            # KAI applies no constraint without a Topology; said, not dropped silently.
+            events.append(
+                Event(
+                    "PodGroup",
+                    ns,
+                    name,
+                    "Warning",
+                    "NotApplied",
+                    f"{who}: spec.topologyConstraint names a level "
+                    f"({required or preferred!r}) but no topology: it is not applied; set "
+                    "spec.topologyConstraint.topology to the Topology's name",
+                )
+            )
+        return None
+    return TopologyConstraint(constraint.topology, required or None, preferred or None)
 
 
 def _stale_since(job: Job) -> float | None:
@@ -811,6 +888,7 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
         mark_unschedulable=spec.mark_unschedulable if spec else True,
         priority_class=(spec.priority_class_name or keys.DEFAULT_PRIORITY_CLASS) if spec else "",
         errors=errors,
+        topology=_topology_constraint(spec, who, events, ns, name),
     )
     for message in errors:
         events.append(Event("PodGroup", ns, name, "Warning", "InvalidPodGroup", message))

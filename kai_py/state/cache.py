@@ -75,6 +75,7 @@ CONFIGMAPS: Final = "configmaps"
 PVCS: Final = "persistentvolumeclaims"
 PVS: Final = "persistentvolumes"
 STORAGE_CLASSES: Final = "storageclasses"
+TOPOLOGIES: Final = "topologies"
 KINDS: Final = (
     NODES,
     PODS,
@@ -86,6 +87,7 @@ KINDS: Final = (
     PVCS,
     PVS,
     STORAGE_CLASSES,
+    TOPOLOGIES,
 )
 
 _KIND_NAMES: Final = {
@@ -99,6 +101,7 @@ _KIND_NAMES: Final = {
     PVCS: ("v1", "PersistentVolumeClaim"),
     PVS: ("v1", "PersistentVolume"),
     STORAGE_CLASSES: ("storage.k8s.io/v1", "StorageClass"),
+    TOPOLOGIES: (f"{keys.TOPOLOGY_GROUP}/{keys.TOPOLOGY_VERSION}", "Topology"),
 }
 
 #: The builder's name for "not ours": any name other than the default scheduler's.
@@ -749,7 +752,7 @@ class ClusterCache:
         cards_by_node: dict[str, dict[str, str]] = {}
         for node_name, gpu_group, card in self.group_cards.values():
             cards_by_node.setdefault(node_name, {})[gpu_group] = card
-        for kind in (NODES, PRIORITY_CLASSES, PVCS, PVS, STORAGE_CLASSES):
+        for kind in (NODES, PRIORITY_CLASSES, PVCS, PVS, STORAGE_CLASSES, TOPOLOGIES):
             api_version, kind_name = _KIND_NAMES[kind]
             for key, body in self.objects[kind].items():
                 if kind == NODES and key[1] in cards_by_node:

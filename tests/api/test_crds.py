@@ -49,13 +49,24 @@ def test_checked_in_crds_match_the_models(filename: str) -> None:
 
 def test_write_crds_writes_one_file_per_crd(tmp_path: Path) -> None:
     paths = write_crds(tmp_path / "out")
-    assert [p.name for p in paths] == ["queues.yaml", "podgroups.yaml", "bindrequests.yaml"]
+    assert [p.name for p in paths] == [
+        "queues.yaml",
+        "podgroups.yaml",
+        "bindrequests.yaml",
+        "topologies.yaml",
+    ]
     for path in paths:
         assert path.read_text(encoding="utf-8") == render_crds()[path.name]
 
 
 def test_crd_identity() -> None:
-    queue, podgroup, bindrequest = crd_documents()
+    queue, podgroup, bindrequest, topology = crd_documents()
+    # KAI's Topology lives in its own group, cluster-scoped, without a status.
+    assert topology["metadata"]["name"] == "topologies.kai.scheduler"
+    assert topology["spec"]["group"] == "kai.scheduler"
+    assert topology["spec"]["scope"] == "Cluster"
+    assert topology["spec"]["versions"][0]["name"] == "v1alpha1"
+    assert "subresources" not in topology["spec"]["versions"][0]
     assert queue["metadata"]["name"] == "queues.scheduling.run.ai"
     assert queue["spec"]["scope"] == "Cluster"
     assert queue["spec"]["versions"][0]["name"] == "v2"
@@ -95,7 +106,7 @@ def test_printer_columns_point_at_schema_fields(filename: str) -> None:
         node = schema
         # Split on unescaped dots; `[0]` steps into an array's items.
         for part in [p.replace("\\.", ".") for p in _split_path(path)]:
-            if part.endswith("[0]"):
+            if part.endswith(("[0]", "[*]")):
                 node = node["properties"][part[:-3]]["items"]
             elif "properties" in node:
                 node = node["properties"][part]

@@ -40,6 +40,7 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("scheduling.run.ai", "podgroups", "list,watch,patch"),  # stale-since annotation
         ("scheduling.run.ai", "queues/status,podgroups/status", "patch"),
         ("scheduling.run.ai", "bindrequests", "list,watch,create,delete"),
+        ("kai.scheduler", "topologies", "list,watch"),  # gangs' topology constraints
     },
     # kai_py/controllers/binder.py and kai_py/binder/binding.py
     "binder": {

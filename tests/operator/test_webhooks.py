@@ -202,3 +202,50 @@ def test_a_quota_above_its_limit_is_admitted_with_a_warning_and_a_too_deep_queue
     assert refused.value.status == 422
     assert f"level {MAX_QUEUE_DEPTH + 1} of the queue tree" in refused.value.body
     assert f"at most {MAX_QUEUE_DEPTH} levels deep" in refused.value.body
+
+
+def test_topologies_are_checked_by_the_webhook_on_create_and_update(
+    cluster: ThreadedDevCluster,
+    webhooks: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+) -> None:
+    _wait_until_served(cluster, core, webhooks)
+    api = ("kai.scheduler", "v1alpha1", "topologies")
+
+    def topology(name: str, levels: list[dict[str, str]]) -> dict[str, Any]:
+        return {
+            "apiVersion": "kai.scheduler/v1alpha1",
+            "kind": "Topology",
+            "metadata": {"name": name},
+            "spec": {"levels": levels},
+        }
+
+    # The emulator does not run the CRD's CEL rules: the webhook says the same.
+    with pytest.raises(k8s.ApiException) as clash:
+        custom.create_cluster_custom_object(
+            *api,
+            topology(
+                "clash",
+                [
+                    {"nodeLabel": "example.com/rack", "alias": "kubernetes.io/hostname"},
+                    {"nodeLabel": "kubernetes.io/hostname"},
+                ],
+            ),
+        )
+    assert clash.value.status == 422
+    assert (
+        "spec.levels[0].alias: 'kubernetes.io/hostname' is the nodeLabel of levels[1]"
+        in clash.value.body
+    )
+    custom.create_cluster_custom_object(
+        *api, topology("network", [{"nodeLabel": "example.com/rack"}])
+    )
+    renamed = topology("network", [{"nodeLabel": "example.com/rack", "alias": "rack"}])
+    custom.patch_cluster_custom_object(*api, "network", {"spec": renamed["spec"]})
+    moved = {"spec": {"levels": [{"nodeLabel": "example.com/zone"}]}}
+    with pytest.raises(k8s.ApiException) as changed:
+        custom.patch_cluster_custom_object(*api, "network", moved)
+    assert "spec.levels: the nodeLabels cannot change (only aliases may)" in changed.value.body
+    stored = custom.get_cluster_custom_object(*api, "network")
+    assert stored["spec"]["levels"] == [{"nodeLabel": "example.com/rack", "alias": "rack"}]

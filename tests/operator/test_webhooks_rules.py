@@ -313,3 +313,62 @@ def test_podgroup_subgroup_minimums_follow_the_tree() -> None:
     assert "subGroups[0] ('decode'): minMember cannot be set on a SubGroup with child" in error
     updated = verdict(mid_min_member, update=True)
     assert updated.errors == [] and updated.warnings == [error]
+
+
+def _topology(levels: list[Json], name: str = "network") -> Json:
+    return {
+        "apiVersion": "kai.scheduler/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": name},
+        "spec": {"levels": levels},
+    }
+
+
+def test_topology_levels_and_aliases_are_checked_with_field_and_value() -> None:
+    ok = _topology([
+        {"nodeLabel": "example.com/block", "alias": "block"},
+        {"nodeLabel": "example.com/rack", "alias": "rack"},
+        {"nodeLabel": "kubernetes.io/hostname"},
+    ])
+    assert validation.validate_topology(ok) == Verdict()
+    cases = {
+        "spec.levels[1].nodeLabel: 'example.com/rack' is also levels[0].nodeLabel": [
+            {"nodeLabel": "example.com/rack"},
+            {"nodeLabel": "example.com/rack"},
+        ],
+        "spec.levels[0].nodeLabel: 'kubernetes.io/hostname' may only be the last": [
+            {"nodeLabel": "kubernetes.io/hostname"},
+            {"nodeLabel": "example.com/rack"},
+        ],
+        "spec.levels[1].alias: 'rack' is also the alias of levels[0]": [
+            {"nodeLabel": "example.com/block", "alias": "rack"},
+            {"nodeLabel": "example.com/rack", "alias": "rack"},
+        ],
+        "spec.levels[0].alias: 'example.com/rack' is the nodeLabel of levels[1]": [
+            {"nodeLabel": "example.com/block", "alias": "example.com/rack"},
+            {"nodeLabel": "example.com/rack"},
+        ],
+        "spec.levels[0].nodeLabel: String should match pattern": [{"nodeLabel": "bad label!"}],
+        "spec.levels: List should have at least 1 item": [],
+    }
+    for expected, levels in cases.items():
+        errors = validation.validate_topology(_topology(levels)).errors
+        assert len(errors) == 1 and errors[0].startswith(f'Topology "network": {expected}'), (
+            errors
+        )
+
+
+def test_a_topology_update_may_change_aliases_only() -> None:
+    old = _topology([{"nodeLabel": "example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}])
+    aliased = _topology([
+        {"nodeLabel": "example.com/rack", "alias": "rack"},
+        {"nodeLabel": "kubernetes.io/hostname", "alias": "node"},
+    ])
+    assert validation.validate_topology(aliased, old).errors == []
+    moved = _topology([{"nodeLabel": "example.com/zone"}, {"nodeLabel": "kubernetes.io/hostname"}])
+    errors = validation.validate_topology(moved, old).errors
+    assert errors == [
+        'Topology "network": spec.levels: the nodeLabels cannot change (only aliases may): '
+        "was ['example.com/rack', 'kubernetes.io/hostname'], "
+        "got ['example.com/zone', 'kubernetes.io/hostname']"
+    ]

@@ -66,7 +66,17 @@ def _podgroup(**spec: Any) -> dict[str, Any]:
     }
 
 
+def _topology(levels: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kai.scheduler/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": "bad"},
+        "spec": {"levels": levels},
+    }
+
+
 QUEUES = "/apis/scheduling.run.ai/v2/queues"
+TOPOLOGIES = "/apis/kai.scheduler/v1alpha1/topologies"
 PODGROUPS = f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NS}/podgroups"
 
 BAD = {
@@ -77,6 +87,8 @@ BAD = {
     "podgroup minMember below 0": (PODGROUPS, _podgroup(minMember=-1)),
     "podgroup minMember not an integer": (PODGROUPS, _podgroup(minMember="two")),
     "podgroup preemptibility not in the enum": (PODGROUPS, _podgroup(preemptibility="sometimes")),
+    "topology without levels": (TOPOLOGIES, _topology([])),
+    "topology nodeLabel not a label key": (TOPOLOGIES, _topology([{"nodeLabel": "a rack!"}])),
 }
 
 # Where the messages differ: the real server's text, then the emulator's.

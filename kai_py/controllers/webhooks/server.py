@@ -2,7 +2,8 @@
 
 ``kai-py run --controllers webhooks`` imports this module. Each handler's id
 is its URL path (``/hami-resources``, ``/pods-deviceaccess``,
-``/pods-validate``, ``/queues-validate``, ``/podgroups-validate``), the paths
+``/pods-validate``, ``/queues-validate``, ``/podgroups-validate``,
+``/topologies-validate``), the paths
 the chart's webhook configurations name. HAMi's resources are translated
 first (``hami.py``): the pod they give is a shared-GPU pod the device-access
 mutation must see.
@@ -173,3 +174,15 @@ def podgroups_validate(
     )
     warnings.extend(verdict.warnings)
     _deny(verdict.errors)
+
+
+@kopf.on.validate(
+    keys.TOPOLOGY_GROUP,
+    keys.TOPOLOGY_VERSION,
+    "topologies",
+    id="topologies-validate",
+    operations=["CREATE", "UPDATE"],
+    ignore_failures=True,
+)
+def topologies_validate(body: kopf.Body, old: kopf.Body | None = None, **_: Any) -> None:
+    _deny(validation.validate_topology(dict(body), dict(old) if old else None).errors)

@@ -15,6 +15,7 @@ from kai_py.api.common import ManifestError
 from kai_py.api.objects import WorkloadError
 from kai_py.api.podgroup import PodGroup
 from kai_py.api.queue import MAX_QUEUE_DEPTH, Queue
+from kai_py.api.topology import Topology, label_change
 from kai_py.state.convert import gpu_share
 from kai_py.state.queuetree import level_text, levels
 
@@ -123,6 +124,25 @@ def validate_podgroup(
             f'PodGroup "{group.ref}": spec.queue: queue "{queue}" does not exist yet; '
             f"the PodGroup waits until it is created"
         )
+    return verdict
+
+
+def validate_topology(manifest: Json, old: Json | None = None) -> Verdict:
+    """A Topology: the schema, distinct levels, hostname last, aliases unique and never a
+    nodeLabel; on update (``old``) the nodeLabels may not change, only the aliases."""
+    verdict = Verdict()
+    try:
+        topology = Topology.from_manifest(manifest)
+    except ManifestError as exc:
+        verdict.errors.append(str(exc))
+        return verdict
+    if old is not None:
+        try:
+            change = label_change(Topology.from_manifest(old), topology)
+        except ManifestError:
+            change = None  # a stored object the rules refuse now: let it be fixed
+        if change:
+            verdict.errors.append(f'Topology "{topology.ref}": {change}')
     return verdict
 
 

@@ -348,8 +348,7 @@ def _array(schema: Schema, value: list[Any], path: str, errors: list[FieldError]
                 path,
                 "FieldValueInvalid",
                 f"{path} in body should have at least {schema['minItems']} items",
-                value,
-                has_value=False,
+                len(value),  # a real kube-apiserver names the count as the value
             )
         )
     if schema.get("uniqueItems"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kai_py.api import keys
 from kai_py.api.podgroup import SubGroup, TopologyConstraint
 from kai_py.podgrouper.kinds.common import (
     GrouperWarning,
@@ -29,7 +30,7 @@ WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
 SEGMENT_SIZE_ANNOTATION: Final = "kai.scheduler/segment-size"
 SEGMENT_REQUIRED: Final = "kai.scheduler/segment-topology-required-placement"
 SEGMENT_PREFERRED: Final = "kai.scheduler/segment-topology-preferred-placement"
-TOPOLOGY: Final = "kai.scheduler/topology"
+TOPOLOGY: Final = keys.TOPOLOGY_ANNOTATION
 #: More segments than this in one replica group is refused (as KAI refuses it).
 MAX_SEGMENTS: Final = 10_000
 LEADER: Final = "leader"

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
+from kai_py.api import keys
 from kai_py.api.podgroup import TopologyConstraint
 from kai_py.podgrouper.kinds.common import Obj, annotation_path, invalid, mapping
 
-TOPOLOGY: Final = "kai.scheduler/topology"
-REQUIRED: Final = "kai.scheduler/topology-required-placement"
-PREFERRED: Final = "kai.scheduler/topology-preferred-placement"
+TOPOLOGY = keys.TOPOLOGY_ANNOTATION
+REQUIRED = keys.TOPOLOGY_REQUIRED_ANNOTATION
+PREFERRED = keys.TOPOLOGY_PREFERRED_ANNOTATION
 
 
 def template_constraint(

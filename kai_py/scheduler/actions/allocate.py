@@ -8,7 +8,7 @@ turn and goes back in line, so one big elastic job cannot starve the rest.
 from __future__ import annotations
 
 from kai_py.scheduler import reasons
-from kai_py.scheduler.actions.common import demand, needed, place_tasks
+from kai_py.scheduler.actions.common import demand, needed, place_tasks, topology_problem
 from kai_py.scheduler.model import PENDING, RELEASING, Job
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.placement import Placer
@@ -29,6 +29,8 @@ def gate(session: Session, job: Job) -> Reason | None:
             live -= 1
     if live < job.min_alive:  # members that Succeeded count towards minMember
         return not_ready(job, live)
+    if job.topology is not None:
+        return topology_problem(session, job)
     return None
 
 
@@ -150,6 +152,9 @@ def allocate(session: Session, placer: Placer) -> None:
         result = place_tasks(session, stmt, placer, job, count)
         if not result.ok:
             stmt.rollback()
+            if result.reason is not None:
+                session.explain(job, result.reason)
+                continue
             detail = placer.explain(result.failed_task) if result.failed_task else "not enough pods"
             session.explain(
                 job,

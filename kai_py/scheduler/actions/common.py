@@ -5,10 +5,14 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 
+from kai_py.scheduler import reasons
 from kai_py.scheduler.model import ALLOCATED, PENDING, PIPELINED, Job, Task, quota_gpus
 from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Session, Statement
+from kai_py.scheduler.topology import domains
+from kai_py.scheduler.topology.constraint import resolve
 
 
 def needed(job: Job) -> int:
@@ -100,6 +104,23 @@ class PlaceResult:
     placed: int
     required: int
     failed_task: Task | None = None
+    #: Why the gang found no place, when that is not one task's fit (its topology).
+    reason: Reason | None = None
+
+
+def topology_problem(session: Session, job: Job) -> Reason | None:
+    """Why ``job``'s topology constraint cannot be applied (it then waits), or None."""
+    if job.topology is None:
+        return None
+    levels = resolve(job.topology, session.snapshot.topologies)
+    if isinstance(levels, str):
+        where = f"{job.source}: " if job.source else ""
+        return Reason(
+            reasons.POD_SCHEDULING_ERRORS,
+            f"{where}PodGroup {job.key}: {levels}",
+            {"topology": job.topology.topology},
+        )
+    return None
 
 
 def place_tasks(
@@ -109,6 +130,42 @@ def place_tasks(
     tasks = next_tasks_of(session, job, count)
     if len(tasks) < count:
         return PlaceResult(False, 0, count)
+    if job.topology is not None:
+        return _place_in_topology(session, stmt, placer, job, tasks, count)
+    return _place(stmt, placer, job, tasks, count)
+
+
+def _place_in_topology(
+    session: Session, stmt: Statement, placer: Placer, job: Job, tasks: list[Task], count: int
+) -> PlaceResult:
+    """The gang in the first of its topology domains that takes all of it (see
+    kai_py/scheduler/topology/domains.py for the order); never across a required one."""
+    assert job.topology is not None
+    levels = resolve(job.topology, session.snapshot.topologies)
+    if isinstance(levels, str):
+        return PlaceResult(False, 0, count, reason=topology_problem(session, job))
+    found = domains.plan(session, job, tasks, levels)
+    mark = stmt.checkpoint()
+    last: PlaceResult | None = None
+    for key in found.ordered():
+        domain = found.domain(key)
+        placer.within(domain.nodes, found.rank(domain, levels.preferred))
+        try:
+            last = _place(stmt, placer, job, tasks, count)
+        finally:
+            placer.within(None)
+        if last.ok:
+            session.topology_domains[job.uid] = (
+                f"{domains.describe(levels.topology, domain)} of topology {levels.topology.name}"
+            )
+            return last
+        stmt.rollback(mark)
+    if last is None:
+        return PlaceResult(False, 0, count, reason=found.refusal())
+    return last
+
+
+def _place(stmt: Statement, placer: Placer, job: Job, tasks: list[Task], count: int) -> PlaceResult:
     placed: list[Task] = []
     for task in tasks:
         where = placer.find(task)

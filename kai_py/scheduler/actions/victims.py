@@ -36,9 +36,10 @@ from kai_py.scheduler.model import (
     Unit,
 )
 from kai_py.scheduler.ordering import JobPicker, PendingLine
-from kai_py.scheduler.placement import Placer, fit_key
+from kai_py.scheduler.placement import Placement, Placer, fit_key
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Op, Session, Statement
+from kai_py.scheduler.topology import domains
 
 Validator = Callable[[Sequence[Unit]], bool]
 
@@ -810,7 +811,7 @@ class VictimSearch:
                 # moves (a shadow holds its new place, as releasing resources do).
                 replaced = task.uid in unplaced
                 target = task if replaced else shadow_of(task)
-                where = self.placer.find(target)
+                where = self._find(job, target, task.node_name)
                 # A victim comes back only within its queues' limits (allocate's
                 # capacity check): one that would pass a limit stays evicted, so what it
                 # frees counts for the preemptor (a same-queue preemptor, or one under a
@@ -829,13 +830,26 @@ class VictimSearch:
             _start_together(stmt, again)
         return True
 
+    def _find(self, job: Job, task: Task, was_on: str | None) -> Placement | None:
+        """A new place for a victim's pod: within its required topology domain, if it
+        has one (a move never takes a gang out of it)."""
+        home = domains.home_nodes(self.session, job, was_on) if job.topology is not None else None
+        if home is None:
+            return self.placer.find(task)
+        self.placer.within(home)
+        try:
+            return self.placer.find(task)
+        finally:
+            self.placer.within(None)
+
     def _replace(self, stmt: Statement) -> bool:
         """Find every victim of this scenario a new place (held by a shadow task; a pod
         placed earlier in this cycle is simply placed again)."""
         again: list[Task] = []
         for rec in [rec for rec in stmt.log if rec.op is Op.EVICT]:
             task = rec.task if rec.unplaced else shadow_of(rec.task)
-            where = self.placer.find(task)
+            job = self.session.jobs[task.job_uid]
+            where = self._find(job, task, rec.node.name if rec.node is not None else None)
             if where is None:
                 return False
             stmt.allocate(task, where.node, where.groups, where.pipelined)
