@@ -39,6 +39,7 @@ from kai_py.scheduler.ordering import JobPicker, PendingLine
 from kai_py.scheduler.placement import Placer, fit_key
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Op, Session, Statement
+from kai_py.scheduler.subgroups import tree
 
 Validator = Callable[[Sequence[Unit]], bool]
 
@@ -111,7 +112,17 @@ def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], U
     if not running:
         return [], None
     surplus: list[Unit] = []
-    for task in running[: max(0, len(running) - job.min_member)]:
+    if job.subgroups is not None:
+        # Only what leaves every sub-group at its minimum: one elastic extra at a time,
+        # or a whole sub-group its parent can do without; the rest goes as one gang.
+        for step in tree.eviction_steps(job, running):
+            if not all(eligible(t) for t in step):
+                break
+            surplus.append(Unit(job, step))
+        steps: list[Task] = []
+    else:
+        steps = running[: max(0, len(running) - job.min_member)]
+    for task in steps:
         if not eligible(task):
             break
         surplus.append(Unit(job, [task]))
