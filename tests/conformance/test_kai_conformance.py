@@ -17,8 +17,8 @@ CASES = case_names()
 
 
 def test_all_cases_are_here() -> None:
-    assert len(CASES) == 133
-    assert sum(is_session(n) for n in CASES) == 82
+    assert len(CASES) == 156
+    assert sum(is_session(n) for n in CASES) == 105
     assert (CASES_DIR / "README.md").exists(), "the provenance note must stay beside the cases"
 
 

@@ -61,8 +61,16 @@ def not_ready(job: Job, live: int) -> Reason:
 
 
 def _subgroups_not_ready(job: Job, missing: str) -> Reason:
+    """NotReady of a job with sub-groups: KAI's words per leaf short of pods first (tools
+    match on them), then the level of the tree that cannot start."""
     gated = len(job.gated)
-    message = f"Job is not ready for scheduling. Job {job.key}: {missing}"
+    message = "Job is not ready for scheduling."
+    for leaf, least, have, leaf_gated in tree.unready_leaves(job):
+        message += (
+            f" Waiting for {least} pods for SubGroup {leaf}, currently {have} exist, "
+            f"{leaf_gated} are gated."
+        )
+    message += f" Job {job.key}: {missing}"
     if gated:
         held = "; ".join(f"{t.key} by {', '.join(t.gates)}" for t in job.gated)
         message += f"; {gated} more are held by scheduling gates: {held}"

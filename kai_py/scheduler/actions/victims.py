@@ -115,10 +115,14 @@ def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], U
     if job.subgroups is not None:
         # Only what leaves every sub-group at its minimum: one elastic extra at a time,
         # or a whole sub-group its parent can do without; the rest goes as one gang.
+        # Each step is decided with the earlier ones gone, so a unit holds them too: a
+        # search that puts an earlier unit back must not keep a later one alone.
+        taken: list[Task] = []
         for step in tree.eviction_steps(job, running):
             if not all(eligible(t) for t in step):
                 break
-            surplus.append(Unit(job, step))
+            taken = taken + step
+            surplus.append(Unit(job, taken))
         steps: list[Task] = []
     else:
         steps = running[: max(0, len(running) - job.min_member)]

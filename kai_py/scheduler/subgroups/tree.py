@@ -200,6 +200,25 @@ def not_ready(job: Job) -> str | None:
     return found.replace(" fit", " exist")
 
 
+def unready_leaves(job: Job) -> list[tuple[str, int, int, int]]:
+    """Leaves with fewer pods than their minimum, in the order of the spec: (name,
+    minMember, pods that exist, of which held by scheduling gates)."""
+    groups = job.subgroups
+    assert groups is not None
+    alive = count(job, is_alive)
+    gated: Counts = {}
+    for task in job.gated:
+        leaf = leaf_name(groups, task)
+        if leaf is not None:
+            gated[leaf] = gated.get(leaf, 0) + 1
+    found = []
+    for name, group in groups.groups.items():
+        if not group.children and alive.get(name, 0) < group.min_member:
+            have = alive.get(name, 0) + gated.get(name, 0)
+            found.append((name, group.min_member, have, gated.get(name, 0)))
+    return found
+
+
 def stale(job: Job) -> str | None:
     """Why a running job counts as stale (its placed and releasing pods no longer
     satisfy the tree), or None."""
