@@ -113,7 +113,9 @@ def place_tasks(
 ) -> PlaceResult:
     """Place ``count`` pending tasks of ``job`` or none (the caller rolls back on failure)."""
     tasks = next_tasks_of(session, job, count)
-    if len(tasks) < count:
+    # Nothing to place (a job with sub-groups whose pending pods no sub-group takes now)
+    # is no success: no victim may be taken for it.
+    if len(tasks) < count or count <= 0:
         return PlaceResult(False, 0, count)
     placed: list[Task] = []
     for task in tasks:
