@@ -112,24 +112,56 @@ def _ordered(groups: SubGroups, name: str | None, counts: Counts) -> list[str]:
     return sorted(children(groups, name), key=lambda child: order_key(groups, child, counts))
 
 
+#: Recent jobs with sub-groups, by identity (a session's jobs are its own copies; the
+#: job is held, so its id is not reused): their pods by leaf in placing order (fixed once
+#: the job is built), and their last step with the version it was found at (a job's
+#: version is bumped on every change of one of its pods in a session). A step is asked
+#: for several times a turn (its size, its demand, its pods), over every pod of the job.
+_BY_LEAF: dict[int, tuple[Job, int, list[tuple[str, Task]]]] = {}
+_STEPS: dict[int, tuple[Job, int, tuple[list[Task], int]]] = {}
+_KEPT = 512  # jobs remembered before both are emptied
+
+
+def _by_leaf(job: Job, groups: SubGroups) -> list[tuple[str, Task]]:
+    """The job's pods that belong to a leaf, with it, in placing order."""
+    known = _BY_LEAF.get(id(job))
+    if known is not None and known[0] is job and known[1] == len(job.tasks):
+        return known[2]
+    found = []
+    for task in sorted(job.tasks, key=_ORDER):
+        leaf = leaf_name(groups, task)
+        if leaf is not None:
+            found.append((leaf, task))
+    if len(_BY_LEAF) >= _KEPT:
+        _BY_LEAF.clear()
+    _BY_LEAF[id(job)] = (job, len(job.tasks), found)
+    return found
+
+
 def next_step(job: Job) -> tuple[list[Task], int]:
     """The pods to place together now and how many must be: every unsatisfied level takes
     the first children it needs (in sub-group order) to their minimums; once the whole
     tree is satisfied, one more pod of the first sub-group with a pending one (an elastic
-    extra). The list is shorter than the count when a leaf has too few pending pods."""
+    extra). The list is shorter than the count when a leaf has too few pending pods.
+    Callers must not change the list."""
     groups = job.subgroups
     assert groups is not None
-    counts = count(job, is_placed)
+    known = _STEPS.get(id(job))
+    if known is not None and known[0] is job and known[1] == job.version:
+        return known[2]
+    counts: Counts = {}
     pending: dict[str, list[Task]] = {}
-    for task in job.tasks:
-        if task.status is PENDING:
-            leaf = leaf_name(groups, task)
-            if leaf is not None:
-                pending.setdefault(leaf, []).append(task)
-    for tasks in pending.values():
-        tasks.sort(key=_ORDER)
+    for leaf, task in _by_leaf(job, groups):
+        status = task.status
+        if status is PENDING:
+            pending.setdefault(leaf, []).append(task)
+        elif status is RUNNING or status is ALLOCATED or status is PIPELINED:
+            counts[leaf] = counts.get(leaf, 0) + 1
     chosen: list[Task] = []
     required = _collect(groups, None, counts, pending, chosen)
+    if len(_STEPS) >= _KEPT:
+        _STEPS.clear()
+    _STEPS[id(job)] = (job, job.version, (chosen, required))
     return chosen, required
 
 
