@@ -122,6 +122,13 @@ _STEPS: dict[int, tuple[Job, int, tuple[list[Task], int]]] = {}
 _KEPT = 512  # jobs remembered before both are emptied
 
 
+def forget() -> None:
+    """Drop what earlier sessions found: a job given to a new session may have had its
+    pods changed in between without a change of version."""
+    _BY_LEAF.clear()
+    _STEPS.clear()
+
+
 def _by_leaf(job: Job, groups: SubGroups) -> list[tuple[str, Task]]:
     """The job's pods that belong to a leaf, with it, in placing order."""
     known = _BY_LEAF.get(id(job))
