@@ -97,7 +97,8 @@ def any_held(session: Session) -> bool:
 
 
 def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], Unit | None]:
-    """A job's surplus pods (one unit each) and its gang unit (all its placed pods).
+    """A job's surplus pods (one unit each; for a job with sub-groups, the steps that keep
+    every sub-group at its minimum) and its gang unit (all its placed pods).
 
     The gang unit holds every placed pod, so taking it never leaves part of a
     gang behind; a protected pod (too young) keeps the whole gang safe.
@@ -123,13 +124,11 @@ def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], U
                 break
             taken = taken + step
             surplus.append(Unit(job, taken))
-        steps: list[Task] = []
     else:
-        steps = running[: max(0, len(running) - job.min_member)]
-    for task in steps:
-        if not eligible(task):
-            break
-        surplus.append(Unit(job, [task]))
+        for task in running[: max(0, len(running) - job.min_member)]:
+            if not eligible(task):
+                break
+            surplus.append(Unit(job, [task]))
     gang = Unit(job, running) if all(eligible(t) for t in running) else None
     return surplus, gang
 
