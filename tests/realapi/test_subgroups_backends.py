@@ -75,7 +75,7 @@ def test_a_leader_and_workers_podgroup_starts_whole(
             if e.reason == "NotReady" and re.search(KAI_NOT_READY, e.message or "")
         ]
 
-    (event, *_) = wait_for(not_ready, timeout=30, what=f"a NotReady event\n{operator.log}")
+    (event, *_) = wait_for(not_ready, timeout=60, what=f"a NotReady event\n{operator.log}")
     assert "Waiting for 3 pods for SubGroup workers, currently 2 exist, 0 are gated" in (
         event.message
     )
@@ -89,5 +89,5 @@ def test_a_leader_and_workers_podgroup_starts_whole(
         pods = [core.read_namespaced_pod(n, NS) for n in names]
         return pods if all(p.status.phase == "Running" for p in pods) else None
 
-    pods = wait_for(all_running, timeout=40, what=f"the whole group Running\n{operator.log}")
+    pods = wait_for(all_running, timeout=60, what=f"the whole group Running\n{operator.log}")
     assert {p.spec.node_name for p in pods} == {"gpu-0", "gpu-1"}
