@@ -129,3 +129,7 @@ TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"
 #: waits for the first consumer: the node its volume is to be made for (read by the
 #: external provisioner). kai-py's binder writes it before the Binding.
 SELECTED_NODE_ANNOTATION: Final = "volume.kubernetes.io/selected-node"
+#: The pod label naming the leaf sub-group (PodGroup spec.subGroups[].name) it belongs to.
+SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"
+#: The sub-group of a pod without SUBGROUP_LABEL, as KAI names it.
+DEFAULT_SUBGROUP: Final = "default"

@@ -634,6 +634,31 @@ class TopologyConstraint:
     preferred: str | None = None
 
 
+@dataclass(slots=True, frozen=True)
+class SubGroup:
+    """One node of a PodGroup's sub-group tree (``spec.subGroups[]``). A leaf holds the
+    pods labelled with its name and is satisfied with ``min_member`` of them placed; a
+    mid-level one is satisfied with ``min_sub_group`` of its children satisfied (None:
+    all of them)."""
+
+    name: str
+    parent: str | None = None  # None: a direct child of the PodGroup
+    min_member: int = 0
+    min_sub_group: int | None = None
+    children: tuple[str, ...] = ()  # direct child sub-groups, in the order of the spec
+
+
+@dataclass(slots=True, frozen=True)
+class SubGroups:
+    """A PodGroup's sub-group tree; the PodGroup itself is its root, satisfied with
+    ``min_sub_group`` of its ``top`` sub-groups satisfied (None: all of them). Fixed once
+    parsed, so jobs share it."""
+
+    groups: dict[str, SubGroup]
+    top: tuple[str, ...]
+    min_sub_group: int | None = None
+
+
 @dataclass(slots=True, eq=False)
 class Job:
     uid: str
@@ -666,6 +691,9 @@ class Job:
     version: int = 0  # bumped whenever one of its tasks changes in a session
     # Keep the gang within one domain of a Topology (None for most jobs).
     topology: TopologyConstraint | None = None
+    # spec.subGroups: each sub-group is a gang within the gang (``subgroups/``); None
+    # for the common job, whose gang is ``min_member`` pods.
+    subgroups: SubGroups | None = None
 
     def clone(self) -> Job:
         """A copy with its own ``tasks`` and ``errors`` lists (the tasks themselves are
@@ -694,6 +722,7 @@ class Job:
         new.source = self.source
         new.version = self.version
         new.topology = self.topology
+        new.subgroups = self.subgroups
         return new
 
     @property

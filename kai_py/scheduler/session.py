@@ -35,6 +35,7 @@ from kai_py.scheduler.model import (
 from kai_py.scheduler.nodeindex import NodeIndex
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
+from kai_py.scheduler.subgroups import tree as subgroup_tree
 
 if TYPE_CHECKING:
     from kai_py.scheduler.framework import Framework
@@ -163,6 +164,9 @@ class Session:
         self.pending_at_start: list[Job] = []
         # The jobs with pods held by scheduling gates (``Job.gated``): told why they wait.
         self.gated_at_start: list[Job] = []
+        # Steps of jobs with sub-groups kept from earlier sessions are not trusted: a job
+        # may come back with its pods changed and its version not.
+        subgroup_tree.forget()
         self._reset_state()
         self.index = NodeIndex(list(self.nodes.values()))
         self._indexing = True

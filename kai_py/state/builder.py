@@ -39,6 +39,8 @@ from kai_py.scheduler.model import (
     Queue,
     Snapshot,
     Storage,
+    SubGroup,
+    SubGroups,
     Task,
     TaskStatus,
     Topology,
@@ -46,6 +48,7 @@ from kai_py.scheduler.model import (
 )
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
+from kai_py.scheduler.subgroups import tree
 from kai_py.scheduler.topology.constraint import resolve as resolve_topology
 from kai_py.state.convert import (
     claim_from_manifest,
@@ -821,6 +824,66 @@ def _stale_since(job: Job) -> float | None:
     return max(pending) if pending else None
 
 
+def subgroups_of(spec: PodGroupSpec) -> SubGroups:
+    """The sub-group tree of a PodGroup (spec.subGroups, spec.minSubGroup); the spec is
+    valid (names unique, parents exist, no cycle). A leaf without minMember needs no pod."""
+    listed = spec.sub_groups or []
+    kids: dict[str | None, list[str]] = {}
+    for group in listed:
+        kids.setdefault(group.parent, []).append(group.name)
+    groups = {
+        g.name: SubGroup(
+            name=g.name,
+            parent=g.parent,
+            min_member=g.min_member or 0,
+            min_sub_group=g.min_sub_group,
+            children=tuple(kids.get(g.name, ())),
+        )
+        for g in listed
+    }
+    return SubGroups(groups, tuple(kids.get(None, ())), spec.min_sub_group)
+
+
+def _stray(job: Job, task: Task, body: Mapping[str, Any], source: str, built: Built) -> None:
+    """A pod of a PodGroup with sub-groups whose label names none of its leaves: a pending
+    one is never placed (KAI keeps it out of every sub-group); a running one keeps what
+    it holds but counts for no sub-group. Said on the pod in every cycle, not dropped."""
+    labels = meta(body).get("labels") or {}
+    value = labels.get(keys.SUBGROUP_LABEL)
+    assert job.subgroups is not None
+    leaves = sorted(n for n, g in job.subgroups.groups.items() if not g.children)
+    if value is None:
+        what = f"metadata.labels[{keys.SUBGROUP_LABEL}] is not set"
+    elif value in job.subgroups.groups:
+        what = (
+            f"metadata.labels[{keys.SUBGROUP_LABEL}]: {value!r} has child sub-groups; "
+            "pods belong to a leaf sub-group"
+        )
+    else:
+        what = (
+            f"metadata.labels[{keys.SUBGROUP_LABEL}]: sub-group {value!r} does not exist "
+            f"in PodGroup {job.key}"
+        )
+    fate = (
+        "it is not scheduled"
+        if task.status is PENDING
+        else "it keeps its node but counts for no sub-group"
+    )
+    built.events.append(
+        Event(
+            "Pod",
+            task.namespace,
+            task.name,
+            "Warning",
+            "SubGroupNotFound",
+            _at(
+                source,
+                f"Pod {task.key}: {what}; {fate} (leaf sub-groups: {', '.join(leaves)})",
+            ),
+        )
+    )
+
+
 def _priority(name: str | None, classes: dict[str, int], errors: list[str], who: str) -> int:
     cls = name or keys.DEFAULT_PRIORITY_CLASS
     if cls not in classes:
@@ -890,6 +953,9 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
         errors=errors,
         topology=_topology_constraint(spec, who, events, ns, name),
     )
+    if spec is not None and spec.sub_groups:
+        job.subgroups = subgroups_of(spec)
+        job.min_member = tree.min_pods(job.subgroups)  # the fewest pods that can start it
     for message in errors:
         events.append(Event("PodGroup", ns, name, "Warning", "InvalidPodGroup", message))
     if spec is not None and spec.scheduling_backoff is not None:
@@ -1008,6 +1074,10 @@ def _add_pod(
         message = _at(doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} {gone}")
         built.events.append(Event("Pod", ns, name, "Warning", "NodeNotFound", message))
         return
+    if job.subgroups is not None and tree.leaf_name(job.subgroups, task) is None:
+        _stray(job, task, body, doc.source, built)
+        if task.status is PENDING:
+            return  # never placed, as KAI: no leaf sub-group would count it
     if task.gates:  # never placed while gated: kept apart, where no action looks
         job.gated.append(task)
         return

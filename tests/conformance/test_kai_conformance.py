@@ -17,8 +17,8 @@ CASES = case_names()
 
 
 def test_all_cases_are_here() -> None:
-    assert len(CASES) == 145
-    assert sum(is_session(n) for n in CASES) == 94
+    assert len(CASES) == 168
+    assert sum(is_session(n) for n in CASES) == 117
     assert (CASES_DIR / "README.md").exists(), "the provenance note must stay beside the cases"
 
 

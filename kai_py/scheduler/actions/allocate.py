@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions.common import demand, needed, place_tasks, topology_problem
-from kai_py.scheduler.model import PENDING, RELEASING, Job
+from kai_py.scheduler.model import PENDING, RELEASING, Job, Task
 from kai_py.scheduler.ordering import JobPicker
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.session import Session
+from kai_py.scheduler.subgroups import tree
 
 
 def gate(session: Session, job: Job) -> Reason | None:
@@ -23,6 +24,9 @@ def gate(session: Session, job: Job) -> Reason | None:
     queue = session.queues.get(job.queue)
     if queue is None or queue.children:
         return _bad_queue(job, queue is None)
+    if job.subgroups is not None:
+        missing = tree.not_ready(job)
+        return None if missing is None else _subgroups_not_ready(job, missing)
     live = len(job.tasks)
     for task in job.tasks:  # pods being deleted do not count
         if task.status is RELEASING:
@@ -56,6 +60,43 @@ def not_ready(job: Job, live: int) -> Reason:
         message,
         {"pods": live, "gated": gated, "succeeded": job.succeeded, "minMember": job.min_member},
     )
+
+
+def _subgroups_not_ready(job: Job, missing: str) -> Reason:
+    """NotReady of a job with sub-groups: KAI's words per leaf short of pods first (tools
+    match on them), then the level of the tree that cannot start."""
+    gated = len(job.gated)
+    message = "Job is not ready for scheduling."
+    for leaf, least, have, leaf_gated in tree.unready_leaves(job):
+        message += (
+            f" Waiting for {least} pods for SubGroup {leaf}, currently {have} exist, "
+            f"{leaf_gated} are gated."
+        )
+    message += f" Job {job.key}: {missing}"
+    if gated:
+        held = "; ".join(f"{t.key} by {', '.join(t.gates)}" for t in job.gated)
+        message += f"; {gated} more are held by scheduling gates: {held}"
+    else:
+        message += "; waiting for the rest of its pods to be created"
+    return Reason(reasons.NOT_READY, message, {"pods": len(job.tasks), "gated": gated})
+
+
+def subgroup_message(job: Job, counts: tree.Counts, failed: Task | None, detail: str) -> str:
+    """Why a job with sub-groups did not fit: the sub-group it failed in, with the pods it
+    needs and those that fit (``counts``: its placed pods per leaf with the attempt's)."""
+    groups = job.subgroups
+    assert groups is not None
+    leaf = tree.leaf_name(groups, failed) if failed is not None else None
+    if leaf is not None and counts.get(leaf, 0) >= groups.groups[leaf].min_member:
+        return (
+            f"Elastic sub-group {leaf} of job {job.key} runs {counts.get(leaf, 0)} pods "
+            f"(minMember {groups.groups[leaf].min_member}); its other pods do not fit: {detail}"
+        )
+    if leaf is not None:
+        what = f"subgroup {leaf} needs {groups.groups[leaf].min_member} pods, {counts.get(leaf, 0)} fit"
+    else:
+        what = tree.shortfall(job, counts)
+    return f"Job {job.key} cannot start as a whole: {what}: {detail}"
 
 
 def _bad_queue(job: Job, missing: bool) -> Reason:
@@ -132,6 +173,8 @@ def allocate(session: Session, placer: Placer) -> None:
     nominated = [j for j in ready if _nominated(j)]
     for job in sorted(nominated, key=session.framework.job_order):
         count = needed(job)
+        if count == 0:
+            continue
         if session.framework.check_capacity(session, job, demand(session, job, count)) is not None:
             continue
         stmt = session.statement()
@@ -144,6 +187,8 @@ def allocate(session: Session, placer: Placer) -> None:
     while (picked := picker.pop()) is not None:
         job = picked
         count = needed(job)
+        if count == 0:  # a job with sub-groups whose pending pods no sub-group takes now
+            continue
         refusal = session.framework.check_capacity(session, job, demand(session, job, count))
         if refusal is not None:
             session.explain(job, refusal)
@@ -151,16 +196,23 @@ def allocate(session: Session, placer: Placer) -> None:
         stmt = session.statement()
         result = place_tasks(session, stmt, placer, job, count)
         if not result.ok:
+            # A job with sub-groups is told what fit of the sub-group it failed in:
+            # counted before the roll-back undoes the attempt.
+            placed = tree.count(job, tree.is_placed) if job.subgroups is not None else None
             stmt.rollback()
             if result.reason is not None:
                 session.explain(job, result.reason)
                 continue
             detail = placer.explain(result.failed_task) if result.failed_task else "not enough pods"
+            if placed is not None:
+                message = subgroup_message(job, placed, result.failed_task, detail)
+            else:
+                message = gang_message(job, result.placed, result.required, detail)
             session.explain(
                 job,
                 Reason(
                     reasons.POD_SCHEDULING_ERRORS,
-                    gang_message(job, result.placed, result.required, detail),
+                    message,
                     {"found": result.placed, "required": result.required},
                 ),
             )

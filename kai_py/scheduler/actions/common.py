@@ -11,12 +11,16 @@ from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Session, Statement
+from kai_py.scheduler.subgroups import tree
 from kai_py.scheduler.topology import domains
 from kai_py.scheduler.topology.constraint import resolve
 
 
 def needed(job: Job) -> int:
-    """How many tasks must be placed together now: the rest of the gang, or one more."""
+    """How many tasks must be placed together now: the rest of the gang, or one more
+    (a job with sub-groups: what its tree needs next, ``tree.next_step``)."""
+    if job.subgroups is not None:
+        return tree.next_step(job)[1]
     placed, gang = job.placed, job.min_alive
     return gang - placed if placed < gang else 1
 
@@ -29,6 +33,8 @@ _ORDER = operator.attrgetter("order")
 
 
 def next_tasks(job: Job, count: int) -> list[Task]:
+    if job.subgroups is not None:  # the tree says which pods, not only how many
+        return tree.next_step(job)[0][:count]
     pending = [t for t in job.tasks if t.status is PENDING]
     pending.sort(key=task_order)
     return pending[:count]
@@ -50,7 +56,7 @@ def _in_order(session: Session, job: Job) -> list[Task]:
 def next_tasks_of(session: Session, job: Job, count: int) -> list[Task]:
     """``next_tasks``, from the session's sorted list: the sort is stable, so the
     pending tasks of the sorted whole are in the order of the sorted pending ones."""
-    if count <= 0:
+    if count <= 0 or job.subgroups is not None:
         return next_tasks(job, count)
     found: list[Task] = []
     for task in _in_order(session, job):
@@ -128,7 +134,9 @@ def place_tasks(
 ) -> PlaceResult:
     """Place ``count`` pending tasks of ``job`` or none (the caller rolls back on failure)."""
     tasks = next_tasks_of(session, job, count)
-    if len(tasks) < count:
+    # Nothing to place (a job with sub-groups whose pending pods no sub-group takes now)
+    # is no success: no victim may be taken for it.
+    if len(tasks) < count or count <= 0:
         return PlaceResult(False, 0, count)
     if job.topology is not None:
         return _place_in_topology(session, stmt, placer, job, tasks, count)

@@ -1,10 +1,12 @@
-"""stale gang eviction: a running gang below minMember for too long loses all its pods."""
+"""stale gang eviction: a running gang below minMember (or below the minimum of one of its
+sub-groups) for too long loses all its pods."""
 
 from __future__ import annotations
 
 from kai_py.scheduler.model import ALLOCATED, PIPELINED, RELEASING, RUNNING, Task
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.session import Session
+from kai_py.scheduler.subgroups import tree
 
 
 def stale_gang_eviction(session: Session, placer: Placer) -> None:
@@ -28,7 +30,12 @@ def stale_gang_eviction(session: Session, placer: Placer) -> None:
         if not running:
             stale_since[job.uid] = None  # a gang with nothing running is not stale
             continue
-        stale = active < job.min_member and not job.succeeded
+        if job.subgroups is not None:  # below the minimum of any level of its tree
+            why = tree.stale(job) if not job.succeeded else None
+            stale = why is not None
+        else:
+            why = None
+            stale = active < job.min_member and not job.succeeded
         if not stale:
             session.decisions.stale_since[job.uid] = None
             continue
@@ -41,13 +48,18 @@ def stale_gang_eviction(session: Session, placer: Placer) -> None:
         for task in running:
             stmt.evict(task, "stalegangeviction", None)
         stmt.commit()
+        below = (
+            f"run {len(running)} of its minMember {job.min_member} pods"
+            if why is None
+            else f"been below a sub-group's minimum ({why})"
+        )
         session.event(
             "PodGroup",
             job.namespace,
             job.name,
             "Warning",
             "StaleJob",
-            f"Job {job.key} has run {len(running)} of its minMember {job.min_member} pods for "
+            f"Job {job.key} has {below} for "
             f"{session.now - since:g}s, longer than its stalenessGracePeriod of {grace:g}s; "
             f"all its pods are evicted so that the gang can start again as a whole",
         )

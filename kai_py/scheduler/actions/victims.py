@@ -39,6 +39,7 @@ from kai_py.scheduler.ordering import JobPicker, PendingLine
 from kai_py.scheduler.placement import Placement, Placer, fit_key
 from kai_py.scheduler.resources import EPS, Res
 from kai_py.scheduler.session import Op, Session, Statement
+from kai_py.scheduler.subgroups import tree
 from kai_py.scheduler.topology import domains
 
 Validator = Callable[[Sequence[Unit]], bool]
@@ -97,7 +98,8 @@ def any_held(session: Session) -> bool:
 
 
 def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], Unit | None]:
-    """A job's surplus pods (one unit each) and its gang unit (all its placed pods).
+    """A job's surplus pods (one unit each; for a job with sub-groups, the steps that keep
+    every sub-group at its minimum) and its gang unit (all its placed pods).
 
     The gang unit holds every placed pod, so taking it never leaves part of a
     gang behind; a protected pod (too young) keeps the whole gang safe.
@@ -112,10 +114,22 @@ def job_units(job: Job, eligible: Callable[[Task], bool]) -> tuple[list[Unit], U
     if not running:
         return [], None
     surplus: list[Unit] = []
-    for task in running[: max(0, len(running) - job.min_member)]:
-        if not eligible(task):
-            break
-        surplus.append(Unit(job, [task]))
+    if job.subgroups is not None:
+        # Only what leaves every sub-group at its minimum: one elastic extra at a time,
+        # or a whole sub-group its parent can do without; the rest goes as one gang.
+        # Each step is decided with the earlier ones gone, so a unit holds them too: a
+        # search that puts an earlier unit back must not keep a later one alone.
+        taken: list[Task] = []
+        for step in tree.eviction_steps(job, running):
+            if not all(eligible(t) for t in step):
+                break
+            taken = taken + step
+            surplus.append(Unit(job, taken))
+    else:
+        for task in running[: max(0, len(running) - job.min_member)]:
+            if not eligible(task):
+                break
+            surplus.append(Unit(job, [task]))
     gang = Unit(job, running) if all(eligible(t) for t in running) else None
     return surplus, gang
 
