@@ -261,7 +261,7 @@ POD_WAITS_REASON: Final = "PodGroupNotCreated"
 #: The reason of the one Warning per owner kind the pod-grouper cannot read.
 OWNER_UNREADABLE_REASON: Final = "PodGrouperOwnerUnreadable"
 #: The pod label naming its subgroup (KAI's key; the scheduler reads it).
-SUBGROUP_LABEL: Final = "kai.scheduler/subgroup-name"
+SUBGROUP_LABEL: Final = keys.SUBGROUP_LABEL
 
 
 class PodGrouperService:

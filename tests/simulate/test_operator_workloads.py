@@ -69,8 +69,8 @@ spec:
   workerGroupSpecs:
   - {{groupName: gpu, replicas: 5, minReplicas: 1, maxReplicas: 3,
       template: {{spec: {{schedulerName: kai-scheduler, containers: [{GPU_CONTAINER}]}}}}}}
-  - {{groupName: tpu, minReplicas: 2, numOfHosts: 2,
-      template: {{spec: {{containers: [{{name: m, image: x}}]}}}}}}
+  - {{groupName: tpu, replicas: 2, minReplicas: 2, numOfHosts: 2,
+      template: {{spec: {{schedulerName: kai-scheduler, containers: [{{name: m, image: x}}]}}}}}}
   - {{groupName: off, replicas: 4, suspended: true, template: {{spec: {{containers: []}}}}}}
 """
 
