@@ -18,6 +18,7 @@ import yaml
 from kai_py.api import keys
 from kai_py.api.bindrequest import BindRequest
 from kai_py.api.common import NO_SERVER_DEFAULT, KubeObject
+from kai_py.api.kaiconfig import KaiConfig, SchedulingShard
 from kai_py.api.podgroup import PodGroup
 from kai_py.api.queue import Queue
 
@@ -103,6 +104,24 @@ CRDS: Final[tuple[CrdInfo, ...]] = (
             _column("Phase", ".status.phase", "string"),
             _column("Type", ".spec.receivedResourceType", "string", priority=1),
             _column("Attempts", ".status.failedAttempts", "integer", priority=1),
+            _AGE,
+        ),
+    ),
+    CrdInfo(
+        model=KaiConfig,
+        plural="configs",
+        singular="config",
+        filename="configs.yaml",
+        printer_columns=(_column("Namespace", ".spec.namespace", "string"), _AGE),
+    ),
+    CrdInfo(
+        model=SchedulingShard,
+        plural="schedulingshards",
+        singular="schedulingshard",
+        filename="schedulingshards.yaml",
+        printer_columns=(
+            _column("Partition", ".spec.partitionLabelValue", "string"),
+            _column("GPU-Placement", ".spec.placementStrategy.gpu", "string"),
             _AGE,
         ),
     ),
@@ -263,13 +282,13 @@ def crd_document(info: CrdInfo) -> dict[str, Any]:
     if info.short_names:
         names["shortNames"] = list(info.short_names)
     names["categories"] = [keys.CRD_CATEGORY]
-    version = model.API_VERSION.split("/", 1)[1]
+    group, version = model.API_VERSION.split("/", 1)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{info.plural}.{keys.GROUP}"},
+        "metadata": {"name": f"{info.plural}.{group}"},
         "spec": {
-            "group": keys.GROUP,
+            "group": group,
             "names": names,
             "scope": "Namespaced" if model.NAMESPACED else "Cluster",
             "versions": [
@@ -287,7 +306,7 @@ def crd_document(info: CrdInfo) -> dict[str, Any]:
 
 
 def crd_documents() -> list[dict[str, Any]]:
-    """The CRDs of Queue, PodGroup and BindRequest, in that order."""
+    """The CRDs of Queue, PodGroup, BindRequest, Config and SchedulingShard, in that order."""
     return [crd_document(info) for info in CRDS]
 
 

@@ -12,6 +12,13 @@ GROUP: Final = "scheduling.run.ai"
 QUEUE_VERSION: Final = "v2"
 PODGROUP_VERSION: Final = "v2alpha2"
 BINDREQUEST_VERSION: Final = "v1alpha2"
+# KAI's configuration objects (Config, SchedulingShard): their own group, as in KAI.
+KAI_CONFIG_GROUP: Final = "kai.scheduler"
+KAI_CONFIG_VERSION: Final = "v1"
+#: The one Config KAI's operator reads (a singleton by name).
+KAI_CONFIG_NAME: Final = "kai-config"
+#: The shard a scheduler started without --shard serves (nodes without the pool label).
+DEFAULT_SHARD: Final = "default"
 
 DEFAULT_SCHEDULER_NAME: Final = "kai-scheduler"
 

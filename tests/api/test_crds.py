@@ -49,13 +49,19 @@ def test_checked_in_crds_match_the_models(filename: str) -> None:
 
 def test_write_crds_writes_one_file_per_crd(tmp_path: Path) -> None:
     paths = write_crds(tmp_path / "out")
-    assert [p.name for p in paths] == ["queues.yaml", "podgroups.yaml", "bindrequests.yaml"]
+    assert [p.name for p in paths] == [
+        "queues.yaml",
+        "podgroups.yaml",
+        "bindrequests.yaml",
+        "configs.yaml",
+        "schedulingshards.yaml",
+    ]
     for path in paths:
         assert path.read_text(encoding="utf-8") == render_crds()[path.name]
 
 
 def test_crd_identity() -> None:
-    queue, podgroup, bindrequest = crd_documents()
+    queue, podgroup, bindrequest, config, shard = crd_documents()
     assert queue["metadata"]["name"] == "queues.scheduling.run.ai"
     assert queue["spec"]["scope"] == "Cluster"
     assert queue["spec"]["versions"][0]["name"] == "v2"
@@ -73,6 +79,13 @@ def test_crd_identity() -> None:
         version = doc["spec"]["versions"][0]
         assert version["served"] and version["storage"]
         assert version["subresources"] == {"status": {}}
+    # KAI's configuration objects keep KAI's group, version and scope.
+    assert config["metadata"]["name"] == "configs.kai.scheduler"
+    assert shard["metadata"]["name"] == "schedulingshards.kai.scheduler"
+    for doc in (config, shard):
+        assert doc["spec"]["group"] == "kai.scheduler"
+        assert doc["spec"]["scope"] == "Cluster"
+        assert doc["spec"]["versions"][0]["name"] == "v1"
 
 
 @pytest.mark.parametrize("filename", [info.filename for info in CRDS])
