@@ -46,6 +46,12 @@ class OperatorSettings:
     leader_elect: bool = False
     lease_name: str = "kai-py-operator"
     lease_namespace: str = "kai-scheduler"
+    # The scheduling shard this process serves (KAI's SchedulingShard of that name) and
+    # its pool: "" = the nodes and pods without the pool label. The label key is the
+    # Config's spec.global.nodePoolLabelKey once read (kai_py.controllers.kaiconfig).
+    shard: str = keys.DEFAULT_SHARD
+    node_pool: str = ""
+    node_pool_label: str = keys.NODE_POOL_LABEL
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:

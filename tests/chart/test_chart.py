@@ -39,6 +39,9 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("scheduling.run.ai", "podgroups", "list,watch,patch"),  # stale-since annotation
         ("scheduling.run.ai", "queues/status,podgroups/status", "patch"),
         ("scheduling.run.ai", "bindrequests", "list,watch,create,delete"),
+        # kai_py/controllers/kaiconfig.py: KAI's Config and SchedulingShard, and their status
+        ("kai.scheduler", "configs,schedulingshards", "list,watch"),
+        ("kai.scheduler", "configs/status,schedulingshards/status", "patch"),
     },
     # kai_py/controllers/binder.py and kai_py/binder/binding.py
     "binder": {
@@ -60,6 +63,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("", "events", "create"),
         ("scheduling.run.ai", "podgroups", "get,list,watch,create"),  # get: a 409 on create is read back
         ("apps,batch,kubeflow.org", "*", "get"),  # owners of pods
+        # kai_py/controllers/poolwarnings.py: the pools the shards serve, the label key
+        ("kai.scheduler", "configs,schedulingshards", "list,watch"),
     },
     # kai_py/controllers/webhooks/validation.py: a Queue's parent and the tree above it
     "webhooks": {("scheduling.run.ai", "queues", "get,list")},
