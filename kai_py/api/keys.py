@@ -17,8 +17,6 @@ KAI_CONFIG_GROUP: Final = "kai.scheduler"
 KAI_CONFIG_VERSION: Final = "v1"
 #: The one Config KAI's operator reads (a singleton by name).
 KAI_CONFIG_NAME: Final = "kai-config"
-#: The shard a scheduler started without --shard serves (nodes without the pool label).
-DEFAULT_SHARD: Final = "default"
 
 DEFAULT_SCHEDULER_NAME: Final = "kai-scheduler"
 

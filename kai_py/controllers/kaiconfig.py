@@ -29,7 +29,7 @@ from kai_py.api.kaiconfig import KaiConfig, SchedulingShard
 from kai_py.apiclient.kube import Kube, KubeError, path_of
 from kai_py.conf.kaiconfig import NotApplied, global_settings, shard_settings
 from kai_py.controllers import watches
-from kai_py.controllers.settings import OperatorSettings, current
+from kai_py.controllers.settings import DEFAULT_SHARD, OperatorSettings, current
 from kai_py.scheduler.model import Config
 
 log = logging.getLogger(__name__)
@@ -192,7 +192,7 @@ def config_event(type: str | None, body: Json, memo: Any = None) -> None:
             settings.node_pool_label = keys.NODE_POOL_LABEL
             _live.version += 1
         return
-    if settings.shard != keys.DEFAULT_SHARD and name != keys.KAI_CONFIG_NAME:
+    if settings.shard != DEFAULT_SHARD and name != keys.KAI_CONFIG_NAME:
         return
     if name != keys.KAI_CONFIG_NAME:
         # KAI's operator reads one Config, by name; say so on any other.
@@ -203,14 +203,14 @@ def config_event(type: str | None, body: Json, memo: Any = None) -> None:
         config = KaiConfig.from_manifest(body)
     except ManifestError as exc:
         log.warning("%s; the node-pool label stays %s", exc, settings.node_pool_label)
-        if settings.shard == keys.DEFAULT_SHARD:
+        if settings.shard == DEFAULT_SHARD:
             _queue_status("configs", body, conditions(body, [], invalid=str(exc)))
         return
     applied = global_settings(config.spec, settings.scheduler_name, settings.lease_namespace)
     if applied.node_pool_label != settings.node_pool_label:
         settings.node_pool_label = applied.node_pool_label
         _live.version += 1
-    if settings.shard == keys.DEFAULT_SHARD:
+    if settings.shard == DEFAULT_SHARD:
         _queue_status("configs", body, conditions(body, applied.not_applied))
 
 

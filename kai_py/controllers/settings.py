@@ -18,6 +18,8 @@ from kai_py.state.documents import InputError
 CONTROLLER_NAMES: Final = ("scheduler", "binder", "podgrouper")
 #: Parts that run only when named: the admission webhooks need a TLS certificate.
 OPTIONAL_CONTROLLERS: Final = ("webhooks",)
+#: The shard of a scheduler started without --shard or --node-pool (unlabelled nodes).
+DEFAULT_SHARD: Final = "default"
 
 
 def _controllers(text: str) -> tuple[str, ...]:
@@ -46,10 +48,11 @@ class OperatorSettings:
     leader_elect: bool = False
     lease_name: str = "kai-py-operator"
     lease_namespace: str = "kai-scheduler"
-    # The scheduling shard this process serves (KAI's SchedulingShard of that name) and
-    # its pool: "" = the nodes and pods without the pool label. The label key is the
-    # Config's spec.global.nodePoolLabelKey once read (kai_py.controllers.kaiconfig).
-    shard: str = keys.DEFAULT_SHARD
+    # The scheduling shard this process's scheduler is, and the node pool it serves:
+    # nodes, pods, PodGroups and BindRequests whose node_pool_label is node_pool ("" =
+    # those without the label, KAI's default shard). The binder and the pod-grouper
+    # serve every pool.
+    shard: str = DEFAULT_SHARD
     node_pool: str = ""
     node_pool_label: str = keys.NODE_POOL_LABEL
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any
@@ -61,7 +62,11 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         KOPF_CRDS,
         ("", "pods", "get,list,watch,patch"),  # the pod-group-name annotation
         ("", "events", "create"),
-        ("scheduling.run.ai", "podgroups", "get,list,watch,create"),  # get: a 409 on create is read back
+        (
+            "scheduling.run.ai",
+            "podgroups",
+            "get,list,watch,create",
+        ),  # get: a 409 on create is read back
         ("apps,batch,kubeflow.org", "*", "get"),  # owners of pods
         # kai_py/controllers/poolwarnings.py: the pools the shards serve, the label key
         ("kai.scheduler", "configs,schedulingshards", "list,watch"),
@@ -322,3 +327,66 @@ def test_every_webhook_path_is_served_and_hami_goes_first(default: list[Json]) -
     [config] = mutating.values()
     order = [h["clientConfig"]["service"]["path"] for h in config["webhooks"]]
     assert order == ["/hami-resources", "/pods-deviceaccess"]
+
+
+def test_shards_make_schedulingshards_and_scheduler_deployments() -> None:
+    values: Json = {
+        "nodePoolLabelKey": "example.com/pool",
+        "shards": [
+            {"name": "default", "settings": {"placementStrategy": {"gpu": "spread"}}},
+            {"name": "pool-a", "partitionLabelValue": "pool-a", "settings": {"kValue": 2}},
+        ],
+        "kaiConfig": {"spec": {"admission": {"gpuSharing": True}}},
+    }
+    objects = render(values)
+    shards = by_kind(objects, "SchedulingShard")
+    assert {name: s["spec"] for name, s in shards.items()} == {
+        "default": {"partitionLabelValue": "", "placementStrategy": {"gpu": "spread"}},
+        "pool-a": {"partitionLabelValue": "pool-a", "kValue": 2},
+    }
+    config = by_kind(objects, "Config")["kai-config"]
+    assert config["apiVersion"] == "kai.scheduler/v1"
+    assert config["spec"] == {
+        "namespace": NAMESPACE,
+        "global": {"nodePoolLabelKey": "example.com/pool", "schedulerName": "kai-scheduler"},
+        "admission": {"gpuSharing": True},
+    }
+    deployments = by_kind(objects, "Deployment")
+    args = {
+        n: d["spec"]["template"]["spec"]["containers"][0]["args"] for n, d in deployments.items()
+    }
+    assert args["kai-py-scheduler"][1:4] == [
+        "--controllers=scheduler",
+        "--shard=default",
+        "--node-pool=",
+    ]
+    assert args["kai-py-scheduler-pool-a"][1:4] == [
+        "--controllers=scheduler",
+        "--shard=pool-a",
+        "--node-pool=pool-a",
+    ]
+    assert not any(a.startswith("--shard") for a in args["kai-py-binder"])
+    # Each shard's Deployment selects its own pods only; same ServiceAccount and rules.
+    selectors = [str(d["spec"]["selector"]) for d in deployments.values()]
+    assert len(selectors) == len(set(selectors))
+    pool_a = deployments["kai-py-scheduler-pool-a"]["spec"]["template"]["spec"]
+    assert pool_a["serviceAccountName"] == "kai-py-scheduler"
+    # The default values: one shard, the default one, for the nodes without the label.
+    assert set(by_kind(render(), "SchedulingShard")) == {"default"}
+
+
+@pytest.mark.parametrize(
+    ("shards", "message"),
+    [
+        ([{"name": "pool-a"}], "shards: needs the shard named default"),
+        ([{"name": "default"}, {"name": "default"}], 'shards[1].name: "default" is given twice'),
+        (
+            [{"name": "default"}, {"name": "a"}],
+            'shards[1].partitionLabelValue: "" is served by shard "default" already',
+        ),
+        ([{"name": "Pool_A"}], 'shards[0].name: "Pool_A" is not a lower-case DNS label'),
+    ],
+)
+def test_bad_shards_are_refused_naming_the_value(shards: list[Json], message: str) -> None:
+    with pytest.raises(Exception, match=re.escape(message)):
+        render({"shards": shards})
