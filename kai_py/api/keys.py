@@ -17,6 +17,8 @@ KAI_CONFIG_GROUP: Final = "kai.scheduler"
 KAI_CONFIG_VERSION: Final = "v1"
 #: The one Config KAI's operator reads (a singleton by name).
 KAI_CONFIG_NAME: Final = "kai-config"
+#: Where KAI installs its parts (and the Config says so); kai-py's chart: the release's.
+DEFAULT_KAI_NAMESPACE: Final = "kai-scheduler"
 
 DEFAULT_SCHEDULER_NAME: Final = "kai-scheduler"
 

@@ -60,6 +60,23 @@ def _place(core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, name: str, op: Ope
     return wait_for(node, timeout=30, what=f"{name} Running\n{op.log}")
 
 
+def _put(custom: k8s.CustomObjectsApi, plural: str, body: dict[str, Any]) -> None:
+    """Create the object, or give the one there (the install's default shard and
+    Config, on a cluster made as kai-py dev makes one) this spec."""
+    try:
+        custom.create_cluster_custom_object(GROUP, VERSION, plural, body)
+    except k8s.ApiException as exc:
+        if exc.status != 409:
+            raise
+        name = body["metadata"]["name"]
+        old = custom.get_cluster_custom_object(GROUP, VERSION, plural, name)
+        body = {
+            **body,
+            "metadata": {**body["metadata"], "resourceVersion": old["metadata"]["resourceVersion"]},
+        }
+        custom.replace_cluster_custom_object(GROUP, VERSION, plural, name, body)
+
+
 def _placement(custom: k8s.CustomObjectsApi, strategy: str) -> None:
     custom.patch_cluster_custom_object(
         GROUP,
@@ -80,7 +97,7 @@ def test_the_shards_placement_strategy_applies_without_a_restart(
         "metadata": {"name": "default"},
         "spec": {"placementStrategy": {"gpu": "binpack", "cpu": "binpack"}},
     }
-    custom.create_cluster_custom_object(GROUP, VERSION, "schedulingshards", body)
+    _put(custom, "schedulingshards", body)
     _applied(custom, operator)
     # Binpack: the second pod joins the first on its node.
     first = _place(core, custom, "a", operator)
@@ -112,7 +129,7 @@ def test_an_unknown_plugin_is_named_in_a_not_applied_condition(
             "queueDepthPerAction": {"allocate": 10},
         },
     }
-    custom.create_cluster_custom_object(GROUP, VERSION, "schedulingshards", body)
+    _put(custom, "schedulingshards", body)
     _applied(custom, operator)
     got = _condition(_shard(custom), "NotApplied")
     assert got is not None and got["status"] == "True", got
@@ -131,7 +148,7 @@ def test_an_unknown_plugin_is_named_in_a_not_applied_condition(
             "admission": {"blockNvidiaVisibleDevices": True},
         },
     }
-    custom.create_cluster_custom_object(GROUP, VERSION, "configs", config)
+    _put(custom, "configs", config)
 
     def config_not_applied() -> dict[str, Any] | None:
         got = custom.get_cluster_custom_object(GROUP, VERSION, "configs", "kai-config")
@@ -153,7 +170,7 @@ def test_a_pod_naming_a_pool_no_shard_serves_gets_one_warning(
         "metadata": {"name": "pool-a"},
         "spec": {"partitionLabelValue": "pool-a"},
     }
-    custom.create_cluster_custom_object(GROUP, VERSION, "schedulingshards", shard)
+    _put(custom, "schedulingshards", shard)
     for name, pool in (("served", "pool-a"), ("lost", "pool-b")):
         create_podgroup(custom, podgroup(name, NS, "team-a"))
         body = pod(name, NS, name, gpus=1)
