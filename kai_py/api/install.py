@@ -97,13 +97,19 @@ def kai_config(namespace: str = keys.DEFAULT_KAI_NAMESPACE) -> list[Json]:
                     "schedulerName": keys.DEFAULT_SCHEDULER_NAME,
                 },
                 "namespace": namespace,
+                # Read by KAI's clients; false switches scheduling off.
+                "scheduler": {"service": {"enabled": True}},
             },
         },
         {
             "apiVersion": version,
             "kind": "SchedulingShard",
             "metadata": {"name": "default"},
-            "spec": {"partitionLabelValue": ""},
+            # KAI's clients read the placement strategy the shard always has in KAI.
+            "spec": {
+                "partitionLabelValue": "",
+                "placementStrategy": {"gpu": "binpack", "cpu": "binpack"},
+            },
         },
     ]
 

@@ -74,6 +74,9 @@ class ShardSettings:
 @dataclass(slots=True)
 class GlobalSettings:
     node_pool_label: str = keys.NODE_POOL_LABEL
+    #: spec.scheduler.service.enabled: false switches KAI's schedulers off; kai-py's
+    #: schedulers then run no cycle (nothing is bound or evicted) until it is true again.
+    scheduling: bool = True
     not_applied: list[NotApplied] = field(default_factory=list)
 
 
@@ -334,6 +337,8 @@ def global_settings(spec: ConfigSpec, scheduler_name: str, namespace: str) -> Gl
         "numa_placement_exporter",
     ):
         value = getattr(spec, section)
+        if section == "scheduler" and value:
+            value = _scheduler_section(value, out)
         if value:
             name = ConfigSpec.model_fields[section].alias or section
             skip(
@@ -344,3 +349,19 @@ def global_settings(spec: ConfigSpec, scheduler_name: str, namespace: str) -> Gl
                 )
             )
     return out
+
+
+def _scheduler_section(section: dict[str, Any], out: GlobalSettings) -> dict[str, Any]:
+    """Applies ``service.enabled``; returns the rest of the section (not applied)."""
+    rest = dict(section)
+    service = rest.get("service")
+    if isinstance(service, dict) and "enabled" in service:
+        enabled = service["enabled"]
+        if isinstance(enabled, bool):
+            out.scheduling = enabled
+            service = {k: v for k, v in service.items() if k != "enabled"}
+            if service:
+                rest["service"] = service
+            else:
+                del rest["service"]
+    return rest

@@ -53,6 +53,8 @@ class Live:
     version: int = 0
     #: The shard's configuration; None until the shard is read (the command line's).
     config: Config | None = None
+    #: False while the Config switches the scheduler off (spec.scheduler.service.enabled).
+    scheduling: bool = True
     #: Every shard by name -> the pool it serves (its partitionLabelValue).
     served: dict[str, str] = field(default_factory=dict)
     #: Status patches to send, by status path.
@@ -190,6 +192,7 @@ def config_event(type: str | None, body: Json, memo: Any = None) -> None:
     if type == "DELETED":
         if name == keys.KAI_CONFIG_NAME:
             settings.node_pool_label = keys.NODE_POOL_LABEL
+            _live.scheduling = True
             _live.version += 1
         return
     if settings.shard != DEFAULT_SHARD and name != keys.KAI_CONFIG_NAME:
@@ -210,6 +213,10 @@ def config_event(type: str | None, body: Json, memo: Any = None) -> None:
     if applied.node_pool_label != settings.node_pool_label:
         settings.node_pool_label = applied.node_pool_label
         _live.version += 1
+    if applied.scheduling != _live.scheduling:
+        _live.scheduling = applied.scheduling
+        _live.version += 1
+        log.info("the Config switches scheduling %s", "on" if applied.scheduling else "off")
     if settings.shard == DEFAULT_SHARD:
         _queue_status("configs", body, conditions(body, applied.not_applied))
 

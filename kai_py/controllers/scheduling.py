@@ -373,6 +373,8 @@ async def _one_cycle(s: LoopState) -> Outcome:
     if live.version != s.kai_config_version:
         s.kai_config_version = live.version
         s.idle.generation = None  # new settings: decide again over the same cluster
+    if not live.scheduling:
+        return Outcome()  # KAI's Config switched the scheduler off
     if not s.idle.due(s.cache.generation, now):
         return Outcome()  # nothing changed since a cycle that decided nothing
     view = s.cache.view(now)

@@ -343,8 +343,16 @@ def test_shards_make_schedulingshards_and_scheduler_deployments() -> None:
     objects = render(values)
     shards = by_kind(objects, "SchedulingShard")
     assert {name: s["spec"] for name, s in shards.items()} == {
-        "default": {"partitionLabelValue": "", "placementStrategy": {"gpu": "spread"}},
-        "pool-a": {"partitionLabelValue": "pool-a", "kValue": 2},
+        # The chart's placement fills in what a shard's settings leave out.
+        "default": {
+            "partitionLabelValue": "",
+            "placementStrategy": {"gpu": "spread", "cpu": "binpack"},
+        },
+        "pool-a": {
+            "partitionLabelValue": "pool-a",
+            "kValue": 2,
+            "placementStrategy": {"gpu": "binpack", "cpu": "binpack"},
+        },
     }
     config = by_kind(objects, "Config")["kai-config"]
     assert config["apiVersion"] == "kai.scheduler/v1"
@@ -352,6 +360,7 @@ def test_shards_make_schedulingshards_and_scheduler_deployments() -> None:
         "namespace": NAMESPACE,
         "global": {"nodePoolLabelKey": "example.com/pool", "schedulerName": "kai-scheduler"},
         "admission": {"gpuSharing": True},
+        "scheduler": {"service": {"enabled": True}},
     }
     deployments = by_kind(objects, "Deployment")
     args = {

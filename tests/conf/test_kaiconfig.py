@@ -124,3 +124,27 @@ def test_the_config_gives_the_node_pool_label_and_names_kais_deployment_settings
         "spec.scheduler={\"replicas\": 2}: configures KAI's own Deployment; kai-py's are set "
         "in its chart",
     ]
+
+
+def test_the_configs_scheduler_service_switch_is_applied() -> None:
+    def scheduling(section: dict[str, Any]) -> tuple[bool, list[str]]:
+        config = KaiConfig.from_manifest(
+            {
+                "apiVersion": "kai.scheduler/v1",
+                "kind": "Config",
+                "metadata": {"name": "kai-config"},
+                "spec": {"scheduler": section},
+            }
+        )
+        got = global_settings(config.spec, "kai-scheduler", "kai-scheduler")
+        return got.scheduling, [n.text() for n in got.not_applied]
+
+    assert scheduling({"service": {"enabled": False}}) == (False, [])
+    assert scheduling({"service": {"enabled": True}}) == (True, [])
+    assert scheduling({"service": {"enabled": True, "port": 80}, "replicas": 2}) == (
+        True,
+        [
+            'spec.scheduler={"replicas": 2, "service": {"port": 80}}: configures KAI\'s own '
+            "Deployment; kai-py's are set in its chart"
+        ],
+    )
