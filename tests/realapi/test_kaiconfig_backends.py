@@ -186,3 +186,36 @@ def test_a_pod_naming_a_pool_no_shard_serves_gets_one_warning(
     time.sleep(3)  # several cycles and grouper passes later: still one, none on "served"
     assert [(e.count or 1) for e in warnings("lost")] == [1]
     assert warnings("served") == []
+
+
+def test_the_config_switches_scheduling_off_and_on(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    create_queues(custom, queue("root"), queue("team-a", parent="root"))
+
+    def switch(enabled: bool) -> None:
+        config = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Config",
+            "metadata": {"name": "kai-config"},
+            "spec": {"scheduler": {"service": {"enabled": enabled}}},
+        }
+        _put(custom, "configs", config)
+
+        def read() -> dict[str, Any] | None:
+            got = custom.get_cluster_custom_object(GROUP, VERSION, "configs", "kai-config")
+            return _condition(got, "Deployed")
+
+        wait_for(read, timeout=30, what=f"the Config read\n{operator.log}")
+
+    switch(False)
+    create_podgroup(custom, podgroup("off", NS, "team-a"))
+    create_pod(core, pod("off", NS, "off", gpus=1))
+    time.sleep(3)  # many cycles of 0.2 s: none binds while scheduling is off
+    assert not core.read_namespaced_pod("off", NS).spec.node_name
+    switch(True)
+    wait_for(
+        lambda: core.read_namespaced_pod("off", NS).spec.node_name,
+        timeout=30,
+        what=f"the pod bound once scheduling is on\n{operator.log}",
+    )
