@@ -40,6 +40,8 @@ _label_key: list[str] = [keys.NODE_POOL_LABEL]
 #: uids of the objects warned about (forgotten when they are deleted).
 _warned: set[str] = set()
 _kube: list[Kube] = []
+#: Checks under way: the loop keeps only a weak reference to a task.
+_checks: set[asyncio.Task[None]] = set()
 
 
 def unserved_pool(obj: Mapping[str, Any], label_key: str, served: set[str]) -> str | None:
@@ -85,7 +87,13 @@ def _seen(kind: str, type: str | None, body: Json) -> None:
     if unserved_pool(body, _label_key[0], {"", *_served.values()}) is None:
         return
     loop = asyncio.get_running_loop()
-    loop.call_later(SETTLE_SECONDS, lambda: loop.create_task(_check(kind, body)))
+
+    def start() -> None:
+        task = loop.create_task(_check(kind, body))
+        _checks.add(task)
+        task.add_done_callback(_checks.discard)
+
+    loop.call_later(SETTLE_SECONDS, start)
 
 
 async def _check(kind: str, body: Json) -> None:
