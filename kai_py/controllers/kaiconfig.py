@@ -43,6 +43,8 @@ READY_CONDITIONS: Final = (
     ("DependenciesFulfilled", "dependencies_fulfilled"),
 )
 NOT_APPLIED: Final = "NotApplied"
+#: True while another SchedulingShard has the same partitionLabelValue.
+POOL_SHARED: Final = "PoolShared"
 
 
 @dataclass(slots=True)
@@ -59,6 +61,8 @@ class Live:
     served: dict[str, str] = field(default_factory=dict)
     #: Status patches to send, by status path.
     pending: dict[str, Json] = field(default_factory=dict)
+    #: This scheduler's own shard as last read (checked again when another shard changes).
+    own: Json | None = None
 
 
 _live = Live()
@@ -85,7 +89,12 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def conditions(body: Json, not_applied: list[NotApplied], invalid: str | None = None) -> list[Json]:
+def conditions(
+    body: Json,
+    not_applied: list[NotApplied],
+    invalid: str | None = None,
+    shared_with: list[str] | None = None,
+) -> list[Json]:
     """The object's conditions for its generation; a condition whose status did not
     change keeps its lastTransitionTime."""
     meta = body.get("metadata") or {}
@@ -104,6 +113,17 @@ def conditions(body: Json, not_applied: list[NotApplied], invalid: str | None = 
         wanted.append((NOT_APPLIED, "True", "FieldsNotApplied", text))
     else:
         wanted.append((NOT_APPLIED, "False", "AllApplied", "kai-py applies every field given"))
+    if shared_with is not None:
+        pool = (body.get("spec") or {}).get("partitionLabelValue") or '""'
+        if shared_with:
+            text = (
+                f"spec.partitionLabelValue={pool}: SchedulingShard {', '.join(shared_with)} "
+                "serves this pool too; their schedulers would place pods on the same nodes: "
+                "give each shard its own pool"
+            )
+            wanted.append((POOL_SHARED, "True", "SamePartitionLabelValue", text))
+        else:
+            wanted.append((POOL_SHARED, "False", "OwnPool", "no other shard serves this pool"))
     out = []
     for kind, status, reason, message in wanted:
         before = previous.get(kind) or {}
@@ -154,12 +174,29 @@ def shard_event(type: str | None, body: Json, memo: Any = None) -> None:
         _live.served.pop(name, None)
         if name == settings.shard:
             _live.config = None
+            _live.own = None
             _live.version += 1
             log.info("SchedulingShard %s deleted: back to the command line's settings", name)
+        elif _live.own is not None:
+            _own_shard(_live.own, settings)  # its pool may be its own again
         return
     _live.served[name] = str((body.get("spec") or {}).get("partitionLabelValue") or "")
-    if name != settings.shard:
-        return  # another shard's scheduler reads and reports it
+    if name == settings.shard:
+        _own_shard(body, settings)
+    elif _live.own is not None:
+        _own_shard(_live.own, settings)  # another shard may now serve the same pool
+
+
+def _shared_with(name: str, body: Json) -> list[str]:
+    pool = str((body.get("spec") or {}).get("partitionLabelValue") or "")
+    return sorted(other for other, value in _live.served.items() if other != name and value == pool)
+
+
+def _own_shard(body: Json, settings: OperatorSettings) -> None:
+    _live.own = body
+    meta = body.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    shared = _shared_with(name, body)
     base = replace(settings.scheduler, placement=settings.placement)
     try:
         shard = SchedulingShard.from_manifest(body)
@@ -168,7 +205,7 @@ def shard_event(type: str | None, body: Json, memo: Any = None) -> None:
         log.warning("%s; scheduling with the command line's settings", exc)
         _live.config = base
         _live.version += 1
-        _queue_status("schedulingshards", body, conditions(body, [], invalid=str(exc)))
+        _queue_status("schedulingshards", body, conditions(body, [], str(exc), shared))
         return
     applied = shard_settings(shard.spec, base, settings.node_pool)
     if applied.config != _live.config:
@@ -183,7 +220,7 @@ def shard_event(type: str | None, body: Json, memo: Any = None) -> None:
         )
     for item in applied.not_applied:
         log.debug("SchedulingShard %s: %s", name, item.text())
-    _queue_status("schedulingshards", body, conditions(body, applied.not_applied))
+    _queue_status("schedulingshards", body, conditions(body, applied.not_applied, None, shared))
 
 
 def config_event(type: str | None, body: Json, memo: Any = None) -> None:

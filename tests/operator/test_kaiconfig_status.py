@@ -42,3 +42,14 @@ def test_an_invalid_object_is_not_available() -> None:
     assert got["Deployed"]["status"] == got["Available"]["status"] == "False"
     assert got["NotApplied"]["reason"] == "Invalid"
     assert "spec.kValue" in str(got["NotApplied"]["message"])
+
+
+def test_a_pool_shared_with_another_shard_is_named() -> None:
+    body = {"metadata": {"generation": 1}, "spec": {"partitionLabelValue": "a100"}}
+    got = _by_type(conditions(body, [], None, ["other"]))
+    assert got["PoolShared"]["status"] == "True"
+    assert str(got["PoolShared"]["message"]).startswith(
+        "spec.partitionLabelValue=a100: SchedulingShard other serves this pool too"
+    )
+    assert _by_type(conditions(body, [], None, []))["PoolShared"]["status"] == "False"
+    assert "PoolShared" not in _by_type(conditions(body, []))  # the Config has no pool

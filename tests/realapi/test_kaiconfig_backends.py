@@ -219,3 +219,26 @@ def test_the_config_switches_scheduling_off_and_on(
         timeout=30,
         what=f"the pod bound once scheduling is on\n{operator.log}",
     )
+
+
+def test_two_shards_on_one_pool_are_said_so_on_the_schedulers_shard(
+    backend: Backend, operator: Operator, custom: k8s.CustomObjectsApi
+) -> None:
+    default = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "SchedulingShard",
+        "metadata": {"name": "default"},
+        "spec": {"partitionLabelValue": ""},
+    }
+    _put(custom, "schedulingshards", default)
+    twin = {**default, "metadata": {"name": "twin"}}
+    custom.create_cluster_custom_object(GROUP, VERSION, "schedulingshards", twin)
+
+    def pool_shared(status: str) -> dict[str, Any] | None:
+        got = _condition(_shard(custom), "PoolShared")
+        return got if got is not None and got["status"] == status else None
+
+    got = wait_for(lambda: pool_shared("True"), timeout=30, what=f"PoolShared\n{operator.log}")
+    assert got["message"].startswith('spec.partitionLabelValue="": SchedulingShard twin serves')
+    custom.delete_cluster_custom_object(GROUP, VERSION, "schedulingshards", "twin")
+    wait_for(lambda: pool_shared("False"), timeout=30, what=f"PoolShared False\n{operator.log}")
