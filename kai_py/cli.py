@@ -95,7 +95,7 @@ def _build_parser() -> argparse.ArgumentParser:
     crds = sub.add_parser(
         "crds",
         help="write the CustomResourceDefinitions generated from the models",
-        description="Write the Queue, PodGroup, BindRequest and Topology CRDs generated from kai_py/api/.",
+        description="Write the Queue, PodGroup, BindRequest, Topology, Config and SchedulingShard CRDs generated from kai_py/api/.",
     )
     crds.add_argument("--output-dir", "-o", type=Path, default=Path("crds"))
 

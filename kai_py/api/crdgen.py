@@ -18,6 +18,7 @@ import yaml
 from kai_py.api import keys
 from kai_py.api.bindrequest import BindRequest
 from kai_py.api.common import NO_SERVER_DEFAULT, KubeObject
+from kai_py.api.kaiconfig import KaiConfig, SchedulingShard
 from kai_py.api.podgroup import PodGroup
 from kai_py.api.queue import Queue
 from kai_py.api.topology import Topology
@@ -114,6 +115,24 @@ CRDS: Final[tuple[CrdInfo, ...]] = (
         filename="topologies.yaml",
         printer_columns=(
             _column("Levels", ".spec.levels[*].nodeLabel", "string"),
+            _AGE,
+        ),
+    ),
+    CrdInfo(
+        model=KaiConfig,
+        plural="configs",
+        singular="config",
+        filename="configs.yaml",
+        printer_columns=(_column("Namespace", ".spec.namespace", "string"), _AGE),
+    ),
+    CrdInfo(
+        model=SchedulingShard,
+        plural="schedulingshards",
+        singular="schedulingshard",
+        filename="schedulingshards.yaml",
+        printer_columns=(
+            _column("Partition", ".spec.partitionLabelValue", "string"),
+            _column("GPU-Placement", ".spec.placementStrategy.gpu", "string"),
             _AGE,
         ),
     ),
@@ -299,7 +318,7 @@ def crd_document(info: CrdInfo) -> dict[str, Any]:
 
 
 def crd_documents() -> list[dict[str, Any]]:
-    """The CRDs of Queue, PodGroup, BindRequest and Topology, in that order."""
+    """The CRDs of Queue, PodGroup, BindRequest, Topology, Config and SchedulingShard, in that order."""
     return [crd_document(info) for info in CRDS]
 
 

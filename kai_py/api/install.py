@@ -1,7 +1,8 @@
 """The objects an installation of kai-py puts into a cluster besides the CRDs.
 
-KAI's chart installs four PriorityClasses, the default queues and the
-namespace of the GPU reservation pods. ``kai-py dev`` creates the same
+KAI's chart installs four PriorityClasses, the default queues, the
+namespace of the GPU reservation pods, its Config and the default
+SchedulingShard. ``kai-py dev`` creates the same
 objects from here, and tests/chart/ checks that the Helm chart renders these
 very manifests, so the chart and the emulated cluster cannot drift apart.
 """
@@ -81,11 +82,45 @@ def reservation_service_account() -> Json:
     }
 
 
-def install_objects() -> list[Json]:
-    """Everything above, in the order they can be created (namespace first, queues parent first)."""
+def kai_config(namespace: str = keys.DEFAULT_KAI_NAMESPACE) -> list[Json]:
+    """KAI's Config (``kai-config``) and the default SchedulingShard, as the chart
+    renders them with its default values: KAI's clients read both by name."""
+    version = f"{keys.KAI_CONFIG_GROUP}/{keys.KAI_CONFIG_VERSION}"
+    return [
+        {
+            "apiVersion": version,
+            "kind": "Config",
+            "metadata": {"name": keys.KAI_CONFIG_NAME},
+            "spec": {
+                "global": {
+                    "nodePoolLabelKey": keys.NODE_POOL_LABEL,
+                    "schedulerName": keys.DEFAULT_SCHEDULER_NAME,
+                },
+                "namespace": namespace,
+                # Read by KAI's clients; false switches scheduling off.
+                "scheduler": {"service": {"enabled": True}},
+            },
+        },
+        {
+            "apiVersion": version,
+            "kind": "SchedulingShard",
+            "metadata": {"name": "default"},
+            # KAI's clients read the placement strategy the shard always has in KAI.
+            "spec": {
+                "partitionLabelValue": "",
+                "placementStrategy": {"gpu": "binpack", "cpu": "binpack"},
+            },
+        },
+    ]
+
+
+def install_objects(namespace: str = keys.DEFAULT_KAI_NAMESPACE) -> list[Json]:
+    """Everything above, in the order they can be created (namespace first, queues parent
+    first); ``namespace``: where kai-py's own parts run (the Config says it)."""
     return [
         reservation_namespace(),
         reservation_service_account(),
         *priority_classes(),
         *default_queues(),
+        *kai_config(namespace),
     ]

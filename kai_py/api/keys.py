@@ -21,6 +21,13 @@ HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 TOPOLOGY_ANNOTATION: Final = "kai.scheduler/topology"
 TOPOLOGY_REQUIRED_ANNOTATION: Final = "kai.scheduler/topology-required-placement"
 TOPOLOGY_PREFERRED_ANNOTATION: Final = "kai.scheduler/topology-preferred-placement"
+# KAI's configuration objects (Config, SchedulingShard): their own group, as in KAI.
+KAI_CONFIG_GROUP: Final = "kai.scheduler"
+KAI_CONFIG_VERSION: Final = "v1"
+#: The one Config KAI's operator reads (a singleton by name).
+KAI_CONFIG_NAME: Final = "kai-config"
+#: Where KAI installs its parts (and the Config says so); kai-py's chart: the release's.
+DEFAULT_KAI_NAMESPACE: Final = "kai-scheduler"
 
 DEFAULT_SCHEDULER_NAME: Final = "kai-scheduler"
 

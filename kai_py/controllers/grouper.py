@@ -25,7 +25,7 @@ import kopf
 from kai_py.api import keys
 from kai_py.apiclient.informer import AsyncTransport, attach_transport
 from kai_py.apiclient.kube import Kube, KubeError, load_api_client
-from kai_py.controllers import leadership, settings, watches
+from kai_py.controllers import leadership, poolwarnings, settings, watches
 from kai_py.podgrouper.service import OwnerResolver, PodGrouperService
 
 _MEMO_KEY: Final = "kai_py_pod_grouper"
@@ -184,6 +184,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.cleanup(registry=registry, id="pod-grouper-stop")(stop)
     watches.on_pods(registry, _on_pod)
     watches.on_events(registry, keys.GROUP, keys.PODGROUP_VERSION, "podgroups", _on_podgroup)
+    poolwarnings.register(registry)  # a pool no shard serves: one Warning Event per object
 
 
 register(kopf.get_default_registry())

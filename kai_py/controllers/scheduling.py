@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import kopf
@@ -33,7 +33,7 @@ from kai_py.api.objects import meta
 from kai_py.apiclient.informer import AsyncTransport, attach_transport
 from kai_py.apiclient.kube import Kube, KubeError, list_paged, load_api_client, path_of
 from kai_py.apiclient.leader import Leadership
-from kai_py.controllers import leadership, watches
+from kai_py.controllers import kaiconfig, leadership, watches
 from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 from kai_py.state.cache import (
@@ -115,6 +115,8 @@ class LoopState:
     idle: IdleGate = field(default_factory=IdleGate)
     #: Seconds the last cycle waited for its URGENT writes (the API server's time; logged).
     write_seconds: float = 0.0
+    #: The version of KAI's Config / SchedulingShard the last cycle ran with.
+    kai_config_version: int = 0
 
 
 _state: LoopState | None = None
@@ -193,6 +195,8 @@ for _kind, (_group, _version, _plural) in {
     TOPOLOGIES: (keys.TOPOLOGY_GROUP, keys.TOPOLOGY_VERSION, "topologies"),  # gangs' domains
 }.items():
     watches.on_events(kopf.get_default_registry(), _group, _version, _plural, _observer(_kind))
+# KAI's Config and this shard's SchedulingShard: settings applied on the next cycle.
+kaiconfig.register(kopf.get_default_registry())
 
 
 @kopf.on.startup()
@@ -201,6 +205,7 @@ async def start_loop(**_: Any) -> None:
     # (and an operator started again in the same process starts from scratch).
     global _state
     settings = current()
+    kaiconfig.reset()
     _state = s = LoopState(
         settings=settings,
         cache=ClusterCache(settings.scheduler_name),
@@ -365,6 +370,14 @@ async def _one_cycle(s: LoopState) -> Outcome:
     s.write_seconds = 0.0
     began = time.monotonic()
     now = time.time()
+    live = kaiconfig.live()
+    if live.pending:
+        await kaiconfig.report(s.kube)
+    if live.version != s.kai_config_version:
+        s.kai_config_version = live.version
+        s.idle.generation = None  # new settings: decide again over the same cluster
+    if not live.scheduling:
+        return Outcome()  # KAI's Config switched the scheduler off
     if not s.idle.due(s.cache.generation, now):
         return Outcome()  # nothing changed since a cycle that decided nothing
     view = s.cache.view(now)
@@ -374,7 +387,7 @@ async def _one_cycle(s: LoopState) -> Outcome:
         await writer.apply(cleanup)
         s.write_seconds += time.monotonic() - waited
         view = s.cache.view(now)
-    config = replace(s.settings.scheduler, placement=s.settings.placement)
+    config = kaiconfig.scheduler_config(s.settings)
     opened = time.perf_counter()
     try:
         built = await asyncio.to_thread(view.build, now, config)

@@ -18,6 +18,8 @@ from kai_py.state.documents import InputError
 CONTROLLER_NAMES: Final = ("scheduler", "binder", "podgrouper")
 #: Parts that run only when named: the admission webhooks need a TLS certificate.
 OPTIONAL_CONTROLLERS: Final = ("webhooks",)
+#: The shard of a scheduler started without --shard or --node-pool (unlabelled nodes).
+DEFAULT_SHARD: Final = "default"
 
 
 def _controllers(text: str) -> tuple[str, ...]:
@@ -46,6 +48,13 @@ class OperatorSettings:
     leader_elect: bool = False
     lease_name: str = "kai-py-operator"
     lease_namespace: str = "kai-scheduler"
+    # The scheduling shard this process's scheduler is, and the node pool it serves:
+    # nodes, pods, PodGroups and BindRequests whose node_pool_label is node_pool ("" =
+    # those without the label, KAI's default shard). The binder and the pod-grouper
+    # serve every pool.
+    shard: str = DEFAULT_SHARD
+    node_pool: str = ""
+    node_pool_label: str = keys.NODE_POOL_LABEL
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:

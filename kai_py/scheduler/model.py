@@ -812,6 +812,10 @@ class Config:
     # A victim moved elsewhere frees nothing in the reclaim checks (KAI's default); the
     # scenario simulation moves victims either way.
     allow_consolidating_reclaim: bool = True
+    # Seconds a job runs before it may be preempted / reclaimed when no queue up its tree
+    # sets it (a SchedulingShard's minRuntime); 0 = at once.
+    preempt_min_runtime: float = 0.0
+    reclaim_min_runtime: float = 0.0
 
 
 @dataclass(slots=True, frozen=True)

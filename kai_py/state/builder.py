@@ -1074,10 +1074,10 @@ def _add_pod(
         message = _at(doc.source, f"Pod {ns}/{name}: spec.nodeName: node {task.node_name!r} {gone}")
         built.events.append(Event("Pod", ns, name, "Warning", "NodeNotFound", message))
         return
-    if grouped is not None and grouped.sub_group is not None:
-        if task.labels.get(keys.SUBGROUP_LABEL) != grouped.sub_group:
-            # The live pod-grouper labels the pod with its sub-group; offline, say it here.
-            task.labels = {**task.labels, keys.SUBGROUP_LABEL: grouped.sub_group}
+    sub_group = grouped.sub_group if grouped is not None else None
+    if sub_group is not None and task.labels.get(keys.SUBGROUP_LABEL) != sub_group:
+        # The live pod-grouper labels the pod with its sub-group; offline, say it here.
+        task.labels = {**task.labels, keys.SUBGROUP_LABEL: sub_group}
     if job.subgroups is not None and tree.leaf_name(job.subgroups, task) is None:
         _stray(job, task, body, doc.source, built)
         if task.status is PENDING:

@@ -54,13 +54,15 @@ def test_write_crds_writes_one_file_per_crd(tmp_path: Path) -> None:
         "podgroups.yaml",
         "bindrequests.yaml",
         "topologies.yaml",
+        "configs.yaml",
+        "schedulingshards.yaml",
     ]
     for path in paths:
         assert path.read_text(encoding="utf-8") == render_crds()[path.name]
 
 
 def test_crd_identity() -> None:
-    queue, podgroup, bindrequest, topology = crd_documents()
+    queue, podgroup, bindrequest, topology, config, shard = crd_documents()
     # KAI's Topology lives in its own group, cluster-scoped, without a status.
     assert topology["metadata"]["name"] == "topologies.kai.scheduler"
     assert topology["spec"]["group"] == "kai.scheduler"
@@ -84,6 +86,13 @@ def test_crd_identity() -> None:
         version = doc["spec"]["versions"][0]
         assert version["served"] and version["storage"]
         assert version["subresources"] == {"status": {}}
+    # KAI's configuration objects keep KAI's group, version and scope.
+    assert config["metadata"]["name"] == "configs.kai.scheduler"
+    assert shard["metadata"]["name"] == "schedulingshards.kai.scheduler"
+    for doc in (config, shard):
+        assert doc["spec"]["group"] == "kai.scheduler"
+        assert doc["spec"]["scope"] == "Cluster"
+        assert doc["spec"]["versions"][0]["name"] == "v1"
 
 
 @pytest.mark.parametrize("filename", [info.filename for info in CRDS])

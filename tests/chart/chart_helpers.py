@@ -58,6 +58,9 @@ def by_kind(objects: list[Json], kind: str) -> dict[str, Json]:
 
 #: Objects `kai-py dev` already made: applying the chart must find them equal.
 SHARED_KINDS = ("PriorityClass", "Queue", "Namespace", "ServiceAccount")
+#: KAI's configuration objects `kai-py dev` made with its own defaults (its namespace,
+#: kai-scheduler): the chart's, made from its values, take their place.
+REPLACED_KINDS = ("Config", "SchedulingShard")
 
 
 class Applier:
@@ -90,6 +93,12 @@ class Applier:
         try:
             self.kube.create(self.path(obj), obj)
         except KubeError as exc:
+            if exc.code == 409 and obj["kind"] in REPLACED_KINDS:
+                there = self.kube.get(self.path(obj, with_name=True))
+                version = there["metadata"]["resourceVersion"]
+                body = {**obj, "metadata": {**obj["metadata"], "resourceVersion": version}}
+                self.kube.request("PUT", self.path(obj, with_name=True), body)
+                return
             if exc.code != 409 or obj["kind"] not in SHARED_KINDS:
                 raise
             there = self.kube.get(self.path(obj, with_name=True))

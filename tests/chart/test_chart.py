@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any
@@ -41,6 +42,9 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("scheduling.run.ai", "queues/status,podgroups/status", "patch"),
         ("scheduling.run.ai", "bindrequests", "list,watch,create,delete"),
         ("kai.scheduler", "topologies", "list,watch"),  # gangs' topology constraints
+        # kai_py/controllers/kaiconfig.py: KAI's Config and SchedulingShard, and their status
+        ("kai.scheduler", "configs,schedulingshards", "list,watch"),
+        ("kai.scheduler", "configs/status,schedulingshards/status", "patch"),
     },
     # kai_py/controllers/binder.py and kai_py/binder/binding.py
     "binder": {
@@ -64,6 +68,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("scheduling.run.ai", "podgroups", "get,list,watch,create,patch"),
         # owners of pods, and what each kind's grouper reads besides (kai_py/podgrouper/kinds)
         *((group, ",".join(resources), "get") for group, resources in OWNER_READS.items()),
+        # kai_py/controllers/poolwarnings.py: the pools the shards serve, the label key
+        ("kai.scheduler", "configs,schedulingshards", "list,watch"),
     },
     # kai_py/controllers/webhooks/validation.py: a Queue's parent and the tree above it
     "webhooks": {("scheduling.run.ai", "queues", "get,list")},
@@ -113,10 +119,12 @@ def test_install_objects_are_kai_py_devs(default: list[Json]) -> None:
     rendered = {
         (o["kind"], o["metadata"]["name"]): strip(o)
         for o in default
-        if o["kind"] in ("PriorityClass", "Queue", "Namespace")
+        if o["kind"] in ("PriorityClass", "Queue", "Namespace", "Config", "SchedulingShard")
         or (o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "kai-resource-reservation")
     }
-    expected = {(o["kind"], o["metadata"]["name"]): o for o in install.install_objects()}
+    expected = {
+        (o["kind"], o["metadata"]["name"]): o for o in install.install_objects(NAMESPACE)
+    }
     assert rendered == expected
     values = {o["metadata"]["name"]: o["value"] for o in default if o["kind"] == "PriorityClass"}
     assert values == {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -321,3 +329,75 @@ def test_every_webhook_path_is_served_and_hami_goes_first(default: list[Json]) -
     [config] = mutating.values()
     order = [h["clientConfig"]["service"]["path"] for h in config["webhooks"]]
     assert order == ["/hami-resources", "/pods-deviceaccess"]
+
+
+def test_shards_make_schedulingshards_and_scheduler_deployments() -> None:
+    values: Json = {
+        "nodePoolLabelKey": "example.com/pool",
+        "shards": [
+            {"name": "default", "settings": {"placementStrategy": {"gpu": "spread"}}},
+            {"name": "pool-a", "partitionLabelValue": "pool-a", "settings": {"kValue": 2}},
+        ],
+        "kaiConfig": {"spec": {"admission": {"gpuSharing": True}}},
+    }
+    objects = render(values)
+    shards = by_kind(objects, "SchedulingShard")
+    assert {name: s["spec"] for name, s in shards.items()} == {
+        # The chart's placement fills in what a shard's settings leave out.
+        "default": {
+            "partitionLabelValue": "",
+            "placementStrategy": {"gpu": "spread", "cpu": "binpack"},
+        },
+        "pool-a": {
+            "partitionLabelValue": "pool-a",
+            "kValue": 2,
+            "placementStrategy": {"gpu": "binpack", "cpu": "binpack"},
+        },
+    }
+    config = by_kind(objects, "Config")["kai-config"]
+    assert config["apiVersion"] == "kai.scheduler/v1"
+    assert config["spec"] == {
+        "namespace": NAMESPACE,
+        "global": {"nodePoolLabelKey": "example.com/pool", "schedulerName": "kai-scheduler"},
+        "admission": {"gpuSharing": True},
+        "scheduler": {"service": {"enabled": True}},
+    }
+    deployments = by_kind(objects, "Deployment")
+    args = {
+        n: d["spec"]["template"]["spec"]["containers"][0]["args"] for n, d in deployments.items()
+    }
+    assert args["kai-py-scheduler"][1:4] == [
+        "--controllers=scheduler",
+        "--shard=default",
+        "--node-pool=",
+    ]
+    assert args["kai-py-scheduler-pool-a"][1:4] == [
+        "--controllers=scheduler",
+        "--shard=pool-a",
+        "--node-pool=pool-a",
+    ]
+    assert not any(a.startswith("--shard") for a in args["kai-py-binder"])
+    # Each shard's Deployment selects its own pods only; same ServiceAccount and rules.
+    selectors = [str(d["spec"]["selector"]) for d in deployments.values()]
+    assert len(selectors) == len(set(selectors))
+    pool_a = deployments["kai-py-scheduler-pool-a"]["spec"]["template"]["spec"]
+    assert pool_a["serviceAccountName"] == "kai-py-scheduler"
+    # The default values: one shard, the default one, for the nodes without the label.
+    assert set(by_kind(render(), "SchedulingShard")) == {"default"}
+
+
+@pytest.mark.parametrize(
+    ("shards", "message"),
+    [
+        ([{"name": "pool-a"}], "shards: needs the shard named default"),
+        ([{"name": "default"}, {"name": "default"}], 'shards[1].name: "default" is given twice'),
+        (
+            [{"name": "default"}, {"name": "a"}],
+            'shards[1].partitionLabelValue: "" is served by shard "default" already',
+        ),
+        ([{"name": "Pool_A"}], 'shards[0].name: "Pool_A" is not a lower-case DNS label'),
+    ],
+)
+def test_bad_shards_are_refused_naming_the_value(shards: list[Json], message: str) -> None:
+    with pytest.raises(Exception, match=re.escape(message)):
+        render({"shards": shards})

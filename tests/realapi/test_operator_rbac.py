@@ -283,6 +283,10 @@ ALSO_NEEDED: Rules = {
     "scheduler": {
         ("scheduling.run.ai", "bindrequests", "delete"),
         ("scheduling.run.ai", "podgroups", "patch"),
+        # The conditions of KAI's Config and of the scheduler's own SchedulingShard
+        # (kaiconfig.py); the scenario creates neither.
+        ("kai.scheduler", "configs/status", "patch"),
+        ("kai.scheduler", "schedulingshards/status", "patch"),
     },
     # A fraction's ConfigMap that is there already is patched; a failed bind deletes
     # the ConfigMaps it created (binding.py); a bound pod's retry reads whether they

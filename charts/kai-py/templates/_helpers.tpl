@@ -84,3 +84,28 @@ readinessProbe:
   periodSeconds: 10
   timeoutSeconds: 5
 {{- end -}}
+
+{{/* The scheduling shards by name, checked: names unique and DNS labels, one named
+default (it runs in the scheduler Deployment), no two serving the same pool. */}}
+{{- define "kai-py.shards" -}}
+{{- $byName := dict }}
+{{- $pools := dict }}
+{{- range $i, $shard := .Values.shards }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$" ($shard.name | toString)) }}
+{{- fail (printf "values: shards[%d].name: %q is not a lower-case DNS label of 42 characters at most" $i ($shard.name | toString)) }}
+{{- end }}
+{{- if hasKey $byName $shard.name }}
+{{- fail (printf "values: shards[%d].name: %q is given twice" $i $shard.name) }}
+{{- end }}
+{{- $pool := $shard.partitionLabelValue | default "" }}
+{{- if hasKey $pools $pool }}
+{{- fail (printf "values: shards[%d].partitionLabelValue: %q is served by shard %q already" $i $pool (get $pools $pool)) }}
+{{- end }}
+{{- $_ := set $pools $pool $shard.name }}
+{{- $_ := set $byName $shard.name $shard }}
+{{- end }}
+{{- if not (hasKey $byName "default") }}
+{{- fail "values: shards: needs the shard named default (the scheduler Deployment runs it)" }}
+{{- end }}
+{{- toYaml $byName }}
+{{- end -}}

@@ -69,7 +69,8 @@ def inherited(session: Session, queue_name: str, attr: str) -> float:
         value = getattr(queue, attr)
         if value is not None:
             return float(value)
-    return 0.0
+    # No queue sets it: the shard's default (the Config has the same attribute names).
+    return float(getattr(session.config, attr))
 
 
 def old_enough(session: Session, task: Task, queue_name: str, attr: str) -> bool:
