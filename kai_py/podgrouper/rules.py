@@ -404,7 +404,7 @@ def _group(
         metadata=ObjectMeta(
             name=name,
             namespace=pod.namespace,
-            labels={keys.QUEUE_LABEL: queue},
+            labels={keys.QUEUE_LABEL: queue, **node_pool_label(top, pod)},
             owner_references=[group_owner.owner_reference()],
         ),
         spec=PodGroupSpec(
@@ -417,6 +417,13 @@ def _group(
         ),
     )
     return Grouped(name, pod_group, tuple(warnings))
+
+
+def node_pool_label(top: _Obj, pod: _Obj, label: str = keys.NODE_POOL_LABEL) -> dict[str, str]:
+    """The PodGroup's node-pool label: the top owner's, else the pod's (as KAI's). Only
+    the scheduler shard of that pool watches the PodGroup and decides its pods."""
+    value = top.labels.get(label, pod.labels.get(label))
+    return {label: value} if value is not None else {}
 
 
 def _duration_annotation(
