@@ -909,6 +909,11 @@ def plan(
             children.setdefault(q.parent, []).append(q.name)
     # A queue left out has no figures, but its Orphan condition is still set or cleared.
     figures_of: dict[str, QueueFigures | None] = {**dict.fromkeys(view.queues), **decisions.queues}
+    if view.partition.value:
+        # Queues are shared by every pool and KAI's Queue status has no per-pool field:
+        # the default shard alone writes it (shards writing their own pool's figures
+        # would overwrite each other every cycle). docs/operator.md, "Node pools".
+        figures_of = {}
     for name, figures in figures_of.items():
         queue = view.queues.get(name)
         if queue is None:

@@ -8,9 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
+from kai_py import metrics
 from kai_py.api import keys
 from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.session import Decisions, Eviction
 from kai_py.state.cache import BINDREQUESTS, NODES, PODGROUPS, PODS, QUEUES, ClusterCache
 from kai_py.state.partition import Partition
 from kai_py.writes.writer import EventRecorder, plan
@@ -180,3 +183,42 @@ def test_partition_selectors_are_kais() -> None:
     assert Partition(POOL, "").selector() == f"!{POOL}"
     assert Partition(POOL, "").name == "default"
     assert Partition(POOL, "").labels() == {}
+
+
+def test_status_names_the_pool_and_only_the_default_shard_writes_queue_status() -> None:
+    for pool, queue_writes in (("a", 0), ("", 1)):
+        cache = _cluster(Partition(POOL, pool))
+        # Too big for any node: the PodGroup's condition says why, on this pool.
+        big = _pod("huge", f"g-{pool or 'default'}", pool or None)
+        big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000"
+        cache.observe(PODS, "ADDED", big)
+        view = cache.view(NOW)
+        built = view.build(NOW)
+        decisions = run_cycle(built.snapshot)
+        writes = plan(view, built, decisions, NOW, EventRecorder(), cache)
+        conditions = [
+            c
+            for w in writes
+            if w.what.startswith("PodGroup ") and w.body
+            for c in (w.body.get("status") or {}).get("schedulingConditions") or []
+        ]
+        assert conditions and {c["nodePool"] for c in conditions} == {pool or "default"}
+        assert len([w for w in writes if w.what.startswith("Queue ")]) == queue_writes
+
+
+def test_the_evicted_pods_metric_names_the_shards_pool() -> None:
+    cache = _cluster(Partition(POOL, "b"))
+    built = cache.view(NOW).build(NOW)
+    (running,) = [t for j in built.snapshot.jobs for t in j.tasks if t.name == "running-b"]
+    decisions = Decisions(evictions=[Eviction(running, "preempt", None, "test")])
+    labels = {"podgroup": "g-b", "namespace": "ns", "uid": running.job_uid, "action": "preempt"}
+
+    def count(pool: str) -> float:
+        value = REGISTRY.get_sample_value(
+            "kai_pod_group_evicted_pods_total", {**labels, "nodepool": pool}
+        )
+        return value or 0.0
+
+    before = count("b")
+    metrics.record_decisions(decisions, built.snapshot, [], cache.partition.name)
+    assert count("b") == before + 1
