@@ -380,6 +380,7 @@ async def list_paged(
     *,
     limit: int = LIST_PAGE_SIZE,
     label_selector: str | None = None,
+    field_selector: str | None = None,
 ) -> Json:
     """A paginated LIST from the event loop that hands each page's objects to
     ``on_page`` as it comes and keeps none of them: returns the listing's
@@ -396,6 +397,8 @@ async def list_paged(
             query = [("limit", str(limit))]
             if label_selector:
                 query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
             if token:
                 query.append(("continue", token))
             try:

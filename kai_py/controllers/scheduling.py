@@ -323,6 +323,28 @@ async def _list_kind(
     return {**listing, "items": items}
 
 
+async def list_pods_of_new_nodes(s: LoopState) -> None:
+    """List the pods of the nodes that joined a named pool since the pods were listed:
+    the cache dropped those that came before their node (``ClusterCache.new_nodes``)."""
+    assert s.kube is not None
+    cache = s.cache
+    for node in sorted(cache.new_nodes):
+
+        def load_page(items: list[dict[str, Any]]) -> None:
+            for item in items:
+                cache.observe(PODS, "ADDED", item)
+
+        for selector in watch_selectors(PODS, cache.partition):
+            await list_paged(
+                s.kube,
+                _LIST_PATHS[PODS],
+                load_page,
+                label_selector=selector,
+                field_selector=f"spec.nodeName={node}",
+            )
+        cache.new_nodes.discard(node)  # listed (a failure above tries it again next cycle)
+
+
 async def run_loop(s: LoopState) -> None:
     lead = leadership.current()
     while True:
@@ -353,6 +375,8 @@ async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
             next_resync = started + RESYNC_SECONDS
             await resync(s)
         try:
+            if s.cache.new_nodes:
+                await list_pods_of_new_nodes(s)
             await run_one_cycle(s)
             s.last_error = None
         except asyncio.CancelledError:

@@ -545,6 +545,10 @@ class ClusterCache:
         #: PodGroups seen in other pools (the default shard watches them all): their
         #: unlabelled pods are another shard's, not pods of a missing PodGroup.
         self.elsewhere: set[Key] = set()
+        #: A named pool's shard keeps no pod bound to a node outside its pool (every
+        #: pool's unlabelled pods reach it: other schedulers' above all). Nodes that
+        #: join the pool once the pods are listed: their pods are to be listed again.
+        self.new_nodes: set[str] = set()
         self._clock = clock
         #: Per node: when a bind there last timed out, as the BindRequest's status said.
         self.bind_timeouts: dict[str, float] = {}
@@ -599,6 +603,8 @@ class ClusterCache:
         if not self._newer(store.get(key), body):
             return False
         if kind == NODES:
+            if key not in store and self.partition.value and self._waiting[PODS] is not None:
+                self.new_nodes.add(key[1])
             store[key] = project_node(body)
         elif kind == BINDREQUESTS:
             store[key] = project_bindrequest(body)
@@ -659,6 +665,10 @@ class ClusterCache:
         ours, projection = project_pod(body, self.scheduler_name)
         if ours and _of_another_pool(self.partition, body):
             projection = None  # labelled with another pool: another shard's pod
+        elif projection is not None and self.partition.value:
+            node = (body.get("spec") or {}).get("nodeName")
+            if node and ("", node) not in self.objects[NODES]:
+                projection = None  # on another pool's node (see ``new_nodes``)
         ours_store.pop(key, None)
         foreign.pop(key)
         if projection is not None:

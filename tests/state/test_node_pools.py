@@ -222,3 +222,23 @@ def test_the_evicted_pods_metric_names_the_shards_pool() -> None:
     before = count("b")
     metrics.record_decisions(decisions, built.snapshot, [], cache.partition.name)
     assert count("b") == before + 1
+
+
+def test_a_named_shard_keeps_no_pod_of_another_pools_node_and_relists_joining_nodes() -> None:
+    cache = ClusterCache(partition=Partition(POOL, "a"))
+    cache.observe(NODES, "ADDED", _node("a1", "a"))
+    daemon = _pod("daemon-b1", "none", node="b1")
+    daemon["spec"]["schedulerName"] = "default-scheduler"
+    cache.observe(PODS, "ADDED", daemon)  # another scheduler's, on pool b's node
+    cache.observe(PODS, "ADDED", _pod("ours-b1", "g-b", node="b1"))  # ours, on pool b's
+    cache.observe(PODS, "ADDED", {**_pod("daemon-a1", "none", node="a1")})
+    assert set(cache.foreign_pods.pods_per_node()) == set()  # ours on a1: not foreign
+    assert [k[1] for k in cache.objects[PODS]] == ["daemon-a1"]
+    assert not cache.new_nodes  # the pods are not listed yet: their LIST brings them all
+    cache.mark_warm(PODS)
+    cache.observe(NODES, "ADDED", _node("a2", "a"))  # joins after the pods' LIST
+    assert cache.new_nodes == {"a2"}  # the loop lists a2's pods again
+    # The default shard keeps what it always kept.
+    default = ClusterCache(partition=Partition(POOL, ""))
+    default.observe(PODS, "ADDED", daemon)
+    assert default.foreign_pods.pods_per_node() == {"b1": 1}
