@@ -316,11 +316,14 @@ async def _list_kind(
     """LIST ``kind`` as the scheduler's watches see it (one LIST per selector), as one
     listing of uids."""
     items: list[dict[str, Any]] = []
-    listing: dict[str, Any] = {}
+    first: dict[str, Any] | None = None
     for selector in watch_selectors(kind, s.cache.partition):
         listing = await list_paged(kube, _LIST_PATHS[kind], on_page, label_selector=selector)
         items.extend(listing.get("items") or [])
-    return {**listing, "items": items}
+        first = first or listing
+    # The first listing's version, the oldest: what a later LIST missed because it was
+    # created in between is newer, so ClusterCache.resync keeps it.
+    return {**(first or {}), "items": items}
 
 
 async def list_pods_of_new_nodes(s: LoopState) -> None:

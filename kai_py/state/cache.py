@@ -837,7 +837,8 @@ class ClusterCache:
                 continue
             if (ns, entry.group) not in known_groups:
                 if (
-                    ("", (pod.get("spec") or {}).get("nodeName")) not in nodes
+                    (pooled or (ns, entry.group) in elsewhere)
+                    and ("", (pod.get("spec") or {}).get("nodeName")) not in nodes
                     if entry.bound
                     else (ns, entry.group) in elsewhere
                     or (pooled and self.partition.label not in (meta(pod).get("labels") or {}))

@@ -143,11 +143,17 @@ def test_the_default_shard_reports_a_missing_podgroup_but_not_another_pools() ->
     cache.observe(NODES, "ADDED", _node("d1", None))
     cache.observe(QUEUES, "ADDED", QUEUE)
     cache.observe(PODGROUPS, "ADDED", _group("g-a", "a"))
+    cache.observe(NODES, "ADDED", _node("a1", "a"))
     cache.observe(PODS, "ADDED", _pod("of-a", "g-a"))
+    cache.observe(PODS, "ADDED", _pod("running-of-a", "g-a", node="a1"))
     cache.observe(PODS, "ADDED", _pod("orphan", "gone"))
+    cache.observe(PODS, "ADDED", _pod("orphan-running", "gone", node="gone-node"))
     later = NOW + 3600
     built = cache.view(later).build(later)
-    assert [(e.name, e.reason) for e in built.events] == [("orphan", "PodGroupNotFound")]
+    assert sorted((e.name, e.reason) for e in built.events) == [
+        ("orphan", "PodGroupNotFound"),
+        ("orphan-running", "NodeNotFound"),  # reported, as before pools
+    ]
 
 
 def test_relabelled_objects_leave_the_pool() -> None:
