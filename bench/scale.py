@@ -1074,10 +1074,9 @@ def _figures(args: argparse.Namespace, nodes: int, seed: int, pool: str | None) 
 def run_shards(args: argparse.Namespace) -> int:
     """One pool at --nodes, then --shards shards of --nodes each, one process each."""
     base = _figures(args, args.nodes, args.seed, None)
-    # Each shard's pool is a cluster of its own making (its own seed), as pools differ.
-    shards = [
-        _figures(args, args.nodes, args.seed + k + 1, f"pool-{k}") for k in range(args.shards)
-    ]
+    # Each shard's pool is the one pool's cluster (the same seed), labelled: the figures
+    # differ by what the shard does besides, nothing else.
+    shards = [_figures(args, args.nodes, args.seed, f"pool-{k}") for k in range(args.shards)]
     whole = _figures(args, args.nodes * args.shards, args.seed, None) if args.whole else None
     result = {"one_pool": base, "shards": shards, "whole": whole}
     if args.json:
