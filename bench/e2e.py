@@ -19,6 +19,11 @@ every request costs the emulator too). Prints min / median of ``--runs`` runs
     python bench/e2e.py                                  # 500 nodes x 8 GPUs, 4,000 pods
     python bench/e2e.py --nodes 50 --pods 400 --runs 1   # a quick look
     python bench/e2e.py --nodes 500 --pods 4000 --json   # one JSON object
+    python bench/e2e.py --backend real --shards 2        # node pools: a scheduler per pool
+
+``--shards N`` labels the nodes into N node pools and the pods round-robin, and runs a
+scheduler process per pool (``--node-pool``) beside one binder and pod-grouper process;
+the operator's CPU is then all of theirs, its peak RSS the largest process's.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from typing import Any
 
 import aiohttp
 
-from kai_py.api import eventloop
+from kai_py.api import eventloop, keys
 from kai_py.emulator.clientgo.http_client import SIMULATED_AGENT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,10 +68,7 @@ logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
 
 async def main():
     nodes, gpus, kubeconfig = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-    spec = parse_cluster({
-        "nodes": [{"name": "gpu", "count": nodes, "gpus": gpus, "cpu": "64", "memory": "512Gi"}],
-        "namespaces": [sys.argv[4]],
-    })
+    spec = parse_cluster(json.loads(sys.argv[5]))
     store = Store(history_size=max(20_000, 50 * nodes * gpus))
     async with DevCluster(spec, kubeconfig_path=kubeconfig, store=store) as cluster:
         counts = cluster.server.request_counts
@@ -105,10 +107,7 @@ if found is None or not all((found / n).exists() for n in ("kube-apiserver", "et
 
 logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
 nodes, gpus, kubeconfig = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-spec = parse_cluster({
-    "nodes": [{"name": "gpu", "count": nodes, "gpus": gpus, "cpu": "64", "memory": "512Gi"}],
-    "namespaces": [sys.argv[4]],
-})
+spec = parse_cluster(json.loads(sys.argv[5]))
 with tempfile.TemporaryDirectory(prefix="kai-py-e2e-real-") as work:
     sys.stdout, real_stdout = sys.stderr, sys.stdout  # start_real's notes are not answers
     server, simulated = start_real(Path(work), spec)
@@ -149,11 +148,30 @@ with tempfile.TemporaryDirectory(prefix="kai-py-e2e-real-") as work:
 """
 
 
-def pod(i: int) -> dict[str, Any]:
+def cluster_spec(nodes: int, gpus: int, shards: int) -> dict[str, Any]:
+    """The nodes; with ``shards``, cut into as many node pools (pool-0, ...)."""
+    group = {"gpus": gpus, "cpu": "64", "memory": "512Gi"}
+    if not shards:
+        groups = [{"name": "gpu", "count": nodes, **group}]
+    else:
+        groups = [
+            {
+                "name": f"gpu-{k}",
+                "count": nodes // shards + (1 if k < nodes % shards else 0),
+                "labels": {keys.NODE_POOL_LABEL: f"pool-{k}"},
+                **group,
+            }
+            for k in range(shards)
+        ]
+    return {"nodes": groups, "namespaces": [NAMESPACE]}
+
+
+def pod(i: int, shards: int = 0) -> dict[str, Any]:
+    labels = {keys.NODE_POOL_LABEL: f"pool-{i % shards}"} if shards else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": f"p-{i:05d}", "namespace": NAMESPACE},
+        "metadata": {"name": f"p-{i:05d}", "namespace": NAMESPACE, "labels": labels},
         "spec": {
             "schedulerName": "kai-scheduler",
             "restartPolicy": "Never",
@@ -212,10 +230,11 @@ def _cpu_seconds(pid: int) -> float:
 class Backend:
     """The cluster in its own process: kai-py's emulator, or a real kube-apiserver."""
 
-    def __init__(self, kind: str, nodes: int, gpus: int, kubeconfig: Path) -> None:
+    def __init__(self, kind: str, nodes: int, gpus: int, kubeconfig: Path, shards: int = 0) -> None:
         script = _REAL if kind == "real" else _EMULATOR
+        spec = json.dumps(cluster_spec(nodes, gpus, shards))
         self.process = subprocess.Popen(
-            [sys.executable, "-c", script, str(nodes), str(gpus), str(kubeconfig), NAMESPACE],
+            [sys.executable, "-c", script, str(nodes), str(gpus), str(kubeconfig), NAMESPACE, spec],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -258,13 +277,13 @@ class Backend:
                 self.process.wait()
 
 
-def start_operator(kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
+def start_operator(kubeconfig: Path, log: Path, *arguments: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "KAI_PY_LOG_FORMAT": "text"}
     for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         env.pop(var, None)
     with log.open("ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "kai_py.controllers.operator", "--no-leader-elect"],
+            [sys.executable, "-m", "kai_py.controllers.operator", "--no-leader-elect", *arguments],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=REPO,
@@ -285,7 +304,7 @@ def wait_ready(operator: subprocess.Popen[bytes], log: Path, timeout: float = 12
 
 
 async def burst(
-    backend: Backend, pods: int, concurrency: int, timeout: float
+    backend: Backend, pods: int, concurrency: int, timeout: float, shards: int = 0
 ) -> tuple[float, float, float]:
     """Create the pods; seconds from the first create to all created, to all bound and to
     all Running."""
@@ -342,7 +361,7 @@ async def burst(
 
         watcher = asyncio.create_task(watch(rv))
         await asyncio.sleep(0.2)  # the watch is open before the first create
-        bodies = [json.dumps(pod(i)).encode() for i in range(pods)]
+        bodies = [json.dumps(pod(i, shards)).encode() for i in range(pods)]
         todo = iter(range(pods))
 
         async def create() -> None:
@@ -387,29 +406,48 @@ def settle(emulator: Backend, counts: dict[str, int], limit: float = 60.0) -> Co
 def one_run(args: argparse.Namespace, tmp: Path, index: int) -> Run:
     kubeconfig = tmp / f"kubeconfig-{index}"
     log = tmp / f"operator-{index}.log"
-    emulator = Backend(args.backend, args.nodes, args.gpus, kubeconfig)
-    operator: subprocess.Popen[bytes] | None = None
+    emulator = Backend(args.backend, args.nodes, args.gpus, kubeconfig, args.shards)
+    # One process for all three parts; with --shards, one binder and pod-grouper and a
+    # scheduler per node pool (each waits for its cache: "cache loaded").
+    parts: list[tuple[list[str], bool]] = (
+        [([], True)]
+        if not args.shards
+        else [
+            (["--controllers", "binder,podgrouper"], False),
+            *(
+                (["--controllers", "scheduler", "--node-pool", f"pool-{k}"], True)
+                for k in range(args.shards)
+            ),
+        ]
+    )
+    operators: list[subprocess.Popen[bytes]] = []
     try:
-        operator = start_operator(kubeconfig, log)
-        wait_ready(operator, log)
+        for k, (arguments, schedules) in enumerate(parts):
+            part_log = log if k == 0 else log.with_suffix(f".{k}.log")
+            operators.append(start_operator(kubeconfig, part_log, *arguments))
+            if schedules:
+                wait_ready(operators[-1], part_log)
         time.sleep(1.0)  # let the start-up passes settle
         emulator.command("reset")
-        cpu0 = _cpu_seconds(operator.pid)
+        cpu0 = sum(_cpu_seconds(o.pid) for o in operators)
         emulator_cpu0 = emulator.cpu_seconds()
         to_created, to_bound, to_running = asyncio.run(
-            burst(emulator, args.pods, args.concurrency, args.timeout)
+            burst(emulator, args.pods, args.concurrency, args.timeout, args.shards)
         )
         counts = emulator.command("counts")
-        cpu = _cpu_seconds(operator.pid) - cpu0
+        cpu = sum(_cpu_seconds(o.pid) for o in operators) - cpu0
         cluster_cpu = {
             name: round(seconds - emulator_cpu0[name], 1)
             for name, seconds in emulator.cpu_seconds().items()
         }
-        peak = _proc_status(operator.pid, "VmHWM")
+        # The largest process's: each would have a machine (a pod) of its own.
+        peak = max(_proc_status(o.pid, "VmHWM") for o in operators)
         settled = settle(emulator, counts)
     finally:
-        if operator is not None and operator.poll() is None:
-            operator.send_signal(signal.SIGINT)
+        for operator in operators:
+            if operator.poll() is None:
+                operator.send_signal(signal.SIGINT)
+        for operator in operators:
             try:
                 operator.wait(20)
             except subprocess.TimeoutExpired:
@@ -454,6 +492,14 @@ def main() -> int:
         default="emulator",
         help="the cluster: kai-py's emulator, or a real kube-apiserver and etcd "
         "(built by scripts/k8s-binaries.sh) with the simulated kubelets",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=0,
+        help="cut the nodes into N node pools (pool-0, ...), the pods labelled round-robin, "
+        "and run a scheduler process per pool plus one binder and pod-grouper process "
+        "(operator CPU: all of them; peak RSS: the largest)",
     )
     parser.add_argument("--concurrency", type=int, default=16, help="concurrent creates")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
@@ -505,6 +551,7 @@ def main() -> int:
             json.dumps(
                 {
                     "nodes": args.nodes,
+                    "shards": args.shards,
                     "gpus_per_node": args.gpus,
                     "pods": args.pods,
                     "event_loop": loop,
@@ -516,7 +563,9 @@ def main() -> int:
         return 0
     print(
         f"{args.nodes} nodes x {args.gpus} GPUs, {args.pods} one-GPU pods, "
-        f"{len(runs)} run(s), {loop} event loop, min / median:"
+        f"{len(runs)} run(s), {loop} event loop, "
+        + (f"{args.shards} scheduler shards, " if args.shards else "")
+        + "min / median:"
     )
     print(f"  first create -> all created  {_spread([r.to_created_s for r in runs], ' s')}")
     print(f"  first create -> all bound    {_spread([r.to_bound_s for r in runs], ' s')}")

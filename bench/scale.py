@@ -89,6 +89,7 @@ from kai_py.state.cache import (
 from kai_py.state.convert import pod_requests
 from kai_py.state.gcpause import load_then_freeze, paused_gc
 from kai_py.state.idle import IdleGate
+from kai_py.state.partition import Partition
 from kai_py.writes.writer import (
     EventRecorder,
     JobResources,
@@ -123,8 +124,13 @@ class _Discard(dict[Any, Json]):
 class Cluster:
     """A synthetic cluster's objects, and a tiny API server that echoes writes."""
 
-    def __init__(self, cache: ClusterCache, seed: int, keep: bool = True) -> None:
+    def __init__(
+        self, cache: ClusterCache, seed: int, keep: bool = True, pool: str | None = None
+    ) -> None:
         self.cache = cache
+        #: The node pool of a shard's cluster: its Nodes and PodGroups carry the label
+        #: (its pods do not: a pod's pool is its PodGroup's).
+        self.pool_labels = {keys.NODE_POOL_LABEL: pool} if pool else {}
         self.rng = random.Random(seed)
         self.rv = 1000
         # The full objects, as stored (not kept when only the cache's memory is measured).
@@ -145,6 +151,9 @@ class Cluster:
         # Delivered with managedFields, as a real API server sends every object; the
         # copy kept here as the API server's goes without (it is not the operator's).
         m = body.get("metadata") or {}
+        if self.pool_labels and kind in (NODES, PODGROUPS):
+            m = {**m, "labels": {**(m.get("labels") or {}), **self.pool_labels}}
+            body["metadata"] = m  # the API server's copy has them too
         sent = {**body, "metadata": {**m, "managedFields": managed_fields(body)}}
         self.cache.observe(kind, event, sent)
 
@@ -710,7 +719,7 @@ class Runner:
 
     def _cycle(self, now: float) -> tuple[dict[str, float], list[Write], dict[str, int]]:
         t: dict[str, float] = {}
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         view = self.cache.view(now)
         t["view"] = time.perf_counter() - start
         mark = time.perf_counter()
@@ -723,6 +732,8 @@ class Runner:
         writes = plan(view, built, decisions, now, self.recorder, None)
         t["plan"] = time.perf_counter() - mark
         t["total"] = time.perf_counter() - start
+        # The process's CPU: on a shared machine, what the cycle costs whatever else runs.
+        t["cpu"] = time.process_time() - cpu
         quiet = not (decisions.binds or decisions.evictions or decisions.pipelined)
         self.gate.ran(view.generation, now, view.wake_at, quiet)
         info = {
@@ -768,8 +779,9 @@ def rss_now_mb() -> float:
 
 def run_memory(args: argparse.Namespace) -> dict[str, Any]:
     """The operator's memory: a cache filled with objects nothing else keeps, then a cycle."""
-    cache = ClusterCache(SCHEDULER)
-    c = Cluster(cache, args.seed, keep=False)
+    partition = Partition(keys.NODE_POOL_LABEL, args.pool or "")
+    cache = ClusterCache(SCHEDULER, partition=partition)
+    c = Cluster(cache, args.seed, keep=False, pool=args.pool)
     base = rss_now_mb()
     made = fill_as_asked(c, args)
     gc.collect()
@@ -857,8 +869,10 @@ def run_warm_up(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_size(args: argparse.Namespace) -> dict[str, Any]:
-    cache = ClusterCache(SCHEDULER)
-    c = Cluster(cache, args.seed)
+    # A shard (--pool) is fed its pool's objects only, as its filtered watches are.
+    partition = Partition(keys.NODE_POOL_LABEL, args.pool or "")
+    cache = ClusterCache(SCHEDULER, partition=partition)
+    c = Cluster(cache, args.seed, pool=args.pool)
     mark = time.perf_counter()
     made = fill_as_asked(c, args)
     fill_s = time.perf_counter() - mark
@@ -868,6 +882,7 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
     runner = Runner(cache, config)
     result: dict[str, Any] = {
         "scheduler": build_name(),
+        "pool": args.pool or "",
         "nodes": args.nodes,
         "pods": args.pods,
         "pending": args.pending,
@@ -1011,8 +1026,25 @@ def main() -> int:
         help="the full cycle with block/rack constraints on the pending gangs beside the "
         "same cluster without (see above)",
     )
+    parser.add_argument(
+        "--pool",
+        default=None,
+        help="run as the scheduler shard of this node pool: its Nodes and PodGroups carry "
+        "the pool label, the cache keeps that pool only",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=None,
+        help="scale-out: one process at --nodes with one pool, then N shard processes of "
+        "--nodes each (pool-0, ...), one after another; with --whole also one process "
+        "serving all N x --nodes",
+    )
+    parser.add_argument("--whole", action="store_true", help="with --shards: see above")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.shards:
+        return run_shards(args)
     if args.sizes:
         results = []
         for size in [int(s) for s in args.sizes.split(",") if s]:
@@ -1097,6 +1129,91 @@ def main() -> int:
         print(json.dumps(result))
     else:
         show(result)
+    return 0
+
+
+def _child(
+    args: argparse.Namespace, nodes: int, seed: int, pool: str | None, *more: str
+) -> dict[str, Any]:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--nodes",
+        str(nodes),
+        "--queues",
+        str(args.queues),
+        "--foreign-share",
+        str(args.foreign_share),
+        "--seed",
+        str(seed),
+        "--busy-gpus",
+        str(args.busy_gpus),
+        "--json",
+        *(["--pool", pool] if pool else []),
+        *more,
+    ]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def _figures(args: argparse.Namespace, nodes: int, seed: int, pool: str | None) -> dict[str, Any]:
+    """A process's full cycle (``run_size``) and, in another, its cache's memory
+    (``--memory``: objects kept nowhere else, the peak of a full cycle)."""
+    r = _child(args, nodes, seed, pool)
+    memory = _child(args, nodes, seed, pool, "--memory")
+    low, mid = (float(x) for x in r["full"]["seconds"]["total"].split(" / "))
+    cpu_low, cpu_mid = (float(x) for x in r["full"]["seconds"]["cpu"].split(" / "))
+    return {
+        "pool": r["pool"] or ("(one pool)" if nodes == args.nodes else "(all, one)"),
+        "nodes": r["nodes"],
+        "pods": r["pods"],
+        "cycle_s": (low, mid),
+        "cycle_cpu_s": (cpu_low, cpu_mid),
+        "binds": r["full"]["binds"],
+        "peak_rss_mb": memory["peak_rss_mb"],
+        # Placements a second: the binds of a full cycle over its (median) CPU time, the
+        # time it takes on a machine of its own (this one is shared).
+        "placements_per_s": r["full"]["binds"] / cpu_mid,
+        "scheduler": r["scheduler"],
+    }
+
+
+def run_shards(args: argparse.Namespace) -> int:
+    """One pool at --nodes, then --shards shards of --nodes each, one process each."""
+    base = _figures(args, args.nodes, args.seed, None)
+    # Each shard's pool is the one pool's cluster (the same seed), labelled: the figures
+    # differ by what the shard does besides, nothing else.
+    shards = [_figures(args, args.nodes, args.seed, f"pool-{k}") for k in range(args.shards)]
+    whole = _figures(args, args.nodes * args.shards, args.seed, None) if args.whole else None
+    result = {"one_pool": base, "shards": shards, "whole": whole}
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"{args.shards} shards of {args.nodes} nodes ({args.shards * args.nodes} nodes, "
+        f"{sum(s['pods'] for s in shards)} pods), one process each, run one after another "
+        f"(2 cores: they would each have their own machine); {base['scheduler']}; "
+        "full cycle min / median of 3"
+    )
+    rows = [base, *shards, *([whole] if whole else [])]
+    for r in rows:
+        low, mid = r["cycle_s"]
+        cpu_low, cpu_mid = r["cycle_cpu_s"]
+        print(
+            f"  {r['pool']:12} {r['nodes']:6} nodes {r['pods']:7} pods: cycle {low:.3f} / "
+            f"{mid:.3f} s ({mid / base['cycle_s'][1]:.2f}x one pool), CPU {cpu_low:.3f} / "
+            f"{cpu_mid:.3f} s ({cpu_mid / base['cycle_cpu_s'][1]:.2f}x), peak RSS "
+            f"{r['peak_rss_mb']} MB ({r['peak_rss_mb'] / base['peak_rss_mb']:.2f}x), "
+            f"{r['binds']} binds, {r['placements_per_s']:.0f} placements/s"
+        )
+    total = sum(s["placements_per_s"] for s in shards)
+    print(f"  cluster, {args.shards} shards at once: {total:.0f} placements/s")
+    if whole:
+        print(
+            f"  cluster, one process for all {whole['nodes']} nodes: "
+            f"{whole['placements_per_s']:.0f} placements/s ({total / whole['placements_per_s']:.2f}x)"
+        )
     return 0
 
 

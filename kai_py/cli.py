@@ -60,6 +60,19 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the simulated clock, RFC 3339 (default: the latest timestamp in the input)",
     )
     sim.add_argument(
+        "--node-pool",
+        default=None,
+        metavar="VALUE",
+        help="one scheduler shard's cycle: only the nodes, pods and PodGroups of the node "
+        "pool VALUE ('' for those without the pool label), as `kai-py run --node-pool`",
+    )
+    sim.add_argument(
+        "--node-pool-label",
+        default="kai.scheduler/node-pool",
+        metavar="KEY",
+        help="the label key of node pools (default: %(default)s)",
+    )
+    sim.add_argument(
         "--recreate-evicted",
         action="store_true",
         help="between cycles, evicted pods come back as new Pending pods of the same name",
@@ -141,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             recreate_evicted=args.recreate_evicted,
             actions=args.actions,
             config_file=args.config,
+            node_pool=args.node_pool,
+            node_pool_label=args.node_pool_label,
         )
     if args.command == "node-agent":
         from kai_py.gpu.nodeagent import run_node_agent

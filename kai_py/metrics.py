@@ -29,7 +29,8 @@ NAMESPACE: Final = "kai"
 #: KAI's buckets for task latencies: ExponentialBuckets(5, 2, 10), in milliseconds.
 TASK_BUCKETS: Final = tuple(5.0 * 2**i for i in range(10))
 QUEUE_LABELS: Final = ("queue_name", "queue_metadata_name", "queue_display_name")
-#: kai-py has one node pool; KAI's eviction counter names it.
+#: The pool of a scheduler serving unlabelled nodes; KAI's eviction counter names the
+#: pool of the shard that evicted.
 NODE_POOL: Final = "default"
 
 # ---- KAI's scheduler metrics (pkg/scheduler/metrics) ------------------------------------
@@ -247,7 +248,10 @@ def record_close_session(seconds: float) -> None:
 
 
 def record_decisions(
-    decisions: Decisions, snapshot: Snapshot, queues: Iterable[Mapping[str, Any]]
+    decisions: Decisions,
+    snapshot: Snapshot,
+    queues: Iterable[Mapping[str, Any]],
+    node_pool: str = NODE_POOL,
 ) -> None:
     """What one cycle decided: task latencies, evictions, and every per-queue metric.
 
@@ -260,7 +264,7 @@ def record_decisions(
             TASK_SCHEDULING_LATENCY.observe(max(0.0, _ms(now - task.created)))
     for ev in decisions.evictions:
         namespace, name = podgroup_of.get(ev.task.job_uid, (ev.task.namespace, ""))
-        EVICTED_PODS.labels(name, namespace, ev.task.job_uid, NODE_POOL, ev.action).inc()
+        EVICTED_PODS.labels(name, namespace, ev.task.job_uid, node_pool, ev.action).inc()
     specs = {str((q.get("metadata") or {}).get("name") or ""): q.get("spec") or {} for q in queues}
     seen: set[tuple[str, str, str]] = set()
     for qname, figures in decisions.queues.items():

@@ -158,9 +158,12 @@ class AsyncTransport:
         """Reset the connections of the writes in flight (``HttpPool.abort_writes``)."""
         return self._pool.abort_writes() if self._pool is not None else 0
 
-    async def watch(self, path: str, version: str) -> AsyncIterator[Json]:
+    async def watch(
+        self, path: str, version: str, label_selector: str | None = None
+    ) -> AsyncIterator[Json]:
         """The events of one watch request from ``version`` (raises ``_Gone`` on a 410)."""
         query = [
+            *([("labelSelector", label_selector)] if label_selector else []),
             ("watch", "true"),
             ("resourceVersion", version),
             ("allowWatchBookmarks", "true"),
@@ -207,10 +210,14 @@ def attach_transport(kube: Kube) -> AsyncTransport:
 class Informer:
     """LIST + WATCH of one resource path, fanned out to listeners (see the module)."""
 
-    def __init__(self, transport: AsyncTransport, path: str, name: str) -> None:
+    def __init__(
+        self, transport: AsyncTransport, path: str, name: str, label_selector: str | None = None
+    ) -> None:
         self.transport = transport
         self.path = path
         self.name = name
+        #: Only the objects with these labels, selected by the API server (a shard's pool).
+        self.label_selector = label_selector
         self.listeners: list[Listener] = []
         self.lists = 0  # how many times it listed (tests, logs)
 
@@ -246,6 +253,8 @@ class Informer:
             token: str | None = None
             while True:
                 query = [("limit", str(LIST_PAGE_SIZE))]
+                if self.label_selector:
+                    query.append(("labelSelector", self.label_selector))
                 if token:
                     query.append(("continue", token))
                 try:
@@ -268,7 +277,7 @@ class Informer:
     async def _watch_once(self, version: str) -> str:
         """One watch request; returns the last version seen (to watch on from)."""
         try:
-            async for event in self.transport.watch(self.path, version):
+            async for event in self.transport.watch(self.path, version, self.label_selector):
                 obj = event.get("object") or {}
                 seen = (obj.get("metadata") or {}).get("resourceVersion")
                 if seen:

@@ -356,7 +356,12 @@ def list_all(
 
 
 async def send(
-    kube: Any, method: str, path: str, body: object = None, *, content_type: str = "application/json"
+    kube: Any,
+    method: str,
+    path: str,
+    body: object = None,
+    *,
+    content_type: str = "application/json",
 ) -> Json:
     """A request from the event loop: ``kube.arequest`` where there is one (a ``Kube``),
     else ``kube.request`` in a thread (test doubles)."""
@@ -374,6 +379,8 @@ async def list_paged(
     on_page: Callable[[list[Json]], None] | None = None,
     *,
     limit: int = LIST_PAGE_SIZE,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
 ) -> Json:
     """A paginated LIST from the event loop that hands each page's objects to
     ``on_page`` as it comes and keeps none of them: returns the listing's
@@ -388,6 +395,10 @@ async def list_paged(
         token: str | None = None
         while True:
             query = [("limit", str(limit))]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if field_selector:
+                query.append(("fieldSelector", field_selector))
             if token:
                 query.append(("continue", token))
             try:

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -54,6 +54,7 @@ from kai_py.state.cache import (
 from kai_py.state.documents import InputError
 from kai_py.state.gcpause import load_then_freeze, paused_gc
 from kai_py.state.idle import IdleGate
+from kai_py.state.partition import Partition
 from kai_py.writes.writer import (
     BackgroundWriter,
     EventRecorder,
@@ -127,7 +128,10 @@ def state() -> LoopState:
     global _state
     if _state is None:
         settings = current()
-        _state = LoopState(settings=settings, cache=ClusterCache(settings.scheduler_name))
+        _state = LoopState(
+            settings=settings,
+            cache=ClusterCache(settings.scheduler_name, partition=settings.partition),
+        )
     return _state
 
 
@@ -170,8 +174,28 @@ def pod_event(type: str | None, body: dict[str, Any], memo: Any) -> None:
     _observe(PODS, type, body)
 
 
+def watch_selectors(kind: str, partition: Partition) -> tuple[str | None, ...]:
+    """The label selectors of the scheduler's watches of ``kind``: the API server sends
+    a shard its pool's objects only, so its memory and cycle shrink with the pool.
+
+    Nodes and BindRequests carry their pool's label. A pod's pool is its own label, else
+    its PodGroup's: a named pool's shard also watches unlabelled pods and keeps those of
+    its PodGroups (the cache). The default shard watches every PodGroup, to tell an
+    unlabelled pod of another pool's PodGroup from a pod whose PodGroup is missing."""
+    if kind in (NODES, BINDREQUESTS) or (kind == PODGROUPS and partition.value):
+        return (partition.selector(),)
+    if kind == PODS:
+        unlabelled = Partition(partition.label).selector()
+        return (partition.selector(), unlabelled) if partition.value else (unlabelled,)
+    return (None,)
+
+
+def _selectors(kind: str) -> watches.Selectors:
+    return lambda: watch_selectors(kind, current().partition)
+
+
 # Pods come from the operator's own pod watch (kai_py.controllers.watches), not Kopf's.
-watches.on_pods(kopf.get_default_registry(), pod_event)
+watches.on_pods(kopf.get_default_registry(), pod_event, _selectors(PODS))
 
 
 def _observer(kind: str) -> watches.Listener:
@@ -194,7 +218,14 @@ for _kind, (_group, _version, _plural) in {
     STORAGE_CLASSES: ("storage.k8s.io", "v1", "storageclasses"),
     TOPOLOGIES: (keys.TOPOLOGY_GROUP, keys.TOPOLOGY_VERSION, "topologies"),  # gangs' domains
 }.items():
-    watches.on_events(kopf.get_default_registry(), _group, _version, _plural, _observer(_kind))
+    watches.on_events(
+        kopf.get_default_registry(),
+        _group,
+        _version,
+        _plural,
+        _observer(_kind),
+        _selectors(_kind) if _kind in (NODES, PODGROUPS, BINDREQUESTS) else None,
+    )
 # KAI's Config and this shard's SchedulingShard: settings applied on the next cycle.
 kaiconfig.register(kopf.get_default_registry())
 
@@ -208,7 +239,7 @@ async def start_loop(**_: Any) -> None:
     kaiconfig.reset()
     _state = s = LoopState(
         settings=settings,
-        cache=ClusterCache(settings.scheduler_name),
+        cache=ClusterCache(settings.scheduler_name, partition=settings.partition),
         recorder=EventRecorder(refresh=settings.event_refresh),
     )
     metrics.serve(settings.metrics_port)
@@ -218,8 +249,10 @@ async def start_loop(**_: Any) -> None:
     s.background = BackgroundWriter(s.kube)
     s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
     log.info(
-        "scheduling loop started: scheduler %s, every %gs, %s",
+        "scheduling loop started: scheduler %s, shard %s (node pool %s), every %gs, %s",
         s.settings.scheduler_name,
+        s.settings.shard,
+        s.settings.partition.selector(),
         s.settings.schedule_period,
         s.settings.placement,
     )
@@ -264,7 +297,7 @@ async def _load(s: LoopState, kube: Kube, pending: list[str], deadline: float) -
 
             try:
                 # Page by page: the cache keeps projections, never a whole listing.
-                listing = await list_paged(kube, _LIST_PATHS[kind], load_page)
+                listing = await _list_kind(s, kube, kind, load_page)
             except KubeError as exc:
                 if exc.code == 404:  # the resource is not served (e.g. CRDs not installed)
                     log.warning("cannot list %s (%s); scheduling without them", kind, exc)
@@ -280,6 +313,47 @@ async def _load(s: LoopState, kube: Kube, pending: list[str], deadline: float) -
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cannot list {', '.join(pending)}")
             await asyncio.sleep(min(1.0, s.settings.schedule_period))
+
+
+async def _list_kind(
+    s: LoopState,
+    kube: Kube,
+    kind: str,
+    on_page: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> dict[str, Any]:
+    """LIST ``kind`` as the scheduler's watches see it (one LIST per selector), as one
+    listing of uids."""
+    items: list[dict[str, Any]] = []
+    first: dict[str, Any] | None = None
+    for selector in watch_selectors(kind, s.cache.partition):
+        listing = await list_paged(kube, _LIST_PATHS[kind], on_page, label_selector=selector)
+        items.extend(listing.get("items") or [])
+        first = first or listing
+    # The first listing's version, the oldest: what a later LIST missed because it was
+    # created in between is newer, so ClusterCache.resync keeps it.
+    return {**(first or {}), "items": items}
+
+
+async def list_pods_of_new_nodes(s: LoopState) -> None:
+    """List the pods of the nodes that joined a named pool since the pods were listed:
+    the cache dropped those that came before their node (``ClusterCache.new_nodes``)."""
+    assert s.kube is not None
+    cache = s.cache
+    for node in sorted(cache.new_nodes):
+
+        def load_page(items: list[dict[str, Any]]) -> None:
+            for item in items:
+                cache.observe(PODS, "ADDED", item)
+
+        for selector in watch_selectors(PODS, cache.partition):
+            await list_paged(
+                s.kube,
+                _LIST_PATHS[PODS],
+                load_page,
+                label_selector=selector,
+                field_selector=f"spec.nodeName={node}",
+            )
+        cache.new_nodes.discard(node)  # listed (a failure above tries it again next cycle)
 
 
 async def run_loop(s: LoopState) -> None:
@@ -312,6 +386,8 @@ async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
             next_resync = started + RESYNC_SECONDS
             await resync(s)
         try:
+            if s.cache.new_nodes:
+                await list_pods_of_new_nodes(s)
             await run_one_cycle(s)
             s.last_error = None
         except asyncio.CancelledError:
@@ -347,7 +423,7 @@ async def resync(s: LoopState) -> None:
     assert s.kube is not None
     for kind in KINDS:
         try:
-            listing = await list_paged(s.kube, _LIST_PATHS[kind])  # uids only
+            listing = await _list_kind(s, s.kube, kind)  # uids only
         except KubeError as exc:
             log.debug("resync: cannot list %s: %s", kind, exc)
             continue
@@ -404,7 +480,9 @@ async def _one_cycle(s: LoopState) -> Outcome:
     closing = time.perf_counter()
     writes = plan(view, built, decisions, now, s.recorder, s.cache)
     metrics.record_close_session(time.perf_counter() - closing)
-    metrics.record_decisions(decisions, built.snapshot, s.cache.objects[QUEUES].values())
+    metrics.record_decisions(
+        decisions, built.snapshot, s.cache.objects[QUEUES].values(), s.cache.partition.name
+    )
     waited = time.monotonic()
     outcome = await writer.apply(writes)
     s.write_seconds += time.monotonic() - waited

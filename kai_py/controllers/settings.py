@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -13,6 +14,7 @@ from kai_py.api import keys
 from kai_py.conf.schedconfig import load_config
 from kai_py.scheduler.model import Config
 from kai_py.state.documents import InputError
+from kai_py.state.partition import Partition
 
 #: The parts of the operator, by the names ``--controllers`` takes.
 CONTROLLER_NAMES: Final = ("scheduler", "binder", "podgrouper")
@@ -20,6 +22,10 @@ CONTROLLER_NAMES: Final = ("scheduler", "binder", "podgrouper")
 OPTIONAL_CONTROLLERS: Final = ("webhooks",)
 #: The shard of a scheduler started without --shard or --node-pool (unlabelled nodes).
 DEFAULT_SHARD: Final = "default"
+_LABEL_VALUE: Final = re.compile(r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_LABEL_KEY: Final = re.compile(
+    r"(?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
 
 
 def _controllers(text: str) -> tuple[str, ...]:
@@ -55,6 +61,10 @@ class OperatorSettings:
     shard: str = DEFAULT_SHARD
     node_pool: str = ""
     node_pool_label: str = keys.NODE_POOL_LABEL
+
+    @property
+    def partition(self) -> Partition:
+        return Partition(self.node_pool_label, self.node_pool)
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -127,6 +137,27 @@ class OperatorSettings:
             help="namespace of the Lease (default: the pod's namespace in a cluster, "
             "else kai-scheduler)",
         )
+        parser.add_argument(
+            "--node-pool",
+            default=None,
+            metavar="VALUE",
+            help="schedule only the node pool whose nodes, pods and PodGroups carry "
+            "--node-pool-label=VALUE (default: those without the label); one process "
+            "per pool, as KAI's scheduling shards",
+        )
+        parser.add_argument(
+            "--shard",
+            default=None,
+            metavar="NAME",
+            help="the scheduling shard's name: its Lease is kai-py-scheduler-NAME "
+            "(default: the --node-pool value, or 'default' without one)",
+        )
+        parser.add_argument(
+            "--node-pool-label",
+            default=keys.NODE_POOL_LABEL,
+            metavar="KEY",
+            help="the label key of node pools (default: %(default)s)",
+        )
         parser.add_argument("--verbose", action="store_true")
 
     @classmethod
@@ -144,6 +175,11 @@ class OperatorSettings:
                 logging.getLogger("kai_py").warning("%s", warning)
         if args.placement:
             scheduler.placement = args.placement
+        node_pool = args.node_pool or ""
+        shard = args.shard or node_pool or DEFAULT_SHARD
+        problem = _shard_problem(shard, node_pool, args.node_pool_label, args.controllers)
+        if problem:
+            raise SystemExit(f"kai-py run: {problem}")
         return cls(
             scheduler_name=args.scheduler_name,
             schedule_period=args.schedule_period,
@@ -155,9 +191,33 @@ class OperatorSettings:
             metrics_port=args.metrics_port,
             controllers=tuple(args.controllers),
             leader_elect=_elects(args.leader_elect, args.controllers),
-            lease_name=args.lease_name or lease_name_for(args.controllers),
+            lease_name=args.lease_name or lease_name_for(args.controllers, shard),
             lease_namespace=args.lease_namespace or pod_namespace() or "kai-scheduler",
+            shard=shard,
+            node_pool=node_pool,
+            node_pool_label=args.node_pool_label,
         )
+
+
+def _shard_problem(
+    shard: str, node_pool: str, label: str, controllers: tuple[str, ...]
+) -> str | None:
+    """Why these shard flags cannot run, or None."""
+    if not _LABEL_VALUE.fullmatch(node_pool):
+        return f"--node-pool: {node_pool!r} is not a label value (63 characters at most: "
+        "letters, digits, '-', '_', '.', starting and ending with a letter or digit)"
+    if not _LABEL_KEY.fullmatch(label):
+        return f"--node-pool-label: {label!r} is not a label key"
+    if not _LABEL_VALUE.fullmatch(shard) or not shard:
+        return f"--shard: {shard!r} is not a name (it goes into a Lease name)"
+    if shard != DEFAULT_SHARD and any(p in controllers for p in ("binder", "podgrouper")):
+        # Every shard's process would bind and group every pool's pods: one of each
+        # serves all pools (KAI's shape).
+        return (
+            f"--shard {shard}: runs the scheduler only (--controllers scheduler); "
+            "the binder and the pod-grouper run once, in another process, for every pool"
+        )
+    return None
 
 
 def _elects(flag: bool | None, controllers: tuple[str, ...]) -> bool:
@@ -168,9 +228,13 @@ def _elects(flag: bool | None, controllers: tuple[str, ...]) -> bool:
     return in_cluster() if flag is None else bool(flag)
 
 
-def lease_name_for(controllers: tuple[str, ...]) -> str:
+def lease_name_for(controllers: tuple[str, ...], shard: str = "default") -> str:
     """One Lease per set of parts: a binder Deployment and a scheduler Deployment each
-    elect their own leader instead of one of them standing by for ever."""
+    elect their own leader instead of one of them standing by for ever. Each scheduling
+    shard but the default one has its own (the default keeps the names it had before
+    there were shards, so an upgrade elects against the same Lease)."""
+    if shard != DEFAULT_SHARD:
+        return f"kai-py-scheduler-{shard}"
     parts = [part for part in CONTROLLER_NAMES if part in controllers]
     if parts == list(CONTROLLER_NAMES):
         return "kai-py-operator"

@@ -36,32 +36,45 @@ log = logging.getLogger(__name__)
 Json = dict[str, Any]
 Listener = Callable[[str | None, Json, Any], None]
 PodListener = Listener
+#: The label selectors of a part's watches of one resource, read at the start (from the
+#: settings): one watch per selector, None for all objects.
+Selectors = Callable[[], tuple[str | None, ...]]
+_ALL: Final[tuple[str | None, ...]] = (None,)
 
 _TASKS_KEY: Final = "kai_py_watches"
 _TRANSPORT_KEY: Final = "kai_py_watches_transport"
-#: Per registry: (group, version, plural) -> listeners.
-_listeners: dict[int, dict[tuple[str, str, str], list[Listener]]] = {}
+_Resource = tuple[str, str, str, Selectors | None]
+#: Per registry: (group, version, plural, selectors) -> listeners.
+_listeners: dict[int, dict[_Resource, list[Listener]]] = {}
 
 
 def on_events(
-    registry: kopf.OperatorRegistry, group: str, version: str, plural: str, listener: Listener
+    registry: kopf.OperatorRegistry,
+    group: str,
+    version: str,
+    plural: str,
+    listener: Listener,
+    selectors: Selectors | None = None,
 ) -> None:
     """Call ``listener(type, object, memo)`` for every event of the resource once the
-    operator runs (type ``None`` for the objects of a listing)."""
+    operator runs (type ``None`` for the objects of a listing); with ``selectors``, for
+    the objects they select only (parts with the same ``selectors`` share watches)."""
     by_resource = _listeners.get(id(registry))
     if by_resource is None:
         by_resource = _listeners[id(registry)] = {}
         _register(registry, by_resource)
-    by_resource.setdefault((group, version, plural), []).append(listener)
+    by_resource.setdefault((group, version, plural, selectors), []).append(listener)
 
 
-def on_pods(registry: kopf.OperatorRegistry, listener: PodListener) -> None:
+def on_pods(
+    registry: kopf.OperatorRegistry, listener: PodListener, selectors: Selectors | None = None
+) -> None:
     """Call ``listener(type, pod, memo)`` for every pod event once the operator runs."""
-    on_events(registry, "", "v1", "pods", listener)
+    on_events(registry, "", "v1", "pods", listener, selectors)
 
 
 def _register(
-    registry: kopf.OperatorRegistry, by_resource: dict[tuple[str, str, str], list[Listener]]
+    registry: kopf.OperatorRegistry, by_resource: dict[_Resource, list[Listener]]
 ) -> None:
     async def start(memo: Any, **_: Any) -> None:
         # The parts' own startup handlers may run after this one: the first events
@@ -70,11 +83,12 @@ def _register(
         api_client = await asyncio.to_thread(load_api_client)
         transport = AsyncTransport(api_client.configuration)
         tasks = []
-        for (group, version, plural), listeners in by_resource.items():
-            informer = Informer(transport, path_of(group, version, plural), plural)
-            for listener in listeners:
-                informer.listeners.append(_bound(listener, memo))
-            tasks.append(asyncio.create_task(informer.run(), name=f"kai-py-watch-{plural}"))
+        for (group, version, plural, selectors), listeners in by_resource.items():
+            for selector in selectors() if selectors is not None else _ALL:
+                informer = Informer(transport, path_of(group, version, plural), plural, selector)
+                for listener in listeners:
+                    informer.listeners.append(_bound(listener, memo))
+                tasks.append(asyncio.create_task(informer.run(), name=f"kai-py-watch-{plural}"))
         memo[_TRANSPORT_KEY] = transport
         memo[_TASKS_KEY] = tasks
 

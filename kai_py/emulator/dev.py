@@ -57,6 +57,19 @@ def operator_command() -> list[str] | None:
     return [sys.executable, "-m", OPERATOR_MODULE]
 
 
+def node_pools(spec: ClusterSpec) -> list[str]:
+    """The node pools the description's node groups put nodes in (their labels)."""
+    return sorted(
+        {g.labels[keys.NODE_POOL_LABEL] for g in spec.nodes if g.labels.get(keys.NODE_POOL_LABEL)}
+    )
+
+
+def shard_arguments(pool: str) -> list[str]:
+    """The operator's arguments for the scheduler shard of ``pool``: the main operator
+    is the default shard (nodes without the label) and does not schedule onto them."""
+    return ["--controllers", "scheduler", "--node-pool", pool]
+
+
 def _summary(spec: ClusterSpec) -> str:
     groups = spec.node_groups()
     gpus = sum(group.gpus for group in groups.values())
@@ -64,6 +77,9 @@ def _summary(spec: ClusterSpec) -> str:
     what = f"{len(groups)} nodes, {gpus} GPUs"
     if products:
         what += f" ({', '.join(products)})"
+    pools = node_pools(spec)
+    if pools:
+        what += f"; node pools {', '.join(pools)}, each with its own scheduler"
     return what
 
 
@@ -125,6 +141,7 @@ async def _serve(
         kubeconfig = Path(tmpdir.name) / "kubeconfig"
     cluster = DevCluster(spec, port=port, kubeconfig_path=kubeconfig, kubeflow_crds=True)
     operator: subprocess.Popen[bytes] | None = None
+    shards: dict[str, subprocess.Popen[bytes]] = {}
     try:
         try:
             await cluster.start()
@@ -147,6 +164,10 @@ async def _serve(
                 _say("kai-py dev: admission webhooks served by the operator")
             elif operator is not None:
                 _say("kai-py dev: the operator's webhooks are not up after 30 s", sys.stderr)
+            for pool in node_pools(spec) if operator is not None else []:
+                shard = _start_operator(cluster.kubeconfig_path, shard_arguments(pool))
+                if shard is not None:
+                    shards[pool] = shard
         if apply:
             objects = read_manifests(apply)
             problems = await apply_manifests(cluster, objects)
@@ -168,9 +189,19 @@ async def _serve(
                     sys.stderr,
                 )
                 operator = None
+            for pool, shard in list(shards.items()):
+                if shard.poll() is not None:
+                    _say(
+                        f"kai-py dev: the scheduler of node pool {pool} exited with code "
+                        f"{shard.returncode}; the emulator keeps running",
+                        sys.stderr,
+                    )
+                    del shards[pool]
         _say("kai-py dev: stopping")
         return 0
     finally:
+        for shard in shards.values():
+            _stop_operator(shard)
         if operator is not None:
             _stop_operator(operator)
         await cluster.close()
@@ -180,8 +211,11 @@ async def _serve(
             tmpdir.cleanup()
 
 
-def _start_operator(kubeconfig: str) -> subprocess.Popen[bytes] | None:
-    """The hook where the operator starts against the emulated cluster."""
+def _start_operator(
+    kubeconfig: str, arguments: Sequence[str] | None = None
+) -> subprocess.Popen[bytes] | None:
+    """The hook where the operator starts against the emulated cluster (``arguments``:
+    another part than the whole operator, e.g. a node pool's scheduler)."""
     command = operator_command()
     if command is None:
         _say(
@@ -191,6 +225,10 @@ def _start_operator(kubeconfig: str) -> subprocess.Popen[bytes] | None:
         return None
     # The operator serves the admission webhooks too (HAMi's resources, device access,
     # validation), over plain HTTP on loopback, with configurations Kopf keeps.
+    if arguments is not None:
+        command = [*command, *arguments]
+        _say(f"kai-py dev: starting a node pool's scheduler: {' '.join(command)}")
+        return subprocess.Popen(command, env=dict(os.environ, KUBECONFIG=kubeconfig))
     command = [*command, "--controllers", DEV_CONTROLLERS]
     env = dict(
         os.environ,

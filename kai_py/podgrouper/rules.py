@@ -277,7 +277,7 @@ def _group(
         metadata=ObjectMeta(
             name=name,
             namespace=pod.namespace,
-            labels={keys.QUEUE_LABEL: queue},
+            labels={keys.QUEUE_LABEL: queue, **node_pool_label(workload.top, pod)},
             owner_references=[group_owner.owner_reference()],
         ),
         spec=PodGroupSpec(
@@ -307,6 +307,13 @@ def topology_constraint(top: Obj) -> TopologyConstraint | None:
     return TopologyConstraint(
         topology=topology, required_topology_level=required, preferred_topology_level=preferred
     )
+
+
+def node_pool_label(top: Obj, pod: Obj, label: str = keys.NODE_POOL_LABEL) -> dict[str, str]:
+    """The PodGroup's node-pool label: the top owner's, else the pod's (as KAI's). Only
+    the scheduler shard of that pool watches the PodGroup and decides its pods."""
+    value = top.labels.get(label, pod.labels.get(label))
+    return {label: value} if value is not None else {}
 
 
 def _duration_annotation(

@@ -19,14 +19,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from kai_py.api import keys
 from kai_py.api.objects import meta, parse_time
 from kai_py.conf.schedconfig import load_config, parse_actions
 from kai_py.scheduler.cycle import run_cycle
 from kai_py.scheduler.model import Config, Job, Task, TaskStatus
 from kai_py.scheduler.session import Decisions, Event, Eviction
 from kai_py.simulate.inputs import load_documents
+from kai_py.simulate.pools import of_pool
 from kai_py.state.builder import Built, build
 from kai_py.state.documents import Document, InputError
+from kai_py.state.partition import Partition
 
 MAX_CYCLES = 10
 
@@ -466,9 +469,21 @@ def simulate(
     recreate_evicted: bool = False,
     actions: str | None = None,
     config_file: Path | None = None,
+    node_pool: Partition | None = None,
+    warn: TextIO | None = None,
 ) -> Outcome:
     config = scheduler_config(placement=placement, actions=actions, config_file=config_file)
     docs = load_documents(paths)
+    if node_pool is not None:
+        docs, left_out = of_pool(docs, node_pool)
+        if left_out:
+            # Asked for: one shard's view. Said, so that nothing is left out unseen.
+            print(
+                f"--node-pool {node_pool.value!r} ({node_pool.selector()}): left out "
+                f"{len(left_out)} objects of other pools: {', '.join(left_out[:10])}"
+                + (", ..." if len(left_out) > 10 else ""),
+                file=warn or sys.stderr,
+            )
     sim = Simulation(
         docs,
         now=parse_now(now) if now else None,
@@ -488,6 +503,8 @@ def run_cli(
     recreate_evicted: bool,
     actions: str | None = None,
     config_file: Path | None = None,
+    node_pool: str | None = None,
+    node_pool_label: str = keys.NODE_POOL_LABEL,
 ) -> int:
     if cycles is not None and cycles < 1:
         print("kai-py simulate: --cycles: must be at least 1", file=sys.stderr)
@@ -501,6 +518,7 @@ def run_cli(
             recreate_evicted=recreate_evicted,
             actions=actions,
             config_file=config_file,
+            node_pool=Partition(node_pool_label, node_pool) if node_pool is not None else None,
         )
     except InputError as exc:
         for problem in exc.problems:

@@ -59,6 +59,7 @@ from kai_py.state.builder import Built, ParseMemo, PodFacts, build
 from kai_py.state.convert import take_extended
 from kai_py.state.documents import Document
 from kai_py.state.foreign import ForeignPods
+from kai_py.state.partition import Partition
 from kai_py.state.passmemo import PassMemo
 from kai_py.state.queuetree import level_text, levels, loop_text, parent_loops
 
@@ -103,6 +104,16 @@ _KIND_NAMES: Final = {
     STORAGE_CLASSES: ("storage.k8s.io/v1", "StorageClass"),
     TOPOLOGIES: (f"{keys.TOPOLOGY_GROUP}/{keys.TOPOLOGY_VERSION}", "Topology"),
 }
+
+#: Kinds whose objects belong to one node pool by their own label.
+_POOLED: Final = frozenset({NODES, PODGROUPS, BINDREQUESTS})
+
+
+def _of_another_pool(partition: Partition, body: Mapping[str, Any]) -> bool:
+    """A pod whose own node-pool label names a pool other than ``partition``'s."""
+    labels: Mapping[str, Any] = meta(body).get("labels") or {}
+    return partition.label in labels and not partition.holds(labels)
+
 
 #: The builder's name for "not ours": any name other than the default scheduler's.
 _FOREIGN_SCHEDULER: Final = "kai-py/another-scheduler"
@@ -473,6 +484,8 @@ class View:
     pod_documents: list[tuple[Document, PodFacts]] = field(default_factory=list)
     #: The ConfigMaps that exist, by (namespace, name): pods that need another wait.
     config_maps: frozenset[Key] = frozenset()
+    #: The node pool this view is of (its name goes into status conditions).
+    partition: Partition = field(default_factory=Partition)
 
     @property
     def all_documents(self) -> list[Document]:
@@ -526,8 +539,19 @@ class ClusterCache:
         self,
         scheduler_name: str = keys.DEFAULT_SCHEDULER_NAME,
         clock: Callable[[], float] = time.time,
+        partition: Partition | None = None,
     ) -> None:
         self.scheduler_name = scheduler_name
+        #: The node pool served: nodes, PodGroups and BindRequests of other pools are
+        #: not kept (the watches are filtered too; this holds for any other input).
+        self.partition = partition or Partition()
+        #: PodGroups seen in other pools (the default shard watches them all): their
+        #: unlabelled pods are another shard's, not pods of a missing PodGroup.
+        self.elsewhere: set[Key] = set()
+        #: A named pool's shard keeps no pod bound to a node outside its pool (every
+        #: pool's unlabelled pods reach it: other schedulers' above all). Nodes that
+        #: join the pool once the pods are listed: their pods are to be listed again.
+        self.new_nodes: set[str] = set()
         self._clock = clock
         #: Per node: when a bind there last timed out, as the BindRequest's status said.
         self.bind_timeouts: dict[str, float] = {}
@@ -569,11 +593,21 @@ class ClusterCache:
         if kind == PODS:
             return self._observe_pod(key, deleted, body)
         store = self.objects[kind]
+        if kind in _POOLED:
+            if not deleted and not self.partition.holds(meta(body).get("labels")):
+                # Never in the pool or left it (relabelled): another shard's.
+                if kind == PODGROUPS:
+                    self.elsewhere.add(key)
+                return self._drop(store, key, uid)
+            if kind == PODGROUPS:
+                self.elsewhere.discard(key)
         if deleted:
             return self._drop(store, key, uid)
         if not self._newer(store.get(key), body):
             return False
         if kind == NODES:
+            if key not in store and self.partition.value and self._waiting[PODS] is not None:
+                self.new_nodes.add(key[1])
             store[key] = project_node(body)
         elif kind == BINDREQUESTS:
             store[key] = project_bindrequest(body)
@@ -632,6 +666,12 @@ class ClusterCache:
         if not (self._newer(current, body) if current else foreign.newer(key, body)):
             return False
         ours, projection = project_pod(body, self.scheduler_name)
+        if ours and _of_another_pool(self.partition, body):
+            projection = None  # labelled with another pool: another shard's pod
+        elif projection is not None and self.partition.value:
+            node = (body.get("spec") or {}).get("nodeName")
+            if node and ("", node) not in self.objects[NODES]:
+                projection = None  # on another pool's node (see ``new_nodes``)
         ours_store.pop(key, None)
         foreign.pop(key)
         if projection is not None:
@@ -782,6 +822,8 @@ class ClusterCache:
         ours: list[tuple[Document, PodFacts]] = []
         # Looked up once: this loop runs for every pod of ours in every cycle.
         known_groups, entry_of, keep = self.objects[PODGROUPS], entries.get, entries.keep
+        elsewhere, pooled = self.elsewhere, bool(self.partition.value)
+        nodes = self.objects[NODES]
         for (ns, name), pod in self.objects[PODS].items():
             request = binds.get((ns, name))
             placed = pod if request is None else _placed_by_bindrequest(pod, request)
@@ -796,12 +838,22 @@ class ClusterCache:
                 # Not grouped by the pod-grouper yet, or a BindRequest still to delete.
                 held_back += 1
                 continue
-            if (ns, entry.group) not in known_groups and (
-                now - entry.created < PODGROUP_GRACE_SECONDS
-            ):
-                wake = min(wake, entry.created + PODGROUP_GRACE_SECONDS)
-                held_back += 1
-                continue
+            if (ns, entry.group) not in known_groups:
+                if (
+                    (pooled or (ns, entry.group) in elsewhere)
+                    and ("", (pod.get("spec") or {}).get("nodeName")) not in nodes
+                    if entry.bound
+                    else (ns, entry.group) in elsewhere
+                    or (pooled and self.partition.label not in (meta(pod).get("labels") or {}))
+                ):
+                    # Another pool's pod: running on a node of that pool, or its PodGroup
+                    # is there (a named pool's shard sees its own PodGroups only; an
+                    # unlabelled pod of an unseen one is the default shard's to report).
+                    continue
+                if now - entry.created < PODGROUP_GRACE_SECONDS:
+                    wake = min(wake, entry.created + PODGROUP_GRACE_SECONDS)
+                    held_back += 1
+                    continue
             by_uid[entry.uid] = pod
             ours.append((entry.document, entry.facts))
         entries.done()
@@ -846,6 +898,7 @@ class ClusterCache:
             status_memo=self.status_memo,
             pod_documents=ours,
             config_maps=frozenset(self.objects[CONFIGMAPS]),
+            partition=self.partition,
         )
 
 

@@ -72,6 +72,7 @@ from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Decisions, Event, QueueFigures
 from kai_py.state.builder import Built
 from kai_py.state.cache import BINDREQUESTS, PODGROUPS, PODS, QUEUES, ClusterCache, View
+from kai_py.state.partition import DEFAULT_POOL_NAME
 from kai_py.state.passmemo import PassMemo
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ COMPONENT: Final = "kai-scheduler"
 MESSAGE_LIMIT: Final = 1024
 DEFAULT_BACKOFF_LIMIT: Final = 3
 SCHEDULING_CONDITION_TYPE: Final = "UnschedulableOnNodePool"
-DEFAULT_NODE_POOL: Final = "default"
+DEFAULT_NODE_POOL: Final = DEFAULT_POOL_NAME  # unlabelled nodes' pool, as KAI names it
 _API_VERSIONS: Final = {
     "Pod": "v1",
     "PodGroup": f"{keys.GROUP}/{keys.PODGROUP_VERSION}",
@@ -96,13 +97,18 @@ def rfc3339(seconds: float) -> str:
 
 # ------------------------------------------------------------ pure builders
 def bindrequest_manifest(
-    task: Task, pod_uid: str, node: Node | None, backoff_limit: int = DEFAULT_BACKOFF_LIMIT
+    task: Task,
+    pod_uid: str,
+    node: Node | None,
+    backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
+    pool_labels: Mapping[str, str] | None = None,
 ) -> Json:
     """The BindRequest for a bind decision: named after the pod, owned by it.
 
     Written as a plain manifest (a burst makes thousands per cycle; the model's
     validate-and-dump took a tenth of a millisecond each); tests check that the
-    BindRequest model reads it back unchanged."""
+    BindRequest model reads it back unchanged. ``pool_labels`` put it in the node pool
+    of the shard that made it (as KAI's): only that shard watches it."""
     assert task.node_name is not None, "a bind decision names its node"
     spec: Json = {
         "podName": task.name,
@@ -127,7 +133,7 @@ def bindrequest_manifest(
         "metadata": {
             "name": task.name,
             "namespace": task.namespace,
-            "labels": {"selected-node": task.node_name},
+            "labels": {"selected-node": task.node_name, **(pool_labels or {})},
             "ownerReferences": [
                 {"apiVersion": "v1", "kind": "Pod", "name": task.name, "uid": pod_uid}
             ],
@@ -425,7 +431,9 @@ def _queue_details(details: Mapping[str, Any]) -> Json | None:
     return out
 
 
-def scheduling_conditions(reasons: list[Reason], now: float) -> list[Json]:
+def scheduling_conditions(
+    reasons: list[Reason], now: float, node_pool: str = DEFAULT_NODE_POOL
+) -> list[Json]:
     if not reasons:
         return []
     entries: list[Json] = []
@@ -439,7 +447,7 @@ def scheduling_conditions(reasons: list[Reason], now: float) -> list[Json]:
     return [
         {
             "type": SCHEDULING_CONDITION_TYPE,
-            "nodePool": DEFAULT_NODE_POOL,
+            "nodePool": node_pool,
             "status": "True",
             "reason": reasons[0].code,
             "message": message[:MESSAGE_LIMIT],
@@ -472,9 +480,10 @@ def podgroup_status_patch(
     resources: JobResources,
     now: float,
     phase: str | None = None,
+    node_pool: str = DEFAULT_NODE_POOL,
 ) -> Json | None:
     status = podgroup.get("status") or {}
-    wanted_conditions = scheduling_conditions(reasons, now)
+    wanted_conditions = scheduling_conditions(reasons, now, node_pool)
     patch: Json = {}
     current = status.get("schedulingConditions")
     if _condition_key(current) != _condition_key(wanted_conditions):
@@ -715,6 +724,7 @@ def _still_needed(
     resources: JobResources,
     now: float,
     phase: str | None,
+    node_pool: str,
 ) -> Json | None:
     """``patch``, made again against the PodGroup as the cache holds it now: the view is
     as old as the cycle, and the answer of the last cycle's write for it (the very
@@ -722,7 +732,7 @@ def _still_needed(
     current = cache.get(PODGROUPS, ns, name)
     if current is None or current is pg or meta(current).get("uid") != meta(pg).get("uid"):
         return patch
-    return podgroup_status_patch(current, reasons, resources, now, phase)
+    return podgroup_status_patch(current, reasons, resources, now, phase, node_pool)
 
 
 def plan(
@@ -737,6 +747,7 @@ def plan(
     """All writes for one cycle's decisions."""
     nodes = {n.name: n for n in built.snapshot.nodes}
     writes: list[Write] = []
+    pool, pool_labels = view.partition.name, view.partition.labels()
     # The answers of binds and status writes are seen at once, so the next cycle does
     # not decide a pod again, nor plan (and send) a status again, before the watch
     # delivers them; that event then changes nothing.
@@ -749,7 +760,9 @@ def plan(
         pod = view.pods.get(task.uid)
         if pod is None:
             continue
-        body = bindrequest_manifest(task, task.uid, nodes.get(task.node_name or ""), backoff_limit)
+        body = bindrequest_manifest(
+            task, task.uid, nodes.get(task.node_name or ""), backoff_limit, pool_labels
+        )
         writes.append(
             Write(
                 f"bind {task.key} -> {task.node_name}",
@@ -848,7 +861,7 @@ def plan(
         if key is not None and found == key:
             patch = None
         else:
-            patch = podgroup_status_patch(pg, reasons, resources, now, phase)
+            patch = podgroup_status_patch(pg, reasons, resources, now, phase, pool)
             if patch is None and key is None:
                 key = status_key(pg, reasons, resources, phase)
         if patch is None and key is not None:
@@ -862,7 +875,7 @@ def plan(
             continue  # the common case: nothing to write, no name needed
         ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
         if patch is not None and cache is not None:
-            patch = _still_needed(cache, pg, ns, name, patch, reasons, resources, now, phase)
+            patch = _still_needed(cache, pg, ns, name, patch, reasons, resources, now, phase, pool)
         if patch is not None:
             writes.append(
                 Write(
@@ -896,6 +909,11 @@ def plan(
             children.setdefault(q.parent, []).append(q.name)
     # A queue left out has no figures, but its Orphan condition is still set or cleared.
     figures_of: dict[str, QueueFigures | None] = {**dict.fromkeys(view.queues), **decisions.queues}
+    if view.partition.value:
+        # Queues are shared by every pool and KAI's Queue status has no per-pool field:
+        # the default shard alone writes it (shards writing their own pool's figures
+        # would overwrite each other every cycle). docs/operator.md, "Node pools".
+        figures_of = {}
     for name, figures in figures_of.items():
         queue = view.queues.get(name)
         if queue is None:

@@ -336,3 +336,67 @@ def test_taken_port_exits_1_and_bad_port_exits_2() -> None:
     )
     assert done.returncode == 2
     assert "--port 70000 is not a TCP port" in done.stderr
+
+
+def test_dev_runs_a_scheduler_for_each_node_pool_of_the_cluster_description(
+    tmp_path: Path,
+) -> None:
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        textwrap.dedent(
+            """\
+            nodes:
+            - {name: plain, count: 1, gpus: 2}
+            - {name: train, count: 1, gpus: 2, labels: {kai.scheduler/node-pool: train}}
+            """
+        )
+    )
+    kubeconfig = tmp_path / "kc"
+    process = subprocess.Popen(
+        [*DEV, "--cluster", str(cluster), "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    try:
+        lines = read_until(process, "starting a node pool's scheduler", timeout=60)
+        assert any("node pools train, each with its own scheduler" in line for line in lines)
+        assert lines[-1].endswith("--controllers scheduler --node-pool train")
+        api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
+        core = k8s.CoreV1Api(api)
+        for name, labels in (("in-train", {"kai.scheduler/node-pool": "train"}), ("plain", {})):
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {
+                    "schedulerName": "kai-scheduler",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ],
+                },
+            }
+            core.create_namespaced_pod("default", pod)  # type: ignore[arg-type]
+        deadline = time.monotonic() + 40
+        nodes: dict[str, str] = {}
+        while time.monotonic() < deadline and len(nodes) < 2:
+            for name in ("in-train", "plain"):
+                current = core.read_namespaced_pod(name, "default")
+                if current.status.phase == "Running":
+                    nodes[name] = current.spec.node_name
+            time.sleep(0.1)
+        assert nodes == {"in-train": "train-0", "plain": "plain-0"}
+        api.close()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)

@@ -105,6 +105,38 @@ def test_leader_election_is_on_by_default_only_in_a_pod(monkeypatch: pytest.Monk
     assert (off.leader_elect, off.lease_name, off.lease_namespace) == (False, "x", "y")
 
 
+def test_each_scheduling_shard_elects_on_its_own_lease_the_default_keeps_its_names() -> None:
+    from kai_py.controllers.operator import _parser
+    from kai_py.controllers.settings import OperatorSettings
+
+    def settings(*argv: str) -> OperatorSettings:
+        return OperatorSettings.from_args(_parser().parse_args(list(argv)))
+
+    # Before shards: the names an upgrade must keep electing on.
+    assert settings().lease_name == "kai-py-operator"
+    assert settings("--controllers", "scheduler").lease_name == "kai-py-scheduler"
+    default = settings("--controllers", "scheduler", "--node-pool", "")
+    assert (default.shard, default.partition.selector()) == ("default", "!kai.scheduler/node-pool")
+    pool_a = settings("--controllers", "scheduler", "--node-pool", "pool-a")
+    assert (pool_a.shard, pool_a.lease_name) == ("pool-a", "kai-py-scheduler-pool-a")
+    assert pool_a.partition.selector() == "kai.scheduler/node-pool=pool-a"
+    named = settings(
+        "--controllers",
+        "scheduler",
+        "--shard",
+        "h100",
+        "--node-pool",
+        "a",
+        "--node-pool-label",
+        "x/pool",
+    )
+    assert (named.lease_name, named.partition.selector()) == ("kai-py-scheduler-h100", "x/pool=a")
+    with pytest.raises(SystemExit, match="runs the scheduler only"):
+        settings("--node-pool", "pool-a")  # the binder and pod-grouper run once
+    with pytest.raises(SystemExit, match="--node-pool: 'a b' is not a label value"):
+        settings("--controllers", "scheduler", "--node-pool", "a b")
+
+
 # ------------------------------------------------------------------ fencing
 class _HangingLeases:
     """A fake API for the elector: the Lease is created, then every request hangs

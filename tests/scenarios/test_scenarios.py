@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
+from kai_py.simulate.pools import of_pool
 from kai_py.simulate.simulation import Simulation, parse_now, scheduler_config, to_json
 from kai_py.state.documents import Document, InputError
+from kai_py.state.partition import Partition
 
 HERE = Path(__file__).parent
 FILES = sorted(HERE.glob("*.yaml"))
@@ -61,6 +63,8 @@ def check(path: Path) -> list[str]:
             actions=header.get("actions"),
             config_file=HERE / header["config"] if header.get("config") else None,
         )
+        if "nodePool" in header:  # one shard's view (kai-py simulate --node-pool)
+            docs, _ = of_pool(docs, Partition(value=str(header["nodePool"])))
         sim = Simulation(
             docs,
             now=parse_now(header["now"]) if header.get("now") else None,

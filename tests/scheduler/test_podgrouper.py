@@ -604,3 +604,18 @@ def test_bad_duration_annotations_are_warnings_and_ignored(key: str, value: str)
     (warning,) = result.warnings
     assert warning.field == f'metadata.annotations["{key}"]'
     assert value in warning.problem
+
+
+# --- node pools ---------------------------------------------------------------
+def test_the_node_pool_label_goes_from_the_top_owner_else_the_pod_to_the_podgroup() -> None:
+    """Only the shard of the PodGroup's pool decides its pods (docs/operator.md)."""
+    pool = keys.NODE_POOL_LABEL
+    job = obj("batch/v1", "Job", "train", "job-uid", labels={pool: "pool-a"}, spec={})
+    # The top owner's label wins over the pod's, as KAI's pod-grouper.
+    of_job = grouped(group_pod(pod(owner=job, labels={pool: "pool-b"}), [job])).pod_group
+    assert of_job.metadata.labels[pool] == "pool-a"
+    plain_job = obj("batch/v1", "Job", "plain", "plain-uid", spec={})
+    of_pod = grouped(group_pod(pod(owner=plain_job, labels={pool: "pool-b"}), [plain_job]))
+    assert of_pod.pod_group.metadata.labels[pool] == "pool-b"
+    unlabelled = grouped(group_pod(pod(owner=plain_job), [plain_job])).pod_group
+    assert pool not in unlabelled.metadata.labels  # the default shard's (no label)
