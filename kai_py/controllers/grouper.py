@@ -67,6 +67,7 @@ async def start(memo: Any, **_: Any) -> None:
         kube,
         scheduler_name=lambda: settings.current().scheduler_name,
         owners=OwnerResolver(kube, ttl=_owner_ttl),
+        pool_label=poolwarnings.label_key,
     )
     memo[_MEMO_KEY] = service
     memo[_WORK_KEY] = watches.SerialPerKey(GROUPER_WORKERS, "kai-py-grouper", threads=False)

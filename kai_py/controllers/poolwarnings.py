@@ -44,6 +44,11 @@ _kube: list[Kube] = []
 _checks: set[asyncio.Task[None]] = set()
 
 
+def label_key() -> str:
+    """The node-pool label key: the Config's ``spec.global.nodePoolLabelKey``, else KAI's."""
+    return _label_key[0]
+
+
 def unserved_pool(obj: Mapping[str, Any], label_key: str, served: set[str]) -> str | None:
     """The pool ``obj`` names when no shard serves it, else None."""
     labels = (obj.get("metadata") or {}).get("labels") or {}

@@ -179,6 +179,7 @@ def group_pod(
     default_priority_class: str = keys.DEFAULT_PRIORITY_CLASS,
     related: Related = no_related,
     top_unreadable: bool = False,
+    pool_label: str = keys.NODE_POOL_LABEL,
 ) -> GroupingResult:
     """Decide the PodGroup of ``pod``.
 
@@ -223,7 +224,9 @@ def group_pod(
     try:
         workload, grouper = kinds.resolve(Workload(pod_obj, pod_spec, chain, related))
         plan = grouper(workload)
-        return _group(workload, plan, named_group, default_queue, default_priority_class)
+        return _group(
+            workload, plan, named_group, default_queue, default_priority_class, pool_label
+        )
     except Invalid as bad:
         return GroupingFailed((bad.warning,))
 
@@ -234,6 +237,7 @@ def _group(
     named_group: str | None,
     default_queue: str,
     default_priority_class: str,
+    pool_label: str = keys.NODE_POOL_LABEL,
 ) -> Grouped:
     """The PodGroup of ``plan``: what its kind decided, and what every kind shares
     (queue, priority class, preemptibility and the duration annotations)."""
@@ -277,7 +281,7 @@ def _group(
         metadata=ObjectMeta(
             name=name,
             namespace=pod.namespace,
-            labels={keys.QUEUE_LABEL: queue, **node_pool_label(workload.top, pod)},
+            labels={keys.QUEUE_LABEL: queue, **node_pool_label(workload.top, pod, pool_label)},
             owner_references=[group_owner.owner_reference()],
         ),
         spec=PodGroupSpec(

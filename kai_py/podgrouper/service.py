@@ -273,9 +273,12 @@ class PodGrouperService:
         default_queue: str = keys.DEFAULT_QUEUE,
         default_priority_class: str = keys.DEFAULT_PRIORITY_CLASS,
         owners: OwnerResolver | None = None,
+        pool_label: Callable[[], str] | str = keys.NODE_POOL_LABEL,
     ) -> None:
         self.kube = kube
         self._scheduler_name = scheduler_name
+        # The node-pool label key (KAI's Config may change it while running).
+        self._pool_label = pool_label
         self.default_queue = default_queue
         self.default_priority_class = default_priority_class
         self.owners = owners or OwnerResolver(kube)
@@ -409,6 +412,7 @@ class PodGrouperService:
             default_priority_class=self.default_priority_class,
             related=lambda _v, kind, name: related.get((kind, name)),
             top_unreadable=stopped is not None,
+            pool_label=self._pool_label() if callable(self._pool_label) else self._pool_label,
         )
         outcome = GroupingOutcome(group=result.group_name)
         for warning in result.warnings:

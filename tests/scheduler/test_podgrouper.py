@@ -619,3 +619,19 @@ def test_the_node_pool_label_goes_from_the_top_owner_else_the_pod_to_the_podgrou
     assert of_pod.pod_group.metadata.labels[pool] == "pool-b"
     unlabelled = grouped(group_pod(pod(owner=plain_job), [plain_job])).pod_group
     assert pool not in unlabelled.metadata.labels  # the default shard's (no label)
+
+
+def test_the_node_pool_label_key_is_the_one_the_config_names() -> None:
+    """KAI's Config may name another key (spec.global.nodePoolLabelKey): the grouper
+    copies that label, and not KAI's default one, to the PodGroup."""
+    job = obj(
+        "batch/v1",
+        "Job",
+        "train",
+        "job-uid",
+        labels={"example.com/pool": "pool-a", keys.NODE_POOL_LABEL: "pool-b"},
+        spec={},
+    )
+    group = grouped(group_pod(pod(owner=job), [job], pool_label="example.com/pool")).pod_group
+    assert group.metadata.labels["example.com/pool"] == "pool-a"
+    assert keys.NODE_POOL_LABEL not in group.metadata.labels
