@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kai_py.scheduler import reasons
-from kai_py.scheduler.model import Job, Node, Task, TaskStatus, Topology
+from kai_py.scheduler.model import Job, Node, Task, TaskStatus, Topology, TopologyConstraint
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
@@ -465,7 +465,15 @@ def home_nodes(session: Session, job: Job, node_name: str | None) -> list[Node] 
     required level, a constraint that cannot be read, a node outside every domain)."""
     if job.topology is None or node_name is None:
         return None
-    levels = resolve(job.topology, session.snapshot.topologies)
+    return required_domain(session, job.topology, node_name)
+
+
+def required_domain(
+    session: Session, constraint: TopologyConstraint, node_name: str
+) -> list[Node] | None:
+    """The nodes of ``constraint``'s required domain that holds ``node_name``, or None
+    (no required level, a constraint that cannot be read, a node outside every domain)."""
+    levels = resolve(constraint, session.snapshot.topologies)
     if isinstance(levels, str) or levels.required is None:
         return None
     cut = levels.required + 1
@@ -475,4 +483,3 @@ def home_nodes(session: Session, job: Job, node_name: str | None) -> list[Node] 
     return view_of(session, levels.topology).members.get(
         (levels.required, tuple(str(v) for v in own[:cut])), []
     )
-
