@@ -292,10 +292,25 @@ def _group(
             preemption_delay=preemption_delay,
             staleness_grace_period=staleness,
             sub_groups=list(plan.sub_groups) or None,
-            topology_constraint=topology_constraint(workload.top),
+            topology_constraint=_group_constraint(workload.top, plan),
         ),
     )
     return Grouped(name, pod_group, tuple(warnings), plan.pod_sub_group)
+
+
+def _group_constraint(top: Obj, plan: Plan) -> TopologyConstraint | None:
+    """The PodGroup's own constraint; a workload's topology name without a placement
+    level serves its segments when they have a constraint (segments may take the
+    name from the workload), so it is then no constraint of the whole PodGroup."""
+    found = topology_constraint(top)
+    if (
+        found is not None
+        and not found.required_topology_level
+        and not found.preferred_topology_level
+        and any(g.topology_constraint is not None for g in plan.sub_groups)
+    ):
+        return None
+    return found
 
 
 def topology_constraint(top: Obj) -> TopologyConstraint | None:

@@ -646,6 +646,11 @@ class SubGroup:
     min_member: int = 0
     min_sub_group: int | None = None
     children: tuple[str, ...] = ()  # direct child sub-groups, in the order of the spec
+    # Its own spec.subGroups[].topologyConstraint: its pods in one domain, inside the
+    # domain its parent (and the PodGroup) got.
+    topology: TopologyConstraint | None = None
+    # Its place in spec.subGroups, for messages naming the field (not part of its value).
+    index: int = field(default=0, compare=False)
 
 
 @dataclass(slots=True, frozen=True)
@@ -657,6 +662,12 @@ class SubGroups:
     groups: dict[str, SubGroup]
     top: tuple[str, ...]
     min_sub_group: int | None = None
+    #: Some sub-group has a topology constraint (the placement then goes down the tree).
+    constrained: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        found = any(g.topology is not None for g in self.groups.values())
+        object.__setattr__(self, "constrained", found)
 
 
 @dataclass(slots=True, eq=False)

@@ -23,6 +23,7 @@ from kai_py.api import jsoncodec, keys
 from kai_py.api.common import ManifestError
 from kai_py.api.objects import WorkloadError, meta, parse_time
 from kai_py.api.podgroup import PodGroup, PodGroupSpec
+from kai_py.api.podgroup import TopologyConstraint as ApiTopologyConstraint
 from kai_py.api.queue import MAX_QUEUE_DEPTH, queue_warnings, quota_above_limit
 from kai_py.api.queue import Queue as QueueModel
 from kai_py.api.topology import Topology as TopologyModel
@@ -695,6 +696,12 @@ def build(
     for job in built.snapshot.jobs:
         if job.topology is not None:
             _check_topology(job, topologies, invalid_topologies, events)
+        if job.subgroups is not None and job.subgroups.constrained:
+            for group in job.subgroups.groups.values():
+                if group.topology is not None:
+                    _check_topology(
+                        job, topologies, invalid_topologies, events, group.topology, group.index
+                    )
     for job in built.snapshot.jobs:
         if job.stale_since is None:
             job.stale_since = _stale_since(job)
@@ -763,18 +770,26 @@ def topology_from_model(model: TopologyModel) -> Topology:
 
 
 def _check_topology(
-    job: Job, topologies: dict[str, Topology], invalid: set[str], events: list[Event]
+    job: Job,
+    topologies: dict[str, Topology],
+    invalid: set[str],
+    events: list[Event],
+    constraint: TopologyConstraint | None = None,
+    index: int | None = None,
 ) -> None:
-    """A Warning on the PodGroup whose constraint cannot be applied: the job waits (the
-    scheduler says why in its status too), never placed as if it had none."""
-    assert job.topology is not None
-    problem = resolve_topology(job.topology, topologies)
+    """A Warning on the PodGroup whose constraint (its own, or sub-group ``index``'s)
+    cannot be applied: the job waits (the scheduler says why in its status too), never
+    placed as if it had none."""
+    constraint = constraint or job.topology
+    assert constraint is not None
+    at = "spec.topologyConstraint" if index is None else f"spec.subGroups[{index}].topologyConstraint"
+    problem = resolve_topology(constraint, topologies, at)
     if isinstance(problem, str):
         where = f"{job.source}: " if job.source else ""
-        name = job.topology.topology
+        name = constraint.topology
         if name in invalid:
             problem = (
-                f"spec.topologyConstraint.topology: Topology {name!r} is invalid and not used "
+                f"{at}.topology: Topology {name!r} is invalid and not used "
                 "(its InvalidTopology Event says why); the job waits until it is fixed"
             )
         message = f"{where}PodGroup {job.key}: {problem}"
@@ -784,9 +799,16 @@ def _check_topology(
 
 
 def _topology_constraint(
-    spec: PodGroupSpec | None, who: str, events: list[Event], ns: str, name: str
+    spec: PodGroupSpec | None,
+    who: str,
+    events: list[Event],
+    ns: str,
+    name: str,
+    constraint: ApiTopologyConstraint | None = None,
+    at: str = "spec.topologyConstraint",
 ) -> TopologyConstraint | None:
-    constraint = spec.topology_constraint if spec is not None else None
+    if constraint is None and spec is not None:
+        constraint = spec.topology_constraint
     if constraint is None:
         return None
     required, preferred = constraint.required_topology_level, constraint.preferred_topology_level
@@ -800,9 +822,9 @@ def _topology_constraint(
                     name,
                     "Warning",
                     "NotApplied",
-                    f"{who}: spec.topologyConstraint names a level "
+                    f"{who}: {at} names a level "
                     f"({required or preferred!r}) but no topology: it is not applied; set "
-                    "spec.topologyConstraint.topology to the Topology's name",
+                    f"{at}.topology to the Topology's name",
                 )
             )
         return None
@@ -824,10 +846,13 @@ def _stale_since(job: Job) -> float | None:
     return max(pending) if pending else None
 
 
-def subgroups_of(spec: PodGroupSpec) -> SubGroups:
+def subgroups_of(
+    spec: PodGroupSpec, who: str = "", events: list[Event] | None = None, ns: str = "", name: str = ""
+) -> SubGroups:
     """The sub-group tree of a PodGroup (spec.subGroups, spec.minSubGroup); the spec is
     valid (names unique, parents exist, no cycle). A leaf without minMember needs no pod."""
     listed = spec.sub_groups or []
+    said: list[Event] = [] if events is None else events
     kids: dict[str | None, list[str]] = {}
     for group in listed:
         kids.setdefault(group.parent, []).append(group.name)
@@ -838,8 +863,14 @@ def subgroups_of(spec: PodGroupSpec) -> SubGroups:
             min_member=g.min_member or 0,
             min_sub_group=g.min_sub_group,
             children=tuple(kids.get(g.name, ())),
+            topology=_topology_constraint(
+                None, who, said, ns, name, g.topology_constraint, f"spec.subGroups[{i}].topologyConstraint"
+            )
+            if g.topology_constraint is not None
+            else None,
+            index=i,
         )
-        for g in listed
+        for i, g in enumerate(listed)
     }
     return SubGroups(groups, tuple(kids.get(None, ())), spec.min_sub_group)
 
@@ -954,7 +985,7 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
         topology=_topology_constraint(spec, who, events, ns, name),
     )
     if spec is not None and spec.sub_groups:
-        job.subgroups = subgroups_of(spec)
+        job.subgroups = subgroups_of(spec, who, events, ns, name)
         job.min_member = tree.min_pods(job.subgroups)  # the fewest pods that can start it
     for message in errors:
         events.append(Event("PodGroup", ns, name, "Warning", "InvalidPodGroup", message))

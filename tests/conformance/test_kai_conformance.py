@@ -17,8 +17,8 @@ CASES = case_names()
 
 
 def test_all_cases_are_here() -> None:
-    assert len(CASES) == 168
-    assert sum(is_session(n) for n in CASES) == 117
+    assert len(CASES) == 179
+    assert sum(is_session(n) for n in CASES) == 128
     assert (CASES_DIR / "README.md").exists(), "the provenance note must stay beside the cases"
 
 

@@ -429,6 +429,63 @@ def worker_template(annotations: Mapping[str, str]) -> Manifest:
     return {"metadata": {"annotations": dict(annotations)}}
 
 
+def pytorch(
+    masters: int,
+    workers: int,
+    worker_annotations: Mapping[str, str],
+    *,
+    annotations: Mapping[str, str] | None = None,
+    min_replicas: int | None = None,
+) -> Manifest:
+    """A PyTorchJob with a segment annotation on its Worker template (KAI's
+    getPytorchJobWithSegments / getPytorchJobWithSegmentTopology)."""
+    spec: Manifest = {
+        "pytorchReplicaSpecs": {
+            "Master": {"replicas": masters},
+            "Worker": {
+                "replicas": workers,
+                "template": {"metadata": {"annotations": dict(worker_annotations)}},
+            },
+        }
+    }
+    if min_replicas is not None:
+        spec["elasticPolicy"] = {"minReplicas": min_replicas}
+    return obj(
+        "kubeflow.org/v1", "PyTorchJob", "test-job-segments", annotations=annotations, spec=spec
+    )
+
+
+def pytorch_pod(
+    job: Manifest, role: str, index: str, annotations: Mapping[str, str] | None = None
+) -> tuple[Manifest, list[Manifest]]:
+    labels = {"training.kubeflow.org/replica-type": role, "training.kubeflow.org/replica-index": index}
+    name = f"test-job-{role}-{index}"
+    return pod(name, owner=job, labels=labels, annotations=annotations), [job]
+
+
+SEG2 = {"kai.scheduler/segment-size": "2"}
+PYTORCH_4_BY_2: SG = {
+    "master": (1, None, None),
+    "worker": (None, 2, None),
+    "worker-0": (2, None, "worker"),
+    "worker-1": (2, None, "worker"),
+}
+
+
+def _seg_topology(
+    required: str | None, preferred: str | None, topology_on_job: bool = False, topology: str = "cluster-topology"
+) -> Manifest:
+    worker = dict(SEG2)
+    if required:
+        worker["kai.scheduler/segment-topology-required-placement"] = required
+    if preferred:
+        worker["kai.scheduler/segment-topology-preferred-placement"] = preferred
+    if topology and not topology_on_job:
+        worker["kai.scheduler/topology"] = topology
+    on_job = {"kai.scheduler/topology": topology} if topology and topology_on_job else None
+    return pytorch(1, 4, worker, annotations=on_job)
+
+
 CASES: dict[str, Case] = {
     # --- leaderworkerset/lws_grouper_test.go
     "lws_grouper_test.go::TestGetPodGroupMetadata_LeaderCreated": case(
@@ -895,6 +952,124 @@ CASES: dict[str, Case] = {
         queue="q-dynamo",
         priority="build",
         pod_sub_group="pcs-0-prefill",
+    ),
+    # --- kubeflow/pytorch/pytorch_grouper_test.go (segments)
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_HappyFlow_4Workers_2PerSegment/master-pod": case(
+        pytorch_pod(pytorch(1, 4, SEG2), "master", "0", SEG2),
+        min_member=5,
+        sub_groups=PYTORCH_4_BY_2,
+        pod_sub_group="master",
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_HappyFlow_4Workers_2PerSegment/worker-0": case(
+        pytorch_pod(pytorch(1, 4, SEG2), "worker", "0", SEG2),
+        sub_groups=PYTORCH_4_BY_2,
+        pod_sub_group="worker-0",
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_HappyFlow_4Workers_2PerSegment/worker-2": case(
+        pytorch_pod(pytorch(1, 4, SEG2), "worker", "2", SEG2),
+        pod_sub_group="worker-1",
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_5Workers_2PerSegment": case(
+        pytorch_pod(pytorch(1, 5, SEG2), "worker", "0", SEG2),
+        min_member=6,
+        sub_groups={
+            "master": (1, None, None),
+            "worker": (None, 3, None),
+            "worker-0": (2, None, "worker"),
+            "worker-1": (2, None, "worker"),
+            "worker-2": (1, None, "worker"),
+        },
+        pod_sub_group="worker-0",
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_5Workers_2PerSegment/worker-4": case(
+        pytorch_pod(pytorch(1, 5, SEG2), "worker", "4", SEG2),
+        pod_sub_group="worker-2",
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_ElasticMinReplicas": case(
+        pytorch_pod(pytorch(1, 8, SEG2, min_replicas=5), "worker", "0", SEG2),
+        min_member=5,
+        sub_groups={
+            "master": (1, None, None),
+            "worker": (None, 4, None),
+            "worker-0": (2, None, "worker"),
+            "worker-1": (2, None, "worker"),
+            "worker-2": (0, None, "worker"),
+            "worker-3": (0, None, "worker"),
+        },
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_MalformedAnnotation": case(
+        pytorch_pod(
+            pytorch(1, 4, {"kai.scheduler/segment-size": "invalid"}),
+            "worker",
+            "0",
+            {"kai.scheduler/segment-size": "not-a-number"},
+        ),
+        fails_on='metadata.annotations["kai.scheduler/segment-size"]',
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_MalformedAnnotationInTemplate": case(
+        pytorch_pod(pytorch(1, 4, {"kai.scheduler/segment-size": "invalid-size"}), "worker", "0"),
+        fails_on='spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"]',
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_SegmentSizeFromPodTemplate": case(
+        pytorch_pod(pytorch(1, 4, SEG2), "worker", "1"),
+        sub_groups=PYTORCH_4_BY_2,
+        pod_sub_group="worker-0",
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_NegativeReplicaIndex": case(
+        pytorch_pod(pytorch(1, 4, SEG2), "worker", "-1", SEG2),
+        fails_on='metadata.labels["training.kubeflow.org/replica-index"]',
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_ExceedsMaxAllowedSegmentation": case(
+        pytorch_pod(
+            pytorch(1, 10_001, {"kai.scheduler/segment-size": "1"}),
+            "worker",
+            "0",
+            {"kai.scheduler/segment-size": "1"},
+        ),
+        fails_on='metadata.annotations["kai.scheduler/segment-size"]',
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_WithTopologyConstraints": case(
+        pytorch_pod(_seg_topology("rack", "node"), "worker", "0"),
+        topologies={
+            "master": None,
+            "worker": None,
+            "worker-0": ("cluster-topology", "rack", "node"),
+            "worker-1": ("cluster-topology", "rack", "node"),
+        },
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_TopologyFromRootAnnotation": case(
+        pytorch_pod(_seg_topology("rack", None, topology_on_job=True), "worker", "0"),
+        topologies={
+            "master": None,
+            "worker": None,
+            "worker-0": ("cluster-topology", "rack", None),
+            "worker-1": ("cluster-topology", "rack", None),
+        },
+    ),
+    # KAI drops the placement silently; kai-py says so (a Warning), as for LWS segments.
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_NoTopologyWhenMissing": case(
+        pytorch_pod(_seg_topology("rack", None, topology=""), "worker", "0"),
+        sub_groups=PYTORCH_4_BY_2,
+        topologies=dict.fromkeys(PYTORCH_4_BY_2),
+        warns="is not set on the pod, its Worker template or the PyTorchJob",
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_OnlyRequiredPlacement": case(
+        pytorch_pod(_seg_topology("rack", None), "worker", "0"),
+        topologies={
+            "master": None,
+            "worker": None,
+            "worker-0": ("cluster-topology", "rack", None),
+            "worker-1": ("cluster-topology", "rack", None),
+        },
+    ),
+    "kubeflow/pytorch/pytorch_grouper_test.go::TestGetPodGroupMetadata_Segments_OnlyPreferredPlacement": case(
+        pytorch_pod(_seg_topology(None, "node"), "worker", "0"),
+        topologies={
+            "master": None,
+            "worker": None,
+            "worker-0": ("cluster-topology", None, "node"),
+            "worker-1": ("cluster-topology", None, "node"),
+        },
     ),
     # --- kubeflow/notebook/notebook_grouper_test.go
     "notebook_grouper_test.go::TestGetPodGroupMetadata_DefaultPriorityClassIsBuildNotTrain": case(

@@ -127,9 +127,19 @@ def _worker_annotations(template: Mapping[str, Any]) -> Mapping[str, Any]:
 def _segment_topology(
     workload: Workload, template: Mapping[str, Any], warnings: list[GrouperWarning]
 ) -> TopologyConstraint | None:
-    """Each segment's topology constraint: the pod's annotations, else the worker
-    template's; the topology's name may also come from the LWS."""
-    pod, worker = workload.pod.annotations, _worker_annotations(template)
+    return segment_topology(workload, _worker_annotations(template), "worker template", warnings)
+
+
+def segment_topology(
+    workload: Workload,
+    worker: Mapping[str, Any],
+    template: str,
+    warnings: list[GrouperWarning],
+) -> TopologyConstraint | None:
+    """Each segment's topology constraint (LWS and PyTorchJob alike): the pod's
+    annotations, else those of the workers' pod template (``worker``, called
+    ``template`` in the warning); the topology's name may also come from the top owner."""
+    pod = workload.pod.annotations
 
     def value(key: str) -> str:
         return str(pod.get(key) or worker.get(key) or "")
@@ -143,7 +153,7 @@ def _segment_topology(
             GrouperWarning(
                 workload.top.event_ref(),
                 annotation_path(TOPOLOGY),
-                "is not set on the pod, its worker template or the LeaderWorkerSet: "
+                f"is not set on the pod, its {template} or the {workload.top.kind}: "
                 "the segments' placement annotations are ignored",
             )
         )

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kai_py.scheduler import reasons
-from kai_py.scheduler.model import ALLOCATED, PENDING, PIPELINED, Job, Task, quota_gpus
+from kai_py.scheduler.model import (
+    ALLOCATED,
+    PENDING,
+    PIPELINED,
+    Job,
+    Node,
+    SubGroups,
+    Task,
+    Topology,
+    quota_gpus,
+)
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
@@ -138,6 +148,8 @@ def place_tasks(
     # is no success: no victim may be taken for it.
     if len(tasks) < count or count <= 0:
         return PlaceResult(False, 0, count)
+    if job.subgroups is not None and job.subgroups.constrained:
+        return _Tree(session, stmt, placer, job, job.subgroups, count).place(tasks)
     if job.topology is not None:
         return _place_in_topology(session, stmt, placer, job, tasks, count)
     return _place(stmt, placer, job, tasks, count)
@@ -191,3 +203,148 @@ def _place(stmt: Statement, placer: Placer, job: Job, tasks: list[Task], count: 
                     stmt.pipeline(task)
             break
     return PlaceResult(True, len(placed), count)
+
+
+@dataclass(slots=True)
+class _Bound:
+    """The domain a sub-group's pods must stay in: the one its nearest constrained
+    ancestor (or the PodGroup) got, with the order of its nodes."""
+
+    topology: Topology
+    key: tuple[int, tuple[str, ...]]
+    nodes: list[Node]
+    rank: dict[str, int]
+    names: set[str] | None = None  # its nodes by name, when a narrower set was cut from it
+
+
+@dataclass(slots=True)
+class _Tree:
+    """One step of a job whose sub-groups have topology constraints, placed down its
+    tree as KAI does: each constrained level (the PodGroup, then each sub-group with
+    pods in the step, in sub-group order) tries its domains, fullest first, inside the
+    domain of the level above; the first domain in which all of its members place is
+    kept. A member that fails fails its parent's domain (no other domain is tried for
+    the members placed before it)."""
+
+    session: Session
+    stmt: Statement
+    placer: Placer
+    job: Job
+    groups: SubGroups
+    count: int
+    failed: PlaceResult | None = None
+    chosen: list[str] = field(default_factory=list)
+
+    def place(self, tasks: list[Task]) -> PlaceResult:
+        if not self.group(None, tasks, None):
+            return self.failed or PlaceResult(False, 0, self.count)
+        # A gang starts as a whole: if one of its pods waits for released resources, all do.
+        if any(t.status is PIPELINED for t in self.job.tasks):
+            for task in tasks:
+                if task.status is ALLOCATED:
+                    self.stmt.pipeline(task)
+        if self.chosen:
+            self.session.topology_domains[self.job.uid] = "; ".join(self.chosen)
+        return PlaceResult(True, len(tasks), self.count)
+
+    def _fail(self, result: PlaceResult) -> bool:
+        self.failed = result
+        return False
+
+    def group(self, name: str | None, tasks: list[Task], bound: _Bound | None) -> bool:
+        """Place ``tasks`` of sub-group ``name`` (None: the PodGroup) inside ``bound``, in
+        one domain of its own constraint when it has one."""
+        job, session = self.job, self.session
+        if name is None:
+            constraint, at, subject = job.topology, "spec.topologyConstraint", f"job {job.key}"
+        else:
+            group = self.groups.groups[name]
+            constraint = group.topology
+            at = f"spec.subGroups[{group.index}].topologyConstraint"
+            subject = f"subgroup {name} of job {job.key}"
+        if constraint is None:
+            return self.members(name, tasks, bound)
+        levels = resolve(constraint, session.snapshot.topologies, at)
+        if isinstance(levels, str):
+            where = f"{job.source}: " if job.source else ""
+            reason = Reason(
+                reasons.POD_SCHEDULING_ERRORS,
+                f"{where}PodGroup {job.key}: {levels}",
+                {"topology": constraint.topology, "subgroup": name},
+            )
+            return self._fail(PlaceResult(False, 0, self.count, reason=reason))
+        same = bound is not None and bound.topology is levels.topology and bound.names is None
+        running = None if name is None else self._running(name)
+        found = domains.plan(
+            session, job, tasks, levels, running, bound.key if same and bound else (-1, ()), subject
+        )
+        mark = self.stmt.checkpoint()
+        tried = False
+        for key in found.ordered():
+            tried = True
+            domain = found.domain(key)
+            nodes, names = domain.nodes, None
+            if bound is not None and not same:  # another topology: only the nodes of both
+                allowed = bound.names or {n.name for n in bound.nodes}
+                nodes = [n for n in nodes if n.name in allowed]
+                names = {n.name for n in nodes}
+            inner = _Bound(
+                levels.topology, key, nodes, found.rank(domain, levels.preferred), names
+            )
+            kept = len(self.chosen)
+            if self.members(name, tasks, inner):
+                where = domains.describe(levels.topology, domain)
+                said = f"{where} of topology {levels.topology.name}"
+                self.chosen.insert(kept, said if name is None else f"subgroup {name}: {said}")
+                return True
+            del self.chosen[kept:]
+            self.stmt.rollback(mark)
+        if not tried:
+            return self._fail(PlaceResult(False, 0, self.count, reason=found.refusal()))
+        return False
+
+    def members(self, name: str | None, tasks: list[Task], bound: _Bound | None) -> bool:
+        groups = self.groups
+        if name is not None and not groups.groups[name].children:
+            return self.leaf(tasks, bound)
+        by_child: dict[str, list[Task]] = {}
+        for task in tasks:
+            leaf = tree.leaf_name(groups, task)
+            if leaf is None:
+                continue
+            child = leaf
+            while groups.groups[child].parent != name:
+                parent = groups.groups[child].parent
+                assert parent is not None
+                child = parent
+            by_child.setdefault(child, []).append(task)
+        counts = tree.count(self.job, tree.is_placed)
+        for child in tree.ordered(groups, name, counts):
+            mine = by_child.get(child)
+            if mine and not self.group(child, mine, bound):
+                return False
+        return True
+
+    def leaf(self, tasks: list[Task], bound: _Bound | None) -> bool:
+        placer = self.placer
+        if bound is not None:
+            placer.within(bound.nodes, bound.rank)
+        try:
+            result = _place(self.stmt, placer, self.job, tasks, len(tasks))
+        finally:
+            if bound is not None:
+                placer.within(None)
+        if not result.ok:
+            return self._fail(PlaceResult(False, result.placed, self.count, result.failed_task))
+        return True
+
+    def _running(self, name: str) -> list[Task]:
+        """The job's pods in sub-group ``name`` or below it."""
+        groups, found = self.groups, []
+        for task in self.job.tasks:
+            at = tree.leaf_name(groups, task)
+            while at is not None and at != name:
+                at = groups.groups[at].parent
+            if at == name:
+                found.append(task)
+        return found

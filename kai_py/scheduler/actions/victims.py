@@ -31,6 +31,7 @@ from kai_py.scheduler.model import (
     Job,
     Node,
     Queue,
+    SubGroups,
     Task,
     TaskStatus,
     Unit,
@@ -825,7 +826,7 @@ class VictimSearch:
                 # moves (a shadow holds its new place, as releasing resources do).
                 replaced = task.uid in unplaced
                 target = task if replaced else shadow_of(task)
-                where = self._find(job, target, task.node_name)
+                where = self._find(job, target, task.node_name, task)
                 # A victim comes back only within its queues' limits (allocate's
                 # capacity check): one that would pass a limit stays evicted, so what it
                 # frees counts for the preemptor (a same-queue preemptor, or one under a
@@ -844,10 +845,17 @@ class VictimSearch:
             _start_together(stmt, again)
         return True
 
-    def _find(self, job: Job, task: Task, was_on: str | None) -> Placement | None:
+    def _find(
+        self, job: Job, task: Task, was_on: str | None, victim: Task | None = None
+    ) -> Placement | None:
         """A new place for a victim's pod: within its required topology domain, if it
-        has one (a move never takes a gang out of it)."""
+        has one (a move never takes a gang out of it), and within those of its
+        sub-group and the sub-groups above it (read from ``victim``, the pod itself: a
+        shadow that holds its new place has no labels)."""
         home = domains.home_nodes(self.session, job, was_on) if job.topology is not None else None
+        groups = job.subgroups
+        if groups is not None and groups.constrained and was_on is not None:
+            home = self._subgroup_home(groups, victim or task, was_on, home)
         if home is None:
             return self.placer.find(task)
         self.placer.within(home)
@@ -856,6 +864,24 @@ class VictimSearch:
         finally:
             self.placer.within(None)
 
+    def _subgroup_home(
+        self, groups: SubGroups, task: Task, was_on: str, home: list[Node] | None
+    ) -> list[Node] | None:
+        """``home`` narrowed to the required domain (around ``was_on``) of each of the
+        pod's sub-groups, from its leaf up, that has one."""
+        name = tree.leaf_name(groups, task)
+        while name is not None:
+            group = groups.groups[name]
+            if group.topology is not None:
+                nodes = domains.required_domain(self.session, group.topology, was_on)
+                if nodes is not None:
+                    if home is not None:
+                        keep = {n.name for n in home}
+                        nodes = [n for n in nodes if n.name in keep]
+                    home = nodes
+            name = group.parent
+        return home
+
     def _replace(self, stmt: Statement) -> bool:
         """Find every victim of this scenario a new place (held by a shadow task; a pod
         placed earlier in this cycle is simply placed again)."""
@@ -863,7 +889,9 @@ class VictimSearch:
         for rec in [rec for rec in stmt.log if rec.op is Op.EVICT]:
             task = rec.task if rec.unplaced else shadow_of(rec.task)
             job = self.session.jobs[task.job_uid]
-            where = self._find(job, task, rec.node.name if rec.node is not None else None)
+            where = self._find(
+                job, task, rec.node.name if rec.node is not None else None, rec.task
+            )
             if where is None:
                 return False
             stmt.allocate(task, where.node, where.groups, where.pipelined)

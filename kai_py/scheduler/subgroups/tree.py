@@ -108,8 +108,12 @@ def order_key(groups: SubGroups, name: str, counts: Counts) -> tuple[int, int, f
     return (1, 0, have / need)
 
 
-def _ordered(groups: SubGroups, name: str | None, counts: Counts) -> list[str]:
+def ordered(groups: SubGroups, name: str | None, counts: Counts) -> list[str]:
+    """The direct children of ``name`` in the order they are served (``order_key``)."""
     return sorted(children(groups, name), key=lambda child: order_key(groups, child, counts))
+
+
+_ordered = ordered
 
 
 #: Recent jobs with sub-groups, by identity (a session's jobs are its own copies; the

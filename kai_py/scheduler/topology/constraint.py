@@ -34,12 +34,14 @@ def _levels_text(topology: Topology) -> str:
     )
 
 
-def resolve(constraint: TopologyConstraint, topologies: Mapping[str, Topology]) -> Levels | str:
-    """The constraint's levels, or why it cannot be applied (field and value named)."""
+def resolve(
+    constraint: TopologyConstraint, topologies: Mapping[str, Topology], field: str = _FIELD
+) -> Levels | str:
+    """The constraint's levels, or why it cannot be applied (``field`` and value named)."""
     topology = topologies.get(constraint.topology)
     if topology is None:
         return (
-            f"{_FIELD}.topology: Topology {constraint.topology!r} does not exist; "
+            f"{field}.topology: Topology {constraint.topology!r} does not exist; "
             "the job waits until it is created"
         )
     found: dict[str, int | None] = {}
@@ -53,19 +55,19 @@ def resolve(constraint: TopologyConstraint, topologies: Mapping[str, Topology]) 
         index = topology.level_of(value)
         if index is None:
             return (
-                f"{_FIELD}.{name}: {value!r} is not a level of Topology {topology.name!r} "
+                f"{field}.{name}: {value!r} is not a level of Topology {topology.name!r} "
                 f"(its levels: {_levels_text(topology)})"
             )
         found[name] = index
     required, preferred = found["requiredTopologyLevel"], found["preferredTopologyLevel"]
     if required is None and preferred is None:
         return (
-            f"{_FIELD}: names Topology {topology.name!r} but neither requiredTopologyLevel "
+            f"{field}: names Topology {topology.name!r} but neither requiredTopologyLevel "
             "nor preferredTopologyLevel"
         )
     if required is not None and preferred is not None and preferred < required:
         return (
-            f"{_FIELD}.preferredTopologyLevel: {constraint.preferred!r} is wider than the "
+            f"{field}.preferredTopologyLevel: {constraint.preferred!r} is wider than the "
             f"requiredTopologyLevel {constraint.required!r}; the preferred level must be "
             "the required one or narrower"
         )

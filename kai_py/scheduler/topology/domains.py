@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kai_py.scheduler import reasons
-from kai_py.scheduler.model import Job, Node, Task, TaskStatus, Topology
+from kai_py.scheduler.model import Job, Node, Task, TaskStatus, Topology, TopologyConstraint
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
@@ -242,8 +242,12 @@ class Plan:
         need: _Need,
         levels: Levels,
         kept: set[tuple[str, ...]] | None,
+        root: Key = _ROOT_KEY,
+        subject: str | None = None,
     ) -> None:
         self.job, self.view, self.need, self.kept = job, view, need, kept
+        # The domain to stay in (a sub-group's: the one its parent got) and who is placed.
+        self.root, self.subject = root, subject or f"job {job.key}"
         self.required = levels.required
         start = levels.preferred if levels.preferred is not None else levels.required
         assert start is not None  # resolve() refuses a constraint without a level
@@ -289,12 +293,15 @@ class Plan:
             yield from self._under(child, level)
 
     def ordered(self) -> Iterator[Key]:
+        root = self.root
         for level in range(self.start, self.end - 1, -1):
-            if level == ROOT:
-                if self.fits(_ROOT_KEY):
-                    yield _ROOT_KEY
-            else:
-                yield from self._under(_ROOT_KEY, level)
+            if level <= root[0]:
+                # The level is the root's or wider: the root itself is the one domain, and
+                # keeping to it keeps to the wider one too.
+                if self.fits(root):
+                    yield root
+                return
+            yield from self._under(root, level)
 
     def domain(self, key: Key) -> Domain:
         view, need = self.view, self.need
@@ -332,11 +339,23 @@ class Plan:
         return out
 
     def refusal(self) -> Reason:
-        return _refusal(self.job, self.view, self.end, self.need, self.caps, self.kept)
+        return _refusal(
+            self.subject, self.view, self.end, self.need, self.caps, self.kept, self.root
+        )
 
 
-def plan(session: Session, job: Job, tasks: list[Task], levels: Levels) -> Plan:
-    """The domains ``tasks`` of ``job`` may go to together, in the order to try them."""
+def plan(
+    session: Session,
+    job: Job,
+    tasks: list[Task],
+    levels: Levels,
+    running: list[Task] | None = None,
+    root: Key = _ROOT_KEY,
+    subject: str | None = None,
+) -> Plan:
+    """The domains ``tasks`` of ``job`` may go to together, in the order to try them:
+    inside ``root`` (a sub-group's parent domain), kept where ``running`` (default: all
+    the job's pods) already run in a required domain."""
     required = levels.required
     view = view_of(session, levels.topology)
     view.sync(session)
@@ -344,22 +363,23 @@ def plan(session: Session, job: Job, tasks: list[Task], levels: Levels) -> Plan:
     kept: set[tuple[str, ...]] | None = None
     if required is not None:
         found: set[tuple[str, ...]] = set()
-        for t in job.tasks:
+        for t in job.tasks if running is None else running:
             if t.node_name is not None and _active(t):
                 own = view.values.get(t.node_name)
                 if own is not None and None not in own[: required + 1]:
                     found.add(tuple(str(v) for v in own[: required + 1]))
         kept = found or None
-    return Plan(job, view, _need(tasks), levels, kept)
+    return Plan(job, view, _need(tasks), levels, kept, root, subject)
 
 
 def _refusal(
-    job: Job,
+    subject: str,
     view: TopologyView,
     level: int,
     need: _Need,
     caps: dict[Key, int] | None,
     kept: set[tuple[str, ...]] | None,
+    root: Key = _ROOT_KEY,
 ) -> Reason:
     """Why no domain of ``level`` takes the gang, with the numbers of the best one."""
     topology = view.topology
@@ -373,25 +393,31 @@ def _refusal(
             return caps.get(key, 0)
         return max(int(view.free[key][3]), 0)
 
-    if level == ROOT:
-        total = view.free.get(_ROOT_KEY, [0.0, 0.0, 0.0, 0.0])
+    if level <= root[0]:
+        total = view.free.get(root, [0.0, 0.0, 0.0, 0.0])
+        where = "the cluster" if root == _ROOT_KEY else _describe(topology, root[0], root[1])
         message = (
-            f"topology {topology.name}: the cluster has no room for {what} of job {job.key} "
-            f"together: {_num(total[2])} GPUs free, room for {room(_ROOT_KEY)} of its pods"
+            f"topology {topology.name}: {where} has no room for {what} of {subject} "
+            f"together: {_num(total[2])} GPUs free, room for {room(root)} of its pods"
         )
         return Reason(reasons.POD_SCHEDULING_ERRORS, message, details)
     name = topology.level_name(level)
     found = view.by_level[level]
+    if root != _ROOT_KEY:
+        cut = len(root[1])
+        found = [k for k in found if k[1][:cut] == root[1]]
     if kept is not None:
         found = [k for k in found if k[1] in kept]
     details["level"] = topology.levels[level]
     where = ""
+    if root != _ROOT_KEY:
+        where = f" inside {_describe(topology, root[0], root[1])}, the domain its parent got"
     if kept is not None:
         shown = ", ".join(sorted(_describe(topology, level, k) for k in kept))
-        where = f" (its running pods are in {shown}, which it may not leave)"
+        where += f" (its running pods are in {shown}, which it may not leave)"
     if not found:
         message = (
-            f"topology {topology.name}: no {name} has free room for {what} of job {job.key} "
+            f"topology {topology.name}: no {name} has free room for {what} of {subject} "
             f"together{where}: no node with the labels of the levels down to {name} "
             f"({', '.join(topology.levels[: level + 1])}) can take one of its pods"
         )
@@ -404,7 +430,7 @@ def _refusal(
     )
     details.update({"domain": ".".join(best[1]), "free_gpus": have_gpus, "room": room(best)})
     message = (
-        f"topology {topology.name}: no {name} has {wanted} free for {what} of job {job.key} "
+        f"topology {topology.name}: no {name} has {wanted} free for {what} of {subject} "
         f"together{where}; the {name} with the most, "
         f"{_describe(topology, level, best[1])}, has {have} free "
         f"(room for {room(best)} of the {need.count} pods)"
@@ -439,7 +465,15 @@ def home_nodes(session: Session, job: Job, node_name: str | None) -> list[Node] 
     required level, a constraint that cannot be read, a node outside every domain)."""
     if job.topology is None or node_name is None:
         return None
-    levels = resolve(job.topology, session.snapshot.topologies)
+    return required_domain(session, job.topology, node_name)
+
+
+def required_domain(
+    session: Session, constraint: TopologyConstraint, node_name: str
+) -> list[Node] | None:
+    """The nodes of ``constraint``'s required domain that holds ``node_name``, or None
+    (no required level, a constraint that cannot be read, a node outside every domain)."""
+    levels = resolve(constraint, session.snapshot.topologies)
     if isinstance(levels, str) or levels.required is None:
         return None
     cut = levels.required + 1
@@ -449,4 +483,3 @@ def home_nodes(session: Session, job: Job, node_name: str | None) -> list[Node] 
     return view_of(session, levels.topology).members.get(
         (levels.required, tuple(str(v) for v in own[:cut])), []
     )
-
