@@ -246,6 +246,26 @@ def _pod_waits(pod: Mapping[str, Any], ns: str, uid: str, why: GrouperWarning) -
     )
 
 
+def _refused(exc: KubeError) -> bool:
+    """A 4xx that waiting alone will not cure (not a conflict, not throttling)."""
+    return 400 <= exc.code < 500 and exc.code not in (409, 429)
+
+
+def _group_refused(
+    pod: Mapping[str, Any], ns: str, uid: str, manifest: Json, exc: KubeError
+) -> GrouperWarning:
+    """The pod's warning when the API server refuses its PodGroup (``exc``)."""
+    name = str(meta(pod).get("name"))
+    group = manifest["metadata"]["name"]
+    queue = (manifest.get("spec") or {}).get("queue") or ""
+    return GrouperWarning(
+        ObjectRef("v1", "Pod", name, ns, uid),
+        f'metadata.labels["{keys.QUEUE_LABEL}"]',
+        f'not scheduled: its PodGroup {ns}/{group} (queue "{queue}") was refused by the API '
+        f"server ({exc.code} {exc.reason}): {exc.message}",
+    )
+
+
 def warning_ref(warning: GrouperWarning) -> Json:
     obj = warning.involved
     ref: Json = {"apiVersion": obj.api_version, "kind": obj.kind, "name": obj.name}
@@ -429,9 +449,16 @@ class PodGrouperService:
         if not isinstance(result, Grouped):
             outcome.skipped = "left alone"
             return outcome
-        outcome.created, outcome.resized = await self._ensure_group(
-            ns, result.pod_group.to_manifest()
-        )
+        manifest = result.pod_group.to_manifest()
+        try:
+            outcome.created, outcome.resized = await self._ensure_group(ns, manifest)
+        except KubeError as exc:
+            if _refused(exc):
+                # A refusal (an admission webhook's, the schema's) is only in the
+                # operator's log otherwise: the pod says why it waits, where its user
+                # looks. Once per pod and message; the pod is still tried again.
+                await self._warn(_group_refused(pod, ns, uid, manifest, exc), POD_WAITS_REASON)
+            raise
         sub_group = result.sub_group
         labelled = sub_group is None or (m.get("labels") or {}).get(SUBGROUP_LABEL) == sub_group
         if annotation != result.group_name or not labelled:

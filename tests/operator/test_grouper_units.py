@@ -626,3 +626,37 @@ def test_offline_grouping_reads_related_objects_from_the_given_ones() -> None:
     assert grouped.name == "pg-rj-rj-uid" and not grouped.failed
     assert grouped.podgroup is not None and grouped.podgroup["spec"]["minMember"] == 4
     assert grouped.sub_group is None
+
+
+def test_a_refused_podgroup_gives_one_warning_on_the_pod_naming_queue_and_reason() -> None:
+    # An admission webhook refusing the group (a queue it does not accept): without an
+    # Event on the pod, the reason was only in the operator's log, retried again and again.
+    kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
+    why = 'admission webhook "podgroups.kai-py" denied the request: queue "ghost" is missing'
+    original = kube.request
+
+    def refusing(verb: str, where: str, body: Any = None, **kw: Any) -> Json:
+        if verb == "POST" and where.endswith("/podgroups"):
+            raise KubeError(403, "Forbidden", why)
+        return original(verb, where, body, **kw)
+
+    kube.request = refusing  # type: ignore[method-assign]
+    grouper = service(kube)
+    for _ in range(3):  # the first try and two retries: one Event
+        with pytest.raises(KubeError):
+            run(grouper.handle(job_pod()))
+    events = [body for _m, path, body in kube.writes("POST", "/events")]
+    assert len(events) == 1, events
+    (event,) = events
+    assert event["type"] == "Warning" and event["reason"] == "PodGroupNotCreated"
+    assert event["involvedObject"]["name"] == "train-0"
+    assert 'PodGroup ns/pg-train-job-uid (queue "default-queue")' in event["message"]
+    assert f"refused by the API server (403 Forbidden): {why}" in event["message"]
+
+
+def test_an_api_error_on_create_is_not_told_to_the_pod() -> None:
+    kube = FakeKube({JOB_PATH: job(), "/api/v1/namespaces/ns/pods/train-0": job_pod()})
+    kube.refuse_podgroup_creates(500, "InternalError", lambda: True)
+    with pytest.raises(KubeError):
+        run(service(kube).handle(job_pod()))
+    assert not kube.writes("POST", "/events")
