@@ -138,8 +138,7 @@ def close(session: Session) -> Decisions:
         first = why[0]
         # The first reason is why it did not fit; later ones say why taking
         # resources back did not help either.
-        extra = list(dict.fromkeys(r.message for r in why[1:] if r.message != first.message))
-        message = " ".join(_sentence(m) for m in [first.message, *extra])
+        message = reasons.sentences(r.message for r in why)
         if first.code == reasons.NOT_READY:  # KAI's type and reason: tools match on them
             session.event("PodGroup", job.namespace, job.name, "Normal", "NotReady", message)
             continue
@@ -215,10 +214,6 @@ def _pod_message(job: Job, code: str, message: str) -> str:
         f"Not scheduled ({code}) with PodGroup {job.key}; its events say why: "
         f"kubectl describe podgroup {job.name} -n {job.namespace}"
     )
-
-
-def _sentence(text: str) -> str:
-    return text if text.endswith(".") else text + "."
 
 
 def eviction_message(session: Session, action: str, task: Task, by: Job | None) -> str:

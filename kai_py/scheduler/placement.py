@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kai_py.scheduler import pinning, preferences
@@ -396,6 +397,10 @@ class Placer:
             causes[reason] += 1
         parts = ", ".join(f"{count} {cause}" for cause, count in sorted(causes.items()))
         text = f"0/{len(s.nodes)} nodes are available: {parts}."
+        beyond = beyond_every_node(task, s.nodes.values())
+        if beyond:
+            # First, before any reclaim or preempt sentence that suggests waiting helps.
+            text = f"no node can ever hold it: {beyond}. {text}"
         never = pinning.never_satisfiable(task, s.nodes.values())
         if never:
             text += f" The GPU pin cannot be satisfied: {never}."
@@ -435,6 +440,30 @@ class Placer:
         if task.request.memory > idle.memory + node.releasing.memory + EPS:
             return "Insufficient memory"
         return "node(s) had resources only after other pods finish"
+
+
+def beyond_every_node(task: Task, nodes: Iterable[Node]) -> str:
+    """What ``task`` asks beyond the largest node's allocatable (GPUs, CPU, memory),
+    with that node's figure; "" when some node could hold it once empty."""
+    r = task.request
+    most_gpu = most_cpu = most_memory = 0.0
+    for n in nodes:
+        most_gpu = max(most_gpu, n.allocatable.gpu)
+        most_cpu = max(most_cpu, n.allocatable.cpu)
+        most_memory = max(most_memory, n.allocatable.memory)
+    parts = []
+    if r.gpu > most_gpu + EPS:
+        parts.append(f"it requests {r.gpu:g} GPUs, the largest node has {most_gpu:g}")
+    if r.cpu > most_cpu + EPS:
+        parts.append(
+            f"it requests {r.cpu / 1000:g} CPU cores, the largest node has {most_cpu / 1000:g}"
+        )
+    if r.memory > most_memory + EPS:
+        parts.append(
+            f"it requests {r.memory / 2**30:.3g} GiB of memory, the largest node has "
+            f"{most_memory / 2**30:.3g} GiB"
+        )
+    return "; ".join(parts)
 
 
 def fit_key(task: Task) -> tuple[object, ...]:

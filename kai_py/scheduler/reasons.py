@@ -7,6 +7,7 @@ those show them without parsing the message.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -48,3 +49,9 @@ def insufficient(name: str, requested: float, free: float, allocatable: float) -
 def _amount(value: float) -> str:
     """Whole amounts in full (bytes: 1073741824, not 1.07374e+09), others as they are."""
     return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def sentences(messages: Iterable[str]) -> str:
+    """Messages as one text, each a sentence (a full stop added where it has none), each
+    only once: how an Event and a PodGroup's condition join a job's reasons."""
+    return " ".join(m if m.endswith((".", "!", "?")) else f"{m}." for m in dict.fromkeys(messages))

@@ -67,7 +67,7 @@ from kai_py.scheduler.model import (
     Task,
     quota_gpus,
 )
-from kai_py.scheduler.reasons import Reason
+from kai_py.scheduler.reasons import Reason, sentences
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Decisions, Event, QueueFigures
 from kai_py.state.builder import Built
@@ -443,7 +443,7 @@ def scheduling_conditions(
         if q is not None:
             entry["details"] = {"queueDetails": q}
         entries.append(entry)
-    message = " ".join(dict.fromkeys(r.message for r in reasons))
+    message = sentences(r.message for r in reasons)
     return [
         {
             "type": SCHEDULING_CONDITION_TYPE,

@@ -31,6 +31,7 @@ from kai_py.writes.writer import (
     plan,
     podgroup_status_patch,
     queue_status_patch,
+    scheduling_conditions,
     stale_annotation_patch,
     unschedulable_patch,
 )
@@ -960,3 +961,17 @@ def test_an_eviction_the_leadership_fence_refused_is_not_sent_again() -> None:
     kube = ScriptedKube(NotLeader("POST", EVICTION), *[KubeError(500, "InternalError", "x")] * 5)
     background = asyncio.run(_evict(kube, _running_cache(), lambda: False, rounds=20))
     assert kube.sent == [EVICTION] and background.retried == 0
+
+
+def test_a_conditions_message_joins_its_reasons_as_sentences() -> None:
+    # Reasons without a full stop ran together ("... leaf queue Job x cannot ...").
+    why = [
+        Reason("QueueDoesNotExist", "queue 'q' does not exist; create it"),
+        Reason("CannotReclaim", "Job ns/j cannot reclaim resources: nothing to take."),
+        Reason("CannotPreempt", "Job ns/j cannot preempt: no victim"),
+    ]
+    (condition,) = scheduling_conditions(why, NOW)
+    assert condition["message"] == (
+        "queue 'q' does not exist; create it. Job ns/j cannot reclaim resources: nothing to "
+        "take. Job ns/j cannot preempt: no victim."
+    )

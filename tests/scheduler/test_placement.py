@@ -352,3 +352,33 @@ def test_explain_names_no_room_on_shared_cards() -> None:
     p = placer_for(nodes, [job("p", "a", [t]), *others])
     assert p.find(t) is None
     assert p.explain(t) == "0/2 nodes are available: 2 node(s) had no GPU with 0.5 free to share."
+
+
+def test_a_pod_larger_than_every_node_says_so_first() -> None:
+    # 16 GPUs where the largest node has 8: reclaim and preempt sentences alone
+    # suggested that waiting would help.
+    nodes = [node("n1", gpus=8), node("n2", gpus=4)]
+    others = job("small", "b", [running("n1", gpu=8)], priority=10)
+    d = run_cycle(
+        snapshot(nodes, default_queues("a", "b"), [job("big", "a", [task(gpu=16)]), others])
+    )
+    (message,) = [
+        e.message for e in d.events if e.reason == "Unschedulable" and e.kind == "PodGroup"
+    ]
+    first, rest = message.split(". ", 1)
+    assert first.endswith(
+        "cannot be scheduled: no node can ever hold it: it requests 16 GPUs, "
+        "the largest node has 8"
+    ), message
+    assert "0/2 nodes are available: 2 Insufficient nvidia.com/gpu." in rest
+    assert "cannot reclaim" in rest or "cannot preempt" in rest, message
+
+
+def test_a_pod_that_fits_an_empty_node_is_not_said_to_never_fit() -> None:
+    nodes = [node("n1", gpus=8)]
+    others = job("small", "b", [running("n1", gpu=8)])
+    d = run_cycle(
+        snapshot(nodes, default_queues("a", "b"), [job("big", "a", [task(gpu=8)]), others])
+    )
+    messages = [e.message for e in d.events if e.reason == "Unschedulable"]
+    assert messages and not any("never" in m for m in messages), messages
