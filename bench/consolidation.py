@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
+
+from figures import MinMedian
 
 from kai_py.scheduler.cycle import ACTIONS, run_cycle
 from kai_py.scheduler.model import Job, Node, Queue, Snapshot, Task, TaskStatus
@@ -119,7 +120,7 @@ def main() -> int:
                     "moved": sum(1 for e in d.evictions if e.moved_to),
                     "bound": len(d.binds),
                     "pipelined": len(d.pipelined),
-                    "seconds": f"{min(times):.4f} / {statistics.median(times):.4f}",
+                    "seconds": MinMedian(times, 4),
                 }
             )
     if args.json:

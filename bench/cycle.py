@@ -19,9 +19,10 @@ import argparse
 import json
 import math
 import random
-import statistics
 import time
 from collections.abc import Callable
+
+from figures import MinMedian
 
 from kai_py.scheduler import build_name
 from kai_py.scheduler.cycle import run_cycle
@@ -280,8 +281,8 @@ def main() -> int:
     preempted = len(pdec.evictions)  # type: ignore[attr-defined]
     cycle_s, floor_s = min(cycle_t), min(floor_t)
 
-    def fmt(times: list[float]) -> str:
-        return f"{min(times):.3f} / {statistics.median(times):.3f}"
+    def fmt(times: list[float]) -> MinMedian:
+        return MinMedian(times)
 
     result = {
         "nodes": args.nodes,

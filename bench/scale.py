@@ -62,13 +62,14 @@ import gc
 import json
 import random
 import resource
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
+
+from figures import MinMedian
 
 from kai_py.api import collector, jsoncodec, keys
 from kai_py.api.objects import meta
@@ -745,11 +746,11 @@ class Runner:
         return t, writes, info
 
 
-def stats(values: list[float]) -> str:
-    return f"{min(values):.3f} / {statistics.median(values):.3f}"
+def stats(values: list[float]) -> MinMedian:
+    return MinMedian(values)
 
 
-def summarize(runs: list[dict[str, float]]) -> dict[str, str]:
+def summarize(runs: list[dict[str, float]]) -> dict[str, MinMedian]:
     return {k: stats([r[k] for r in runs]) for k in runs[0]}
 
 
@@ -862,7 +863,7 @@ def run_warm_up(args: argparse.Namespace) -> dict[str, Any]:
         "pods": args.pods,
         "pages": len(pages),
         **{
-            way: {k: [round(min(v), 3), round(statistics.median(v), 3)] for k, v in f.items()}
+            way: {k: MinMedian(v) for k, v in f.items()}
             for way, f in figures.items()
         },
     }
@@ -901,20 +902,20 @@ def run_size(args: argparse.Namespace) -> dict[str, Any]:
     # The first run parses every object (the view's pod facts, the build's Jobs and
     # Tasks); the other two find them kept. Both are the operator's: the first is its
     # first cycle after a start or a take-over, the others any later one.
-    first = {k: f"{v:.3f}" for k, v in runs[0].items()}
+    first = {k: round(v, 6) for k, v in runs[0].items()}
     result["full"] = {"seconds": summarize(runs), "first_seconds": first, **info}
     # The writes come back as watch events; then the next cycle should write nothing new.
     apply_writes(c, writes)
     t, writes2, info2 = runner.cycle(NOW)
     result["after_own_writes"] = {
-        "seconds": {k: f"{v:.3f}" for k, v in t.items()},
+        "seconds": {k: round(v, 6) for k, v in t.items()},
         **info2,
         "write_kinds": _kinds(writes2),
     }
     apply_writes(c, writes2)
     t, writes3, info3 = runner.cycle(NOW)
     result["settled"] = {
-        "seconds": {k: f"{v:.3f}" for k, v in t.items()},
+        "seconds": {k: round(v, 6) for k, v in t.items()},
         **info3,
         "write_kinds": _kinds(writes3),
     }
@@ -1097,12 +1098,11 @@ def main() -> int:
         for way in ("paused_then_frozen", "collector_on"):
             w = warm[way]
             print(
-                f"  {way:19} load {w['seconds'][0]} / {w['seconds'][1]} s, "
-                f"{w['full_collections'][1]:.0f} full collections during it, one full "
-                f"collection after it {w['full_collection_after_s'][0]} / "
-                f"{w['full_collection_after_s'][1]} s"
+                f"  {way:19} load {w['seconds']} s, "
+                f"{w['full_collections']['median']:.0f} full collections during it, one full "
+                f"collection after it {w['full_collection_after_s']} s"
             )
-        ratio = warm["collector_on"]["seconds"][0] / warm["paused_then_frozen"]["seconds"][0]
+        ratio = warm["collector_on"]["seconds"]["min"] / warm["paused_then_frozen"]["seconds"]["min"]
         print(f"  collector on / paused then frozen (min): {ratio:.2f}x")
         return 0
     if args.topology:
@@ -1162,14 +1162,13 @@ def _figures(args: argparse.Namespace, nodes: int, seed: int, pool: str | None) 
     (``--memory``: objects kept nowhere else, the peak of a full cycle)."""
     r = _child(args, nodes, seed, pool)
     memory = _child(args, nodes, seed, pool, "--memory")
-    low, mid = (float(x) for x in r["full"]["seconds"]["total"].split(" / "))
-    cpu_low, cpu_mid = (float(x) for x in r["full"]["seconds"]["cpu"].split(" / "))
+    cpu_mid = r["full"]["seconds"]["cpu"]["median"]
     return {
         "pool": r["pool"] or ("(one pool)" if nodes == args.nodes else "(all, one)"),
         "nodes": r["nodes"],
         "pods": r["pods"],
-        "cycle_s": (low, mid),
-        "cycle_cpu_s": (cpu_low, cpu_mid),
+        "cycle_s": r["full"]["seconds"]["total"],
+        "cycle_cpu_s": r["full"]["seconds"]["cpu"],
         "binds": r["full"]["binds"],
         "peak_rss_mb": memory["peak_rss_mb"],
         # Placements a second: the binds of a full cycle over its (median) CPU time, the
@@ -1198,12 +1197,12 @@ def run_shards(args: argparse.Namespace) -> int:
     )
     rows = [base, *shards, *([whole] if whole else [])]
     for r in rows:
-        low, mid = r["cycle_s"]
-        cpu_low, cpu_mid = r["cycle_cpu_s"]
+        low, mid = r["cycle_s"]["min"], r["cycle_s"]["median"]
+        cpu_low, cpu_mid = r["cycle_cpu_s"]["min"], r["cycle_cpu_s"]["median"]
         print(
             f"  {r['pool']:12} {r['nodes']:6} nodes {r['pods']:7} pods: cycle {low:.3f} / "
-            f"{mid:.3f} s ({mid / base['cycle_s'][1]:.2f}x one pool), CPU {cpu_low:.3f} / "
-            f"{cpu_mid:.3f} s ({cpu_mid / base['cycle_cpu_s'][1]:.2f}x), peak RSS "
+            f"{mid:.3f} s ({mid / base['cycle_s']['median']:.2f}x one pool), CPU {cpu_low:.3f} / "
+            f"{cpu_mid:.3f} s ({cpu_mid / base['cycle_cpu_s']['median']:.2f}x), peak RSS "
             f"{r['peak_rss_mb']} MB ({r['peak_rss_mb'] / base['peak_rss_mb']:.2f}x), "
             f"{r['binds']} binds, {r['placements_per_s']:.0f} placements/s"
         )
@@ -1234,13 +1233,14 @@ def show(r: dict[str, Any]) -> None:
     )
     cold = full["first_seconds"]
     print(
-        f"    the first of the 3 (nothing parsed yet): {cold['total']}  (view {cold['view']}, "
-        f"build {cold['build']}, run_cycle {cold['run_cycle']}, plan {cold['plan']})"
+        f"    the first of the 3 (nothing parsed yet): {cold['total']:.3f}  (view "
+        f"{cold['view']:.3f}, build {cold['build']:.3f}, run_cycle {cold['run_cycle']:.3f}, "
+        f"plan {cold['plan']:.3f})"
     )
     for label, key in (("after own writes", "after_own_writes"), ("settled", "settled")):
         x = r[key]
         print(
-            f"  {label:17} {x['seconds']['total']}  (one run); {x['binds']} binds, "
+            f"  {label:17} {x['seconds']['total']:.3f}  (one run); {x['binds']} binds, "
             f"{x['evictions']} evictions, {x['writes']} writes {x['write_kinds']}"
         )
     print(f"  nothing new       {r['idle']['seconds']}  (skipped: {r['idle']['skipped']})")
