@@ -27,7 +27,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="run the scheduling cycle offline on Kubernetes manifests",
         description="Run the scheduler offline on YAML manifests (files or folders).",
     )
-    sim.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    sim.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a YAML or JSON file, a folder of them, or - for standard input",
+    )
     sim.add_argument(
         "--cycles",
         type=int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -10,12 +11,16 @@ import yaml
 from kai_py.state.documents import Document, InputError
 
 _SUFFIXES = (".yaml", ".yml", ".json")
+#: The path that means standard input (`kubectl get ... -o yaml | kai-py simulate -`).
+STDIN = Path("-")
 
 
 def _files(paths: Iterable[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
-        if path.is_dir():
+        if path == STDIN:
+            found.append(path)
+        elif path.is_dir():
             found.extend(
                 sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
             )
@@ -31,20 +36,22 @@ def load_documents(paths: Iterable[Path]) -> list[Document]:
     docs: list[Document] = []
     for path in _files(paths):
         try:
-            text = path.read_text(encoding="utf-8")
+            text = sys.stdin.read() if path == STDIN else path.read_text(encoding="utf-8")
             parsed = list(yaml.safe_load_all(text))
         except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"{path}: cannot read: {exc}")
+            problems.append(f"{'<stdin>' if path == STDIN else path}: cannot read: {exc}")
             continue
         except yaml.YAMLError as exc:
             where = getattr(exc, "problem_mark", None)
             at = f" (line {where.line + 1}, column {where.column + 1})" if where is not None else ""
-            problems.append(f"{path}{at}: not valid YAML: {getattr(exc, 'problem', exc)}")
+            name = "<stdin>" if path == STDIN else str(path)
+            problems.append(f"{name}{at}: not valid YAML: {getattr(exc, 'problem', exc)}")
             continue
         for index, body in enumerate(parsed, start=1):
             if body is None:
                 continue
-            source = f"{path}#{index}" if len(parsed) > 1 else str(path)
+            name = "<stdin>" if path == STDIN else str(path)
+            source = f"{name}#{index}" if len(parsed) > 1 else name
             if not isinstance(body, Mapping):
                 problems.append(
                     f"{source}: expected a Kubernetes object (a mapping), got {type(body).__name__}"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kai_py.cli import main
 
@@ -317,3 +320,34 @@ def test_a_running_pod_on_several_cards_lists_its_groups_in_an_annotation(
     assert pods["ml/multi"]["gpus"]["groups"] == ["g1", "g2"]  # type: ignore[index]
     # Both cards are half used, so a whole-GPU pod has no card left on the 2-GPU node.
     assert pods["ml/whole"]["status"] == "Pending"  # type: ignore[index]
+
+
+def test_dash_reads_the_manifests_from_stdin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A live-cluster what-if: `kubectl get nodes,queues,pods -A -o yaml | kai-py simulate -
+    # new.yaml` (kubectl prints one List), with a file of what to try next to it.
+    items = [d for text in (NODE, QUEUES) for d in yaml.safe_load_all(text)]
+    listing = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items})
+    monkeypatch.setattr("sys.stdin", io.StringIO(listing))
+    data = run_json(capsys, "-", str(write(tmp_path, pod("a"))))
+    assert data["pods"]["ml/a"]["node"] == "gpu-1"  # type: ignore[index]
+
+
+def test_the_commands_in_the_examples_comments_work(capsys: pytest.CaptureFixture[str]) -> None:
+    root = Path(__file__).resolve().parents[2]
+    # Quoted (`kai-py simulate ...`) or on a comment line of its own, indented.
+    command = re.compile(r"`(kai-py simulate [^`]*)`|^#\s{2,}(kai-py simulate .*)$")
+    commands = {
+        found.group(1) or found.group(2)
+        for path in sorted((root / "examples").rglob("*.yaml"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if (found := command.search(line))
+    }
+    assert commands
+    for command in sorted(commands):
+        args = command.split()[1:]
+        assert args[0] == "simulate", command
+        paths = [str(root / a) if not a.startswith("-") else a for a in args[1:]]
+        assert main(["simulate", *paths]) == 0, (command, capsys.readouterr().err)
+        capsys.readouterr()
