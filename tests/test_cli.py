@@ -21,6 +21,17 @@ def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]
     assert f"kai-py {command}" in capsys.readouterr().out
 
 
+def test_every_option_of_run_says_what_it_does() -> None:
+    from kai_py.controllers.operator import _parser
+
+    silent = [
+        action.option_strings
+        for action in _parser()._actions
+        if action.option_strings and not (action.help or "").strip()
+    ]
+    assert silent == []
+
+
 def test_run_refuses_a_bad_period_like_any_bad_flag(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as refused:
         main(["run", "--schedule-period", "0"])

@@ -158,7 +158,12 @@ class OperatorSettings:
             metavar="KEY",
             help="the label key of node pools (default: %(default)s)",
         )
-        parser.add_argument("--verbose", action="store_true")
+        parser.add_argument(
+            "--verbose",
+            action="store_true",
+            help="log at DEBUG level, and keep the access line of each probe, webhook "
+            "call and scrape (hidden otherwise)",
+        )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> OperatorSettings:
