@@ -327,8 +327,12 @@ def _table(rows: list[list[str]], out: TextIO) -> None:
 
 def _gpu_text(gpus: dict[str, Any]) -> str:
     text = _share_text(gpus)
-    if gpus.get("uuids"):
-        text += f" [{','.join(gpus['uuids'])}]"  # the pinned cards
+    uuids = gpus.get("uuids")
+    if uuids:
+        # The pinned cards: the first, and how many more (every UUID made the table
+        # hundreds of columns wide; --output json lists them all).
+        more = f" +{len(uuids) - 1} more" if len(uuids) > 1 else ""
+        text += f" [{uuids[0]}{more}]"
     return text
 
 

@@ -71,3 +71,30 @@ def test_a_closed_pipe_is_no_traceback() -> None:
     err = reader.stderr.read().decode()
     assert reader.wait(30) == 0
     assert err == ""
+
+
+def test_a_pod_on_many_cards_shows_their_count_and_the_first_card_only(tmp_path: Path) -> None:
+    # Every UUID of an 8-card pinned pod made the table over 300 columns wide.
+    uuids = [f"GPU-{i:08x}-1111-2222-3333-444444444444" for i in range(8)]
+    cards = ",".join(
+        f'{{"index":{i},"uuid":"{u}","product":"A100","memoryMiB":81920,"health":"Healthy"}}'
+        for i, u in enumerate(uuids)
+    )
+    inventory = f'{{"version":1,"source":"nvml","cards":[{cards}]}}'
+    (tmp_path / "in.yaml").write_text(
+        f"""\
+{{apiVersion: v1, kind: Node, metadata: {{name: n1, annotations: {{kai.scheduler/gpu-inventory: '{inventory}'}}}}, status: {{allocatable: {{cpu: "64", memory: 256Gi, nvidia.com/gpu: "8"}}}}}}
+---
+{{apiVersion: scheduling.run.ai/v2, kind: Queue, metadata: {{name: ml}}, spec: {{resources: {{gpu: {{quota: -1, limit: -1}}, cpu: {{quota: -1, limit: -1}}, memory: {{quota: -1, limit: -1}}}}}}}}
+---
+{{apiVersion: v1, kind: Pod, metadata: {{name: wide, namespace: ml, labels: {{kai.scheduler/queue: ml}}, annotations: {{nvidia.com/use-gpuuuid: "{",".join(uuids)}"}}}}, spec: {{schedulerName: kai-scheduler, containers: [{{name: c, image: x, resources: {{limits: {{nvidia.com/gpu: "8"}}}}}}]}}}}
+""",
+        encoding="utf-8",
+    )
+    outcome = simulate([tmp_path / "in.yaml"])
+    assert to_json(outcome)["pods"]["ml/wide"]["gpus"]["uuids"] == uuids  # all, for scripts
+    out = io.StringIO()
+    write_text(outcome, out)
+    (row,) = [line for line in out.getvalue().splitlines() if line.startswith("ml/wide")]
+    assert f"8 [{uuids[0]} +7 more]" in row, row
+    assert uuids[1] not in row and len(row) < 120, row
