@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from kai_py.api.durations import parse_duration
+from kai_py.conf.kaiconfig import KAI_PLUGINS
 from kai_py.scheduler.model import DEFAULT_ACTIONS, Config
 from kai_py.state.documents import InputError
 
@@ -154,6 +155,13 @@ def _tiers(value: Any, config: Config, warnings: list[str], where: str) -> None:
                         f"{where}: {at}.arguments.cpu: kai-py places CPU jobs with the GPU "
                         f"strategy ({gpu}); {cpu!r} is not applied"
                     )
+                continue
+            if name not in KAI_PLUGINS:
+                # A typo, another scheduler's plugin, or one of KAI's kai-py lacks (numa).
+                warnings.append(
+                    f"{where}: {at}: plugin {name!r}: kai-py has no plugin of this name; "
+                    "not applied"
+                )
                 continue
             extra = sorted(k for k in plugin if k != "name" and (k != "arguments" or args))
             if extra:

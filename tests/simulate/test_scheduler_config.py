@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import textwrap
 from pathlib import Path
 
@@ -164,3 +165,19 @@ def test_run_config(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="--config"):
         OperatorSettings.from_args(parser.parse_args(["--config", str(tmp_path / "nope.yaml")]))
     assert load_config(config).config.max_consolidation_victims == 4
+
+
+def test_an_unknown_plugin_is_a_warning_line_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A plugin name KAI does not have (a typo, another scheduler's) was dropped silently.
+    config = tmp_path / "kai.yaml"
+    config.write_text("tiers:\n- plugins:\n  - name: proportion\n  - name: gang\n")
+    parser = argparse.ArgumentParser()
+    OperatorSettings.add_arguments(parser)
+    with caplog.at_level(logging.WARNING):
+        OperatorSettings.from_args(parser.parse_args(["--config", str(config)]))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{config}: tiers[0].plugins[1]: plugin 'gang': kai-py has no plugin of this name; "
+        "not applied"
+    ]
