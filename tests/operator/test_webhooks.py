@@ -249,3 +249,26 @@ def test_topologies_are_checked_by_the_webhook_on_create_and_update(
     assert "spec.levels: the nodeLabels cannot change (only aliases may)" in changed.value.body
     stored = custom.get_cluster_custom_object(*api, "network")
     assert stored["spec"]["levels"] == [{"nodeLabel": "example.com/rack", "alias": "rack"}]
+
+
+def test_with_the_webhooks_on_a_pod_of_a_missing_queue_is_told_why_on_the_pod(
+    cluster: ThreadedDevCluster, webhooks: Operator, core: k8s.CoreV1Api, tmp_path: Path
+) -> None:
+    # The chart's set-up: the webhooks admit the grouper's PodGroup of a queue not made
+    # yet (GitOps order), and the scheduler says why the pod waits, on the pod itself.
+    _wait_until_served(cluster, core, webhooks)
+    operator = start_operator(cluster.kubeconfig_path, tmp_path / "operator.log")
+    try:
+        body = pod("lost", NS, "unused", gpus=1)
+        del body["metadata"]["annotations"]["pod-group-name"]
+        body["metadata"]["labels"]["kai.scheduler/queue"] = "nowhere"
+        core.create_namespaced_pod(NS, body)
+
+        def told() -> list[Any]:
+            events = core.list_namespaced_event(NS, field_selector="involvedObject.name=lost").items
+            return [e for e in events if e.type == "Warning" and "nowhere" in e.message]
+
+        (event, *_) = wait_for(told, timeout=30, what=f"a Warning on the pod\n{operator.log}")
+        assert "queue 'nowhere' does not exist (QueueDoesNotExist)" in event.message, event
+    finally:
+        stop_operator(operator)
