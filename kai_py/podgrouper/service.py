@@ -260,9 +260,9 @@ def _group_refused(
     queue = (manifest.get("spec") or {}).get("queue") or ""
     return GrouperWarning(
         ObjectRef("v1", "Pod", name, ns, uid),
-        f'metadata.labels["{keys.QUEUE_LABEL}"]',
-        f'not scheduled: its PodGroup {ns}/{group} (queue "{queue}") was refused by the API '
-        f"server ({exc.code} {exc.reason}): {exc.message}",
+        f'metadata.annotations["{keys.POD_GROUP_ANNOTATION}"]',
+        f'not set, so the pod is not scheduled: its PodGroup {ns}/{group} (queue "{queue}") '
+        f"was refused by the API server ({exc.code} {exc.reason}): {exc.message}",
     )
 
 

@@ -116,8 +116,8 @@ def test_a_refused_podgroup_is_one_warning_event_on_the_pod(
     (event,) = wait_for(warned, timeout=30, what=f"the pod's Warning\n{operator.log}")
     assert event.type == "Warning"
     assert event.message.startswith(
-        'Pod "team-a/lost": metadata.labels["kai.scheduler/queue"]: not scheduled: its '
-        "PodGroup team-a/pg-lost-"
+        'Pod "team-a/lost": metadata.annotations["pod-group-name"]: not set, so the pod is '
+        "not scheduled: its PodGroup team-a/pg-lost-"
     ), event.message
     assert '(queue "ghost") was refused by the API server' in event.message
     assert DENIAL in event.message
