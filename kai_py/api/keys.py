@@ -40,6 +40,9 @@ PRIORITY_CLASS_LABEL: Final = "priorityClassName"
 GPU_COUNT_NODE_LABEL: Final = "nvidia.com/gpu.count"
 GPU_MEMORY_NODE_LABEL: Final = "nvidia.com/gpu.memory"
 GPU_PRODUCT_NODE_LABEL: Final = "nvidia.com/gpu.product"
+# KAI's node roles for restrict node scheduling (its default label keys).
+GPU_WORKER_NODE_LABEL: Final = "node-role.kubernetes.io/gpu-worker"
+CPU_WORKER_NODE_LABEL: Final = "node-role.kubernetes.io/cpu-worker"
 
 # Annotations
 GPU_FRACTION_ANNOTATION: Final = "gpu-fraction"

@@ -196,9 +196,12 @@ def _arg(flag: str, value: str, out: ShardSettings) -> None:
             seconds = parse_duration(value)
             out.config.staleness_grace = None if seconds < 0 else seconds
         elif flag == "restrict-node-scheduling":
-            # KAI's default is off; off is what kai-py does.
-            if _bool(value):
-                raise LookupError("kai-py does not restrict jobs to GPU or CPU worker nodes")
+            out.config.restrict_node_scheduling = _bool(value)
+        elif flag in ("gpu-worker-node-label-key", "cpu-worker-node-label-key"):
+            if not value:
+                raise ValueError("expected a label key")
+            attr = "gpu_worker_label" if flag.startswith("gpu") else "cpu_worker_label"
+            setattr(out.config, attr, value)
         else:
             raise LookupError("not a scheduler flag kai-py applies")
     except ValueError as exc:

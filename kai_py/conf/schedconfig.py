@@ -38,7 +38,6 @@ _IGNORED = {
     "usageDBConfig": "kai-py has no usage database (time-based fair share)",
     "scenarioSearchBudgets": "kai-py's victim search has its own bounds",
     "schedulerName": "use kai-py run --scheduler-name",
-    "restrictSchedulingNodes": "not implemented",
     "partitionParams": "node pools are not implemented",
     "scheduleCSIStorage": "CSI storage scheduling is not implemented",
     "useSchedulingSignatures": "not needed: kai-py caches by shape",
@@ -111,6 +110,10 @@ def parse_config(
                 if not isinstance(value, bool):
                     raise ValueError(f"expected true or false, got {value!r}")
                 config.allow_consolidating_reclaim = value
+            elif key == "restrictSchedulingNodes":
+                if not isinstance(value, bool):
+                    raise ValueError(f"expected true or false, got {value!r}")
+                config.restrict_node_scheduling = value
             elif key == "globalDefaultStalenessGracePeriod":
                 seconds = parse_duration(str(value))
                 config.staleness_grace = None if seconds < 0 else seconds

@@ -15,6 +15,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field, replace
 from typing import Final
 
+from kai_py.api.keys import CPU_WORKER_NODE_LABEL, GPU_WORKER_NODE_LABEL
 from kai_py.scheduler.resources import EPS, INF, Res
 
 
@@ -827,6 +828,13 @@ class Config:
     # sets it (a SchedulingShard's minRuntime); 0 = at once.
     preempt_min_runtime: float = 0.0
     reclaim_min_runtime: float = 0.0
+    # KAI's restrict-node-scheduling: pods that want a GPU go only to nodes with the
+    # GPU worker label, the others only to nodes with the CPU worker label; a node with
+    # neither takes no pod and, as GPUs of a node without the GPU label, is not counted
+    # for fair share (``predicates.role_capacity``).
+    restrict_node_scheduling: bool = False
+    gpu_worker_label: str = GPU_WORKER_NODE_LABEL
+    cpu_worker_label: str = CPU_WORKER_NODE_LABEL
 
 
 @dataclass(slots=True, frozen=True)

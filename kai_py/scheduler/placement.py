@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from kai_py.scheduler import pinning, preferences
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.podaffinity import PodAffinity
-from kai_py.scheduler.predicates import PredicateCache
+from kai_py.scheduler.predicates import PredicateCache, RoleRestrictedCache
 from kai_py.scheduler.preferences import has_preferences
 from kai_py.scheduler.reasons import TOO_MANY_PODS, insufficient
 from kai_py.scheduler.resources import EPS
@@ -45,11 +45,22 @@ class Placer:
         self.session = session
         anti = any(t.pod_anti_affinity for j in session.jobs.values() for t in j.tasks)
         self.pod_affinity = PodAffinity(session.nodes.values(), any_anti_affinity=anti)
-        self.predicates = PredicateCache(
-            session.framework,
-            self.pod_affinity,
-            session.snapshot.config_maps,
-            session.snapshot.storage,
+        config = session.snapshot.config
+        self.predicates: PredicateCache = (
+            RoleRestrictedCache(
+                session.framework,
+                config,
+                self.pod_affinity,
+                session.snapshot.config_maps,
+                session.snapshot.storage,
+            )
+            if config.restrict_node_scheduling
+            else PredicateCache(
+                session.framework,
+                self.pod_affinity,
+                session.snapshot.config_maps,
+                session.snapshot.storage,
+            )
         )
         self.spread = session.framework.placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}

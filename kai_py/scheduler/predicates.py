@@ -22,8 +22,18 @@ from __future__ import annotations
 from collections.abc import Set
 
 from kai_py.scheduler.framework import Framework
-from kai_py.scheduler.model import Node, PodNeeds, SelectorRequirement, Shape, Storage, Task
+from kai_py.scheduler.model import (
+    Config,
+    Node,
+    PodNeeds,
+    SelectorRequirement,
+    Shape,
+    Storage,
+    Task,
+    quota_gpus,
+)
 from kai_py.scheduler.podaffinity import PodAffinity
+from kai_py.scheduler.resources import Res
 
 
 class PredicateCache:
@@ -90,6 +100,70 @@ class PredicateCache:
         if result is None and self._pod_affinity is not None and self._pod_affinity.applies(task):
             return self._pod_affinity.check(task, node)
         return result
+
+
+class RoleRestrictedCache(PredicateCache):
+    """``PredicateCache`` with KAI's restrict node scheduling: GPU pods only on GPU
+    worker nodes, CPU-only pods only on CPU worker nodes."""
+
+    def __init__(
+        self,
+        framework: Framework,
+        config: Config,
+        pod_affinity: PodAffinity | None = None,
+        config_maps: Set[tuple[str, str]] = frozenset(),
+        storage: Storage | None = None,
+    ) -> None:
+        super().__init__(framework, pod_affinity, config_maps, storage)
+        self._config = config
+
+    def check(self, task: Task, node: Node) -> str | None:
+        result = PredicateCache.check(self, task, node)
+        if result is None:
+            result = node_role(task, node, self._config)
+        return result
+
+
+def wants_gpu(task: Task) -> bool:
+    """Whole GPUs, a fraction or memory of a card, MIG instances or AMD GPUs (KAI's
+    "requires any kind of GPU")."""
+    return (
+        task.request.gpu > 0
+        or task.gpu_fraction > 0
+        or task.gpu_memory_mib > 0
+        or (task.extended is not None and quota_gpus(task.extended) > 0)
+    )
+
+
+def node_role(task: Task, node: Node, config: Config) -> str | None:
+    """Why ``node`` may not take ``task`` under restrict node scheduling, or None. The
+    message names the label a person would add to the node."""
+    if wants_gpu(task):
+        if config.gpu_worker_label not in node.labels:
+            return (
+                f"node(s) had no {config.gpu_worker_label} label "
+                "(restrict node scheduling: GPU pods run only on GPU worker nodes)"
+            )
+    elif config.cpu_worker_label not in node.labels:
+        return (
+            f"node(s) had no {config.cpu_worker_label} label "
+            "(restrict node scheduling: CPU-only pods run only on CPU worker nodes)"
+        )
+    return None
+
+
+def role_capacity(node: Node, config: Config) -> Res:
+    """What ``node`` adds to the cluster's total for fair share under restrict node
+    scheduling: nothing without either worker label (it takes no pod), no GPUs without
+    the GPU worker label (no GPU pod may use them), as KAI counts them."""
+    gpu_worker = config.gpu_worker_label in node.labels
+    if not gpu_worker and config.cpu_worker_label not in node.labels:
+        return Res()
+    return Res(
+        node.allocatable.cpu,
+        node.allocatable.memory,
+        node.allocatable.gpu if gpu_worker else 0.0,
+    )
 
 
 def missing_config_map(ns: str, needs: PodNeeds, existing: Set[tuple[str, str]]) -> str | None:

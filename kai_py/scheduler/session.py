@@ -33,6 +33,7 @@ from kai_py.scheduler.model import (
     quota_gpus,
 )
 from kai_py.scheduler.nodeindex import NodeIndex
+from kai_py.scheduler.predicates import role_capacity
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.subgroups import tree as subgroup_tree
@@ -172,9 +173,13 @@ class Session:
         self._indexing = True
         self.roots = [q.name for q in snapshot.queues if q.parent is None]
         self.total = Res()
+        config = snapshot.config
         for node in self.nodes.values():
             if node.ready:
-                self.total.add(node.allocatable)
+                if config.restrict_node_scheduling:
+                    self.total.add(role_capacity(node, config))
+                else:
+                    self.total.add(node.allocatable)
         compute_fair_shares(self.queues, self.roots, self.total)
 
     # ----------------------------------------------------------- set-up

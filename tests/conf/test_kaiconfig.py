@@ -60,7 +60,7 @@ def test_what_is_not_applied_is_named_with_its_value() -> None:
             "placementStrategy": {"gpu": "binpack", "cpu": "spread"},
             "partitionLabelValue": "pool-b",
             "kValue": 1.5,
-            "args": {"restrict-node-scheduling": "true", "qps": "50"},
+            "args": {"qps": "50"},
             "plugins": {"topology": {"enabled": False}, "my-plugin": {"priority": 5}},
             "actions": {"drain": {"enabled": True}},
         }
@@ -72,14 +72,29 @@ def test_what_is_not_applied_is_named_with_its_value() -> None:
         "its start (--node-pool); a shard's pool changes with a restart",
         "spec.kValue=1.5: kai-py's proportion plugin has no kValue",
         "spec.args.qps=50: not a scheduler flag kai-py applies",
-        "spec.args.restrict-node-scheduling=true: kai-py does not restrict jobs to GPU or CPU "
-        "worker nodes",
         'spec.plugins.my-plugin={"priority": 5}: kai-py has no plugin of this name',
         "spec.plugins.topology.enabled=false: kai-py's plugins are always on",
         'spec.actions.drain={"enabled": true}: kai-py has no action of this name (it has '
         + ", ".join(DEFAULT_ACTIONS)
         + ")",
     ]
+
+
+def test_restrict_node_scheduling_and_its_label_keys_are_applied() -> None:
+    spec = {
+        "args": {
+            "restrict-node-scheduling": "true",
+            "gpu-worker-node-label-key": "example.com/gpu-worker",
+            "cpu-worker-node-label-key": "example.com/cpu-worker",
+        }
+    }
+    got = shard_settings(_shard(spec).spec, Config(), "")
+    assert got.not_applied == []
+    assert got.config.restrict_node_scheduling
+    assert got.config.gpu_worker_label == "example.com/gpu-worker"
+    assert got.config.cpu_worker_label == "example.com/cpu-worker"
+    off = shard_settings(_shard({"args": {"restrict-node-scheduling": "false"}}).spec, Config(), "")
+    assert not off.config.restrict_node_scheduling and off.not_applied == []
 
 
 def test_a_bad_arg_value_is_named() -> None:

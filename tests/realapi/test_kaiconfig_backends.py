@@ -242,3 +242,49 @@ def test_two_shards_on_one_pool_are_said_so_on_the_schedulers_shard(
     assert got["message"].startswith('spec.partitionLabelValue="": SchedulingShard twin serves')
     custom.delete_cluster_custom_object(GROUP, VERSION, "schedulingshards", "twin")
     wait_for(lambda: pool_shared("False"), timeout=30, what=f"PoolShared False\n{operator.log}")
+
+
+def _restrict(custom: k8s.CustomObjectsApi, on: bool) -> None:
+    custom.patch_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "schedulingshards",
+        "default",
+        {"spec": {"args": {"restrict-node-scheduling": str(on).lower()}}},
+    )
+
+
+def test_the_shards_restrict_node_scheduling_flag_applies_without_a_restart(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    create_queues(custom, queue("root"), queue("team-a", parent="root"))
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "SchedulingShard",
+        "metadata": {"name": "default"},
+        "spec": {"args": {"restrict-node-scheduling": "true"}},
+    }
+    _put(custom, "schedulingshards", body)
+    _applied(custom, operator)
+    # One node is a GPU worker, none a CPU worker.
+    names = sorted(n.metadata.name for n in core.list_node().items)
+    gpu_worker = names[-1]
+    core.patch_node(
+        gpu_worker, {"metadata": {"labels": {"node-role.kubernetes.io/gpu-worker": ""}}}
+    )
+    assert _place(core, custom, "gpu", operator) == gpu_worker
+    create_podgroup(custom, podgroup("cpu", NS, "team-a"))
+    create_pod(core, pod("cpu", NS, "cpu", gpus=0))
+    time.sleep(3)  # many cycles of 0.2 s: no node has the CPU worker label
+    assert not core.read_namespaced_pod("cpu", NS).spec.node_name
+    # Off, same process: the CPU-only pod goes anywhere.
+    _restrict(custom, False)
+    _applied(custom, operator)
+    wait_for(
+        lambda: core.read_namespaced_pod("cpu", NS).spec.node_name,
+        timeout=30,
+        what=f"the CPU pod bound once the restriction is off\n{operator.log}",
+    )
+    assert operator.process.poll() is None  # never restarted
+    not_applied = _condition(_shard(custom), "NotApplied")
+    assert not_applied is not None and not_applied["status"] == "False", not_applied
