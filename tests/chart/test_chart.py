@@ -72,7 +72,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("kai.scheduler", "configs,schedulingshards", "list,watch"),
     },
     # kai_py/controllers/webhooks/validation.py: a Queue's parent and the tree above it
-    "webhooks": {("scheduling.run.ai", "queues", "get,list")},
+    # and Kopf's CRD scan at start-up
+    "webhooks": {KOPF_CRDS, ("scheduling.run.ai", "queues", "get,list")},
     # kai_py/gpu/nodeagent.py: reads its Node, patches the inventory annotation
     "node-agent": {("", "nodes", "get,patch")},
 }
@@ -254,6 +255,19 @@ def test_webhooks_failure_policy_and_certificate(default: list[Json], other: lis
         assert {h["failurePolicy"] for h in hooks} == {policy}
         secret = by_kind(objects, "Secret")["kai-py-webhooks-tls"]
         assert {h["clientConfig"]["caBundle"] for h in hooks} == {secret["data"]["ca.crt"]}
+        # Only pods for kai-py's scheduler are sent to the pod webhooks.
+        scheduler = "kai-scheduler" if objects is default else "my-scheduler"
+        for hook in hooks:
+            if hook["rules"][0]["resources"] == ["pods"]:
+                assert hook["matchConditions"] == [
+                    {
+                        "name": "kai-py-pods-only",
+                        "expression": "has(object.spec.schedulerName) && "
+                        f'object.spec.schedulerName == "{scheduler}"',
+                    }
+                ], hook["name"]
+            else:
+                assert "matchConditions" not in hook
         # The webhooks never see the pods of kai-py itself nor its reservation pods.
         for hook in hooks:
             if "namespaceSelector" in hook:

@@ -19,16 +19,23 @@ Settings (environment; the chart sets them):
 | ``KAI_PY_WEBHOOK_MANAGED`` | none | let Kopf create webhook configurations of this name (``kai-py dev``, tests); the chart makes its own |
 | ``KAI_PY_FRACTION_RUNTIME_CLASS`` | none | ``runtimeClassName`` for pods that share a card |
 | ``KAI_PY_HAMI_CORE`` | off | give HAMi-core's memory cap to containers with a memory share |
+
+The server answers what is not an admission review with HTTP 400 and a
+message (an API server never sends one; a probe or a broken client may), a
+path no handler serves with 404, and takes reviews as large as the API
+server can send (``MAX_REVIEW_BYTES``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import aiohttp.web
 import kopf
 
 from kai_py.api import keys
@@ -41,14 +48,91 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT: Final = 9443
 _QUEUES: Final = path_of(keys.GROUP, keys.QUEUE_VERSION, "queues")
 
+#: The API server stores objects of up to 3 MiB (etcd's request limit); an UPDATE's
+#: review carries the object and its old version, plus the request's own fields.
+#: aiohttp's default (1 MiB) answered 413 to a large pod, and the API server then
+#: admitted it unchecked under failurePolicy Ignore.
+MAX_REVIEW_BYTES: Final = 2 * 3 * 1024 * 1024 + 256 * 1024
+
 _kube: Kube | None = None
 
 
 def _api() -> Kube:
     global _kube
     if _kube is None:
-        _kube = Kube(load_api_client(), timeout=3.0)
+        # Within the webhook's own time-out (the chart's timeoutSeconds, 3 s): a
+        # queue whose parent cannot be read is let through, not timed out.
+        _kube = Kube(load_api_client(), timeout=2.0)
     return _kube
+
+
+def _type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "a string" if isinstance(value, str) else "a number"
+
+
+def review_problem(review: object) -> str | None:
+    """What makes ``review`` not an AdmissionReview Kopf can answer, or None.
+
+    Kopf reads these fields without checking them, so a broken review ended in
+    a 500 (an unhandled exception) instead of a 400 naming the field.
+    """
+    if not isinstance(review, dict):
+        return f"the body is {_type_name(review)}, not an AdmissionReview object"
+    request = review.get("request")
+    if not isinstance(request, dict):
+        return f"request: is {_type_name(request)}, not an object"
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        return f"request.uid: {json.dumps(uid)} is not a non-empty string"
+    resource = request.get("resource")
+    if not isinstance(resource, dict):
+        return f"request.resource: is {_type_name(resource)}, not an object"
+    for field in ("group", "version", "resource"):
+        if not isinstance(resource.get(field), str):
+            return f"request.resource.{field}: {json.dumps(resource.get(field))} is not a string"
+    if not isinstance(request.get("userInfo"), dict):
+        return f"request.userInfo: is {_type_name(request.get('userInfo'))}, not an object"
+    for field in ("object", "oldObject"):
+        if request.get(field) is not None and not isinstance(request.get(field), dict):
+            return f"request.{field}: is {_type_name(request.get(field))}, not an object or null"
+    if request.get("object") is None and request.get("oldObject") is None:
+        return "request.object and request.oldObject: both are missing"
+    return None
+
+
+def _served_ids() -> set[str]:
+    registry = kopf.get_default_registry()
+    return {str(handler.id) for handler in registry._webhooks.get_all_handlers()}
+
+
+class WebhookServer(kopf.WebhookServer):
+    """Kopf's HTTPS server, with the body limit and the 400/404 answers above."""
+
+    @staticmethod
+    async def _serve(fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        webhook = request.match_info.get("id", "")
+        if webhook not in _served_ids():
+            raise aiohttp.web.HTTPNotFound(text=f"no webhook is served at /{webhook}")
+        request = request.clone(client_max_size=MAX_REVIEW_BYTES)
+        try:
+            review = json.loads(await request.read())
+        except RecursionError:
+            raise aiohttp.web.HTTPBadRequest(text="the body is JSON nested too deeply") from None
+        except ValueError as exc:  # also UnicodeDecodeError
+            raise aiohttp.web.HTTPBadRequest(text=f"the body is not JSON: {exc}") from None
+        problem = review_problem(review)
+        if problem is not None:
+            raise aiohttp.web.HTTPBadRequest(text=problem)
+        # Kopf's own serving reads the body again from aiohttp's cache.
+        return await kopf.WebhookServer._serve(fn, request)
 
 
 def server_from_env(env: Mapping[str, str] | None = None) -> kopf.WebhookServer:
@@ -59,7 +143,7 @@ def server_from_env(env: Mapping[str, str] | None = None) -> kopf.WebhookServer:
     if cert_dir:
         folder = Path(cert_dir)
         ca = folder / "ca.crt"  # for the caBundle of configurations Kopf manages
-        return kopf.WebhookServer(
+        return WebhookServer(
             addr=addr,
             port=port,
             host=env.get("KAI_PY_WEBHOOK_HOST") or None,
@@ -68,7 +152,7 @@ def server_from_env(env: Mapping[str, str] | None = None) -> kopf.WebhookServer:
             cafile=str(ca) if ca.is_file() else None,
         )
     log.warning("KAI_PY_WEBHOOK_CERT_DIR is not set: serving webhooks over plain HTTP")
-    return kopf.WebhookServer(addr=addr, port=port, insecure=True, host=addr)
+    return WebhookServer(addr=addr, port=port, insecure=True, host=addr)
 
 
 @kopf.on.startup(id="webhooks-start")
