@@ -117,6 +117,16 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Write the Queue, PodGroup, BindRequest, Topology, Config and SchedulingShard CRDs generated from kai_py/api/.",
     )
     crds.add_argument("--output-dir", "-o", type=Path, default=Path("crds"))
+    crds.add_argument(
+        "--apply",
+        action="store_true",
+        help="apply them to the cluster (server-side) instead of writing files, and wait "
+        "until each is Established (the chart's pre-install/pre-upgrade hook runs this)",
+    )
+    crds.add_argument("--kubeconfig", default=None, help="with --apply; default: in-cluster config")
+    crds.add_argument(
+        "--timeout", type=float, default=60.0, help="with --apply: seconds to wait (default 60)"
+    )
 
     dev = sub.add_parser(
         "dev",
@@ -172,6 +182,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_reserve(args.kubeconfig, wait=not args.no_wait)
     if args.command == "crds":
+        if args.apply:
+            from kai_py.api.crdgen import crd_documents
+            from kai_py.apiclient.crds import apply_crds
+            from kai_py.apiclient.kube import Kube, KubeError, load_api_client
+
+            kube = Kube(load_api_client(args.kubeconfig), timeout=30.0)
+            try:
+                lines = apply_crds(kube, crd_documents(), timeout=args.timeout)
+            except KubeError as exc:
+                print(f"kai-py crds --apply: {exc}", file=sys.stderr)
+                return 1
+            print("\n".join(lines))
+            return 0
         from kai_py.api.crdgen import write_crds
 
         for path in write_crds(args.output_dir):

@@ -76,6 +76,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
     "webhooks": {KOPF_CRDS, ("scheduling.run.ai", "queues", "get,list")},
     # kai_py/gpu/nodeagent.py: reads its Node, patches the inventory annotation
     "node-agent": {("", "nodes", "get,patch")},
+    # kai_py/apiclient/crds.py, the CRD hook Job: kai-py's own CRDs (by name) only
+    "crds": {("apiextensions.k8s.io", "customresourcedefinitions", "get,create,patch")},
 }
 
 
@@ -122,13 +124,24 @@ def test_install_objects_are_kai_py_devs(default: list[Json]) -> None:
         for o in default
         if o["kind"] in ("PriorityClass", "Queue", "Namespace", "Config", "SchedulingShard")
         or (o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "kai-resource-reservation")
+        if o["metadata"]["name"] != "kai-py-critical"  # the chart's own pods' class
     }
     expected = {
         (o["kind"], o["metadata"]["name"]): o for o in install.install_objects(NAMESPACE)
     }
     assert rendered == expected
-    values = {o["metadata"]["name"]: o["value"] for o in default if o["kind"] == "PriorityClass"}
+    values = {
+        name: o["value"]
+        for name, o in by_kind(default, "PriorityClass").items()
+        if name != "kai-py-critical"
+    }
     assert values == {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+    # Kept on uninstall: pods naming them would be refused without them.
+    assert all(
+        by_kind(default, "PriorityClass")[name]["metadata"]["annotations"]
+        == {"helm.sh/resource-policy": "keep"}
+        for name in values
+    )
     queues = by_kind(default, "Queue")
     assert queues["default-queue"]["spec"]["parentQueue"] == "default-parent-queue"
     # Queues stay on uninstall (they block nothing); KAI keeps them too.

@@ -54,6 +54,9 @@ def _wait_gone(cluster: ThreadedDevCluster, resource: str, name: str) -> bool:
 )
 def test_helm_install_then_uninstall(bare: ThreadedDevCluster, values: dict[str, Any]) -> None:
     config = helm.Config(kubeconfig_path=bare.kubeconfig_path, namespace=NAMESPACE)
+    # The emulated kubelet runs no program: the CRD hook Job's pod ends after 1 s
+    # (what the program does is tested in tests/realapi/test_chart_crd_upgrade.py).
+    values = {**values, "podAnnotations": {"kai-py.dev/run-seconds": "1"}}
     release = config.install(
         str(CHART), "kai", values, namespace=NAMESPACE, create_namespace=True, timeout=60
     )
@@ -62,6 +65,9 @@ def test_helm_install_then_uninstall(bare: ThreadedDevCluster, values: dict[str,
     assert {"queues.scheduling.run.ai", "podgroups.scheduling.run.ai"} <= crds
     assert {"train", "build-preemptible", "build", "inference"} <= _names(bare, "priorityclasses")
     assert _names(bare, "queues") == {"default-parent-queue", "default-queue"}
+    # The CRD hook ran (Helm waits for its Job) and, having succeeded, is gone with its RBAC.
+    assert "kai-py-crds" not in _names(bare, "jobs", NAMESPACE)
+    assert "kai-crds" not in _names(bare, "clusterroles")
     deployments = _names(bare, "deployments", NAMESPACE)
     assert "kai-py-webhooks" in deployments and len(deployments) in (2, 4)
 
@@ -93,3 +99,8 @@ def test_helm_install_then_uninstall(bare: ThreadedDevCluster, values: dict[str,
     assert _wait_gone(bare, "namespaces", "kai-resource-reservation")
     assert _names(bare, "pods", "kai-resource-reservation") == set()
     assert _names(bare, "queues") == {"default-parent-queue", "default-queue"}
+    # KAI's PriorityClasses stay (a later pod naming train would be refused without
+    # them); kai-py's own class goes with kai-py's pods.
+    classes = _names(bare, "priorityclasses")
+    assert {"train", "build-preemptible", "build", "inference"} <= classes
+    assert "kai-py-critical" not in classes

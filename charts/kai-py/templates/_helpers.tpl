@@ -56,19 +56,67 @@ podgrouper: podgrouper
   valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
 {{- end -}}
 
+{{/* The PriorityClass of kai-py's own pods: a scheduler, binder or webhook that is
+preempted is an outage. */}}
+{{- define "kai-py.priorityClassName" -}}
+{{ .Values.priorityClassName | default "kai-py-critical" }}
+{{- end -}}
+
+{{/* What every kai-py Deployment's pod spec shares; called with (dict "root" $
+"component" C ["hook" true]): the replicas of one component keep apart (replicaAntiAffinity)
+unless `affinity` has a podAntiAffinity of its own. */}}
 {{- define "kai-py.podSpecCommon" -}}
-{{- with .Values.imagePullSecrets }}
+{{- $values := .root.Values }}
+{{- with $values.imagePullSecrets }}
 imagePullSecrets: {{ toYaml . | nindent 2 }}
 {{- end }}
-securityContext: {{ toYaml .Values.podSecurityContext | nindent 2 }}
-{{- with .Values.nodeSelector }}
+{{- if not .hook }}
+priorityClassName: {{ include "kai-py.priorityClassName" .root }}
+{{- else if $values.priorityClassName }}
+{{- /* A hook runs before the chart's own PriorityClass exists. */}}
+priorityClassName: {{ $values.priorityClassName }}
+{{- end }}
+securityContext: {{ toYaml $values.podSecurityContext | nindent 2 }}
+{{- with $values.nodeSelector }}
 nodeSelector: {{ toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.tolerations }}
+{{- with $values.tolerations }}
 tolerations: {{ toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.affinity }}
+{{- $affinity := deepCopy ($values.affinity | default dict) }}
+{{- if and (ne $values.replicaAntiAffinity "none") (not (hasKey $affinity "podAntiAffinity")) }}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (dict "app.kubernetes.io/instance" .root.Release.Name "app.kubernetes.io/component" .component)) }}
+{{- if eq $values.replicaAntiAffinity "required" }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term)) }}
+{{- else }}
+{{- $_ := set $affinity "podAntiAffinity" (dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
+{{- end }}
+{{- end }}
+{{- with $affinity }}
 affinity: {{ toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* A PodDisruptionBudget for a component of more than one replica: a drain takes
+one at a time, so a leader is always there to take over. (dict "root" $ "name" N
+"component" C "replicas" R) */}}
+{{- define "kai-py.pdb" -}}
+{{- if gt (int .replicas) 1 }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ .name }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "kai-py.labels" .root | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+spec:
+  maxUnavailable: 1
+  selector:
+    matchLabels:
+      app.kubernetes.io/instance: {{ .root.Release.Name }}
+      app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end -}}
 
