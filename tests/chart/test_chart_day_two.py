@@ -1,11 +1,14 @@
 """The chart after day one: kai-py's own pods kept apart, budgeted and prioritised,
-and the scheduler configuration file from a value."""
+the scheduler configuration file from a value, and webhook certificates that
+render the same every time (GitOps)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
+import pytest
 import yaml
 from chart_helpers import RELEASE, by_kind, render
 
@@ -142,3 +145,63 @@ def test_scheduler_config_value_becomes_the_config_file_of_every_scheduler(
     assert "kai-py-scheduler-config" not in by_kind(default, "ConfigMap")
     args = by_kind(default, "Deployment")["kai-py-scheduler"]["spec"]["template"]["spec"]
     assert not any(a.startswith("--config") for a in args["containers"][0]["args"])
+
+
+def _webhook_configs(objects: list[Json]) -> list[Json]:
+    return [
+        *by_kind(objects, "MutatingWebhookConfiguration").values(),
+        *by_kind(objects, "ValidatingWebhookConfiguration").values(),
+    ]
+
+
+def _tls_volume(objects: list[Json]) -> str:
+    pod = by_kind(objects, "Deployment")["kai-py-webhooks"]["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    return str(volumes["tls"]["secret"]["secretName"])
+
+
+def test_webhook_certificates_from_a_given_secret_render_the_same_every_time() -> None:
+    ca = "TUlJQ0NBIG9mIHRoZSB1c2Vy"  # any base64: the chart passes it on as it is
+    values = {"webhooks": {"tls": {"mode": "secret", "secretName": "my-tls", "caBundle": ca}}}
+    first, second = render(values), render(values)
+    assert first == second  # `helm template` twice: nothing for Argo CD or Flux to rotate
+    hooks = [h for c in _webhook_configs(first) for h in c["webhooks"]]
+    assert {h["clientConfig"]["caBundle"] for h in hooks} == {ca}
+    assert "kai-py-webhooks-tls" not in by_kind(first, "Secret")  # the user's, not the chart's
+    assert _tls_volume(first) == "my-tls"
+    # The Helm-made certificate is new on every render without a cluster to look up.
+    assert render() != render()
+
+
+def test_a_secret_without_its_ca_is_refused_naming_the_value() -> None:
+    with pytest.raises(helm.HelmError) as err:
+        render({"webhooks": {"tls": {"mode": "secret"}}})
+    assert "values: webhooks.tls.caBundle: empty" in str(err.value)
+
+
+def test_webhook_certificates_from_cert_manager() -> None:
+    values = {"webhooks": {"tls": {"mode": "certManager"}}}
+    objects = render(values)
+    assert objects == render(values)
+    assert set(by_kind(objects, "Issuer")) == {"kai-py-selfsigned", "kai-py-webhooks-ca"}
+    certificates = by_kind(objects, "Certificate")
+    serving = certificates["kai-py-webhooks"]["spec"]
+    assert serving["secretName"] == _tls_volume(objects) == "kai-py-webhooks-tls"
+    assert "kai-py-webhooks.kai-system.svc" in serving["dnsNames"]
+    assert serving["issuerRef"] == {"kind": "Issuer", "name": "kai-py-webhooks-ca"}
+    assert certificates["kai-py-webhooks-ca"]["spec"]["isCA"] is True
+    for config in _webhook_configs(objects):
+        assert config["metadata"]["annotations"] == {
+            "cert-manager.io/inject-ca-from": "kai-system/kai-py-webhooks"
+        }
+        assert all("caBundle" not in h["clientConfig"] for h in config["webhooks"])
+    assert "kai-py-webhooks-tls" not in by_kind(objects, "Secret")
+    # An issuer of the user's: only the serving Certificate is made.
+    theirs = {"kind": "ClusterIssuer", "name": "corp-ca"}
+    objects = render(
+        {"webhooks": {"tls": {"mode": "certManager", "certManager": {"issuerRef": theirs}}}}
+    )
+    assert set(by_kind(objects, "Certificate")) == {"kai-py-webhooks"} and not by_kind(
+        objects, "Issuer"
+    )
+    assert by_kind(objects, "Certificate")["kai-py-webhooks"]["spec"]["issuerRef"] == theirs
