@@ -83,7 +83,9 @@ def test_helm_uninstall_leaves_nothing_that_blocks_pods(tmp_path: Path) -> None:
         # With the release installed and no webhook pod able to answer, kai-py's
         # pods are refused (failurePolicy Fail): the configurations are live.
         status, answer = server.request(
-            "POST", f"/api/v1/namespaces/{NS}/pods", _pod("early", NS, schedulerName="kai-scheduler")
+            "POST",
+            f"/api/v1/namespaces/{NS}/pods",
+            _pod("early", NS, schedulerName="kai-scheduler"),
         )
         assert status >= 400 and "failed calling webhook" in answer["message"], answer
 
@@ -116,7 +118,9 @@ def test_helm_uninstall_leaves_nothing_that_blocks_pods(tmp_path: Path) -> None:
         _wait(reservations_gone, "the reservation namespace and its pods to be deleted")
         # The cards are free: a pod asking for both runs on the node.
         server.must(
-            "POST", f"/api/v1/namespaces/{NS}/pods", _pod("both-cards", NS, gpus=2, nodeName="gpu-0")
+            "POST",
+            f"/api/v1/namespaces/{NS}/pods",
+            _pod("both-cards", NS, gpus=2, nodeName="gpu-0"),
         )
 
         def both_running() -> bool:
