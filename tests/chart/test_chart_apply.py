@@ -53,13 +53,17 @@ def test_chart_installs_and_uninstalls_on_the_emulator(
     queues = kube.get(path_of("scheduling.run.ai", "v2", "queues"))["items"]
     assert {q["metadata"]["name"] for q in queues} >= {"default-parent-queue", "default-queue"}
     # With failurePolicy Ignore, a webhook that is not there (no webhook pod runs
-    # here) does not stop pod creation; with Fail it does, and says why.
+    # here) does not stop pod creation; with Fail it stops kai-py's pods, and says
+    # why. Pods of other schedulers never go to kai-py's webhooks (matchConditions).
+    ours = _pod("ours")
+    ours["spec"]["schedulerName"] = values.get("schedulerName", "kai-scheduler")
     if values.get("webhooks", {}).get("failurePolicy") == "Fail":
         with pytest.raises(KubeError) as err:
-            kube.create(path_of("", "v1", "pods", "team-a"), _pod("blocked"))
+            kube.create(path_of("", "v1", "pods", "team-a"), ours)
         assert "kai-py" in err.value.message
     else:
-        kube.create(path_of("", "v1", "pods", "team-a"), _pod("admitted"))
+        kube.create(path_of("", "v1", "pods", "team-a"), ours)
+    kube.create(path_of("", "v1", "pods", "team-a"), _pod("admitted"))
 
     # Uninstall: Helm deletes what it rendered, except what it is told to keep.
     for obj in reversed(objects):

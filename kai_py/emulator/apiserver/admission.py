@@ -3,7 +3,8 @@
 For every write the dispatcher finds the MutatingWebhookConfigurations and
 then the ValidatingWebhookConfigurations whose rules match (operations,
 apiGroups, apiVersions, resources incl. subresources, scope,
-namespaceSelector, objectSelector), sends each an ``admission.k8s.io/v1``
+namespaceSelector, objectSelector, matchConditions in the part of CEL
+``matchconditions`` reads), sends each an ``admission.k8s.io/v1``
 AdmissionReview over HTTPS (trusting ``caBundle``) or HTTP, applies JSONPatch
 responses, and turns a denial into the error the real server returns
 (``admission webhook "NAME" denied the request: MESSAGE``). ``failurePolicy:
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from kai_py.emulator.apiserver.matchconditions import MatchConditionError, evaluate
 from kai_py.emulator.storage.errors import ApiError
 from kai_py.emulator.storage.patches import json_patch
 from kai_py.emulator.storage.selectors import labels_match, selector_from_label_selector
@@ -125,6 +127,28 @@ class WebhookDispatcher:
             candidates = [o for o in (obj, request.old_obj) if o is not None]
             if not any(labels_match(obj_sel, o) for o in candidates):
                 return False
+        return self._conditions_hold(hook, request, obj)
+
+    def _conditions_hold(self, hook: JSON, request: AdmissionRequest, obj: JSON | None) -> bool:
+        """``matchConditions``: all true calls the webhook, one false skips it; an error
+        is the failurePolicy's (Fail refuses the request, Ignore skips the webhook)."""
+        conditions = hook.get("matchConditions") or []
+        if not conditions:
+            return True
+        variables = {"object": obj, "oldObject": request.old_obj, "request": _review(request, obj)}
+        for condition in conditions:
+            try:
+                if not evaluate(str(condition.get("expression", "")), variables):
+                    return False
+            except MatchConditionError as exc:
+                if hook.get("failurePolicy", "Fail") == "Ignore":
+                    return False
+                raise ApiError(
+                    500,
+                    "InternalError",
+                    f'Internal error occurred: failed calling webhook "{hook.get("name", "")}": '
+                    f'failed to evaluate match condition "{condition.get("name", "")}": {exc}',
+                ) from None
         return True
 
     # ---- calling --------------------------------------------------------------------------
