@@ -36,6 +36,7 @@ from kai_py.apiclient.leader import Leadership
 from kai_py.controllers import kaiconfig, leadership, watches
 from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import configured_actions, run_cycle
+from kai_py.scheduler.plugins import PLUGINS
 from kai_py.state.cache import (
     BINDREQUESTS,
     CONFIGMAPS,
@@ -476,7 +477,9 @@ async def _one_cycle(s: LoopState) -> Outcome:
         [*(kind for kind, _, _ in built.left_out), *("Queue" for _ in view.left_out)]
     )
     actions = metrics.timed_actions(configured_actions(config))
-    decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions)
+    framework = metrics.timed_framework(config, PLUGINS)
+    decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions, framework)
+    metrics.record_searches(decisions.searches)
     closing = time.perf_counter()
     writes = plan(view, built, decisions, now, s.recorder, s.cache)
     metrics.record_close_session(time.perf_counter() - closing)
