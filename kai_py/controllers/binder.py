@@ -200,12 +200,14 @@ def gpu_pod_event(type: str | None, body: Any, memo: Any, logger: Any, **_: Any)
         if (pod.get("metadata") or {}).get("namespace") == binder.config.reservation_namespace:
             warned = binder.reservation_gone(pod)
             if warned:
-                logger.warning("reservation pod gone under shared pods %s", ", ".join(warned))
+                logger.warning(
+                    "reservation pod gone under shared pods", extra={"shared_pods": warned}
+                )
             return
         released = binder.pod_gone(pod)
     except KubeError as exc:
         # Not retried by Kopf (an event handler): the clean-up pass finds it from state.
-        logger.warning("binder clean-up on a pod event failed: %s", exc)
+        logger.warning("binder clean-up on a pod event failed", extra={"error": str(exc)})
         return
     if released:
         logger.info("released reservation pods", extra={"pods": list(released)})

@@ -147,7 +147,7 @@ async def pod_event(body: Any, memo: Any, logger: Any, **_: Any) -> None:
         outcome = await _service(memo).handle(dict(body))
     except (KubeError, RuntimeError) as exc:
         # on.event handlers are not retried: the pod's next event tries again.
-        logger.warning("pod-grouper: %s", exc)
+        logger.warning("pod-grouper: failed", extra={"error": str(exc)})
         return
     if outcome.annotated or outcome.created:
         logger.info(
