@@ -377,6 +377,13 @@ def run_dev(
     if metrics_port is not None and not 1 <= metrics_port <= 65535:
         _say(f"kai-py dev: --metrics-port {metrics_port} is not a TCP port (1-65535)", sys.stderr)
         return 2
+    if metrics_port is not None and no_operator:
+        _say(
+            f"kai-py dev: --metrics-port {metrics_port} with --no-operator: no operator runs "
+            "to serve metrics; leave one of them out",
+            sys.stderr,
+        )
+        return 2
     try:
         loop = eventloop.loop_factory()
     except ValueError as exc:

@@ -496,3 +496,12 @@ def test_a_bad_metrics_port_exits_2() -> None:
     )
     assert done.returncode == 2
     assert "--metrics-port 70000 is not a TCP port" in done.stderr
+    done = subprocess.run(
+        [*DEV, "--no-operator", "--metrics-port", "9090"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert "--metrics-port 9090 with --no-operator: no operator runs" in done.stderr
