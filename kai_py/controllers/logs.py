@@ -76,11 +76,14 @@ def _object_fields(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableM
 
 #: The object fields whose ``namespace/name`` gives the line's ``namespace``.
 _NAMESPACED: Final = ("pod", "podgroup", "bindrequest")
-#: What every LogRecord has: the rest of its attributes are a line's own fields.
+#: What every LogRecord has (and what Kopf adds to each of its lines, its settings
+#: included): the rest of a record's attributes are the line's own fields.
 _RECORD_ATTRS: Final = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",
     "asctime",
     "repeated",
+    "settings",
+    "k8s_skip",
 }
 
 
