@@ -132,12 +132,20 @@ def _build_parser() -> argparse.ArgumentParser:
         "dev",
         help="start an emulated cluster with GPU nodes that kubectl can use",
         description="Start an emulated Kubernetes cluster with GPU nodes, KAI's install "
-        "objects and the kai-py operator; prints the export KUBECONFIG=... line.",
+        "objects and the kai-py operator; prints the export KUBECONFIG=... line once the "
+        "operator's webhooks answer. Ctrl-C or SIGTERM stops it (exit 0).",
     )
     dev.add_argument("--cluster", type=Path, default=None, help="cluster description (YAML)")
     dev.add_argument("--kubeconfig", type=Path, default=None, help="where to write the kubeconfig")
     dev.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     dev.add_argument("--no-operator", action="store_true", help="run the emulator alone")
+    dev.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the operator serves Prometheus metrics at http://127.0.0.1:N/metrics",
+    )
     dev.add_argument(
         "--apply",
         type=Path,
@@ -209,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             port=args.port,
             no_operator=args.no_operator,
             apply=args.apply,
+            metrics_port=args.metrics_port,
         )
     raise AssertionError(f"unhandled command {args.command}")
 

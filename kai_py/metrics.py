@@ -17,13 +17,16 @@ from __future__ import annotations
 import collections
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-from kai_py.scheduler.model import Snapshot
-from kai_py.scheduler.session import Decisions, Op, Session
+from kai_py.scheduler.framework import Framework
+from kai_py.scheduler.model import Config, Snapshot
+from kai_py.scheduler.session import Decisions, Op, SearchCounts, Session
 
 NAMESPACE: Final = "kai"
 #: KAI's buckets for task latencies: ExponentialBuckets(5, 2, 10), in milliseconds.
@@ -129,6 +132,92 @@ QUEUE_GPU_USAGE: Final = Gauge(
     QUEUE_LABELS,
     namespace=NAMESPACE,
 )
+
+# ---- KAI's scheduler internals (its scheduler-internals dashboard) ------------------------
+PLUGIN_LATENCY: Final = Gauge(
+    "plugin_scheduling_latency_milliseconds",
+    "Plugin scheduling latency in milliseconds, as a gauge",
+    ["plugin", "OnSession"],
+    namespace=NAMESPACE,
+)
+# Counters in KAI without ``_total`` (see PODGROUPS_SCHEDULED): gauges that only grow.
+SCENARIOS_SIMULATED: Final = Gauge(
+    "scenarios_simulation_by_action",
+    "Count of scenarios simulated per action",
+    ["action"],
+    namespace=NAMESPACE,
+)
+SCENARIOS_FILTERED: Final = Gauge(
+    "scenarios_filtered_by_action",
+    "Count of scenarios filtered per action",
+    ["action"],
+    namespace=NAMESPACE,
+)
+USAGE_QUERY_LATENCY: Final = Histogram(
+    "usage_query_latency_milliseconds",
+    "Usage database query latency histogram in milliseconds",
+    namespace=NAMESPACE,
+    buckets=TASK_BUCKETS,
+)
+SEARCH_JOBS: Final = Counter(
+    "scenario_search_jobs",  # exported as kai_scenario_search_jobs_total
+    "Count of jobs considered by bounded scenario search.",
+    ["action", "result", "reduced_budget"],
+    namespace=NAMESPACE,
+)
+SEARCH_SCENARIOS: Final = Counter(
+    "scenario_search_scenarios",  # exported as kai_scenario_search_scenarios_total
+    "Count of bounded-search scenarios by state.",
+    ["action", "generator", "state"],
+    namespace=NAMESPACE,
+)
+SEARCH_BUDGET_EXHAUSTED: Final = Counter(
+    "scenario_search_action_budget_exhausted",
+    "Count of action-level scenario search budget exhaustion events.",
+    ["action"],
+    namespace=NAMESPACE,
+)
+#: KAI's buckets for a search's duration: ExponentialBuckets(0.001, 2, 16), in seconds.
+SEARCH_DURATION: Final = Histogram(
+    "scenario_search_duration_seconds",
+    "Elapsed generator-search duration in seconds. kai-py's scheduler has no clock: "
+    "no observations",
+    ["action", "generator", "result"],
+    namespace=NAMESPACE,
+    buckets=tuple(0.001 * 2**i for i in range(16)),
+)
+#: The name of kai-py's one scenario generator (victims added in growing steps).
+GENERATOR: Final = "steps"
+
+
+class _Declared(Collector):
+    """Families kai-py declares without a series: KAI's search budgets in seconds, where
+    kai-py's budget is a count of simulated evictions (a 0 would read as no limit)."""
+
+    FAMILIES: Final = (
+        (
+            "scenario_search_action_budget_configured_seconds",
+            "Configured action scenario "
+            "search budget in seconds. kai-py's budget is not in seconds: no series",
+        ),
+        (
+            "scenario_search_generator_budget_configured_seconds",
+            "Configured generator "
+            "scenario search budget in seconds. kai-py's budget is not in seconds: no series",
+        ),
+        (
+            "scenario_search_job_budget_configured_seconds",
+            "Configured per-job scenario "
+            "search budget in seconds. kai-py's budget is not in seconds: no series",
+        ),
+    )
+
+    def collect(self) -> Iterator[Metric]:
+        for name, text in self.FAMILIES:
+            yield GaugeMetricFamily(f"{NAMESPACE}_{name}", text)
+
+
+REGISTRY.register(_Declared())
 
 # ---- KAI's queue controller metrics (pkg/queuecontroller/metrics) ------------------------
 QUEUE_INFO: Final = Gauge("queue_info", "Queues info", QUEUE_LABELS, namespace=NAMESPACE)
@@ -310,6 +399,43 @@ def _number(value: object) -> float:
 def record_cycle(seconds: float, ok: bool) -> None:
     E2E_LATENCY.set(_ms(seconds))
     CYCLES.labels("ok" if ok else "failed").inc()
+
+
+def timed_framework(
+    config: Config, plugins: Mapping[str, Callable[[Framework, Config], None]]
+) -> Framework:
+    """The cycle's framework, each plugin's set-up timed (KAI's OnSessionOpen per plugin;
+    kai-py's plugins have no step at session close)."""
+    framework = Framework()
+    for name, register in plugins.items():
+        started = time.perf_counter()
+        register(framework, config)
+        PLUGIN_LATENCY.labels(name, "OnSessionOpen").set(_ms(time.perf_counter() - started))
+    return framework
+
+
+def record_searches(counts: SearchCounts) -> None:
+    """What one cycle's victim searches did (the scheduler counts, this exports)."""
+    for action, n in counts.acted_on.items():
+        PODGROUPS_CONSIDERED.labels(action).inc(n)
+    for action, n in counts.simulated.items():
+        SCENARIOS_SIMULATED.labels(action).inc(n)
+        # Every scenario kai-py's generator makes is simulated (none is a duplicate).
+        SEARCH_SCENARIOS.labels(action, GENERATOR, "emitted").inc(n)
+        SEARCH_SCENARIOS.labels(action, GENERATOR, "simulated").inc(n)
+    for action, n in counts.filtered.items():
+        SCENARIOS_FILTERED.labels(action).inc(n)
+    for action, n in counts.rejected.items():
+        SEARCH_SCENARIOS.labels(action, GENERATOR, "validator_rejected").inc(n)
+    for (action, result, reduced), n in counts.jobs.items():
+        SEARCH_JOBS.labels(action, result, "true" if reduced else "false").inc(n)
+    for action, n in counts.exhausted.items():
+        SEARCH_BUDGET_EXHAUSTED.labels(action).inc(n)
+
+
+def record_usage_query(seconds: float) -> None:
+    """One query of the usage database (time-based fair share)."""
+    USAGE_QUERY_LATENCY.observe(_ms(seconds))
 
 
 def record_bind_write(seconds: float) -> None:

@@ -69,7 +69,15 @@ def _event_create(
 
 
 def _not_posted(ref: Mapping[str, Any], reason: str, exc: KubeError) -> None:
-    log.warning("could not post event %s on %s: %s", reason, ref.get("name"), exc)
+    log.warning(
+        "could not post event",
+        extra={
+            "reason": reason,
+            "kind": ref.get("kind"),
+            "object": ref.get("name"),
+            "error": str(exc),
+        },
+    )
 
 
 def post_event(

@@ -226,7 +226,7 @@ class Informer:
             try:
                 listener(event_type, obj)
             except Exception:  # one listener's bug must not stop the watch
-                log.exception("%s watch: a listener failed", self.name)
+                log.exception("watch: a listener failed", extra={"watch": self.name})
 
     async def run(self) -> None:
         pause = 0.5
@@ -237,11 +237,14 @@ class Informer:
                 while True:
                     version = await self._watch_once(version)
             except _Gone:
-                log.info("%s watch: version expired; listing again", self.name)
+                log.info("watch: version expired; listing again", extra={"watch": self.name})
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("%s watch failed (%s); listing again in %.1fs", self.name, exc, pause)
+                log.warning(
+                    "watch failed; listing again",
+                    extra={"watch": self.name, "error": str(exc), "pause_s": pause},
+                )
                 await asyncio.sleep(pause)
                 pause = min(MAX_PAUSE_SECONDS, pause * 2)
 
@@ -288,6 +291,6 @@ class Informer:
         except (TimeoutError, OSError) as exc:
             # The stream broke (server restart, dropped watch): go on from the last
             # version; a version that expired meanwhile answers 410 and we list again.
-            log.debug("%s watch interrupted: %s", self.name, exc)
+            log.debug("watch interrupted", extra={"watch": self.name, "error": str(exc)})
             await asyncio.sleep(0.2)
         return version

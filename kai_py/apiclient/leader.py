@@ -272,7 +272,7 @@ class LeaderElector:
             lease["spec"] = {**spec, "holderIdentity": None, "leaseDurationSeconds": 1}
             self.kube.request("PUT", self.path, lease)
         except KubeError as exc:
-            log.info("could not release the lease: %s", exc)
+            log.info("could not release the lease", extra={"error": str(exc)})
 
     def _ensure_namespace(self) -> None:
         try:
@@ -303,20 +303,27 @@ class LeaderElector:
                 round_ = asyncio.get_running_loop().run_in_executor(self._threads, self.try_once)
                 held = await asyncio.wait_for(round_, limit)
             except (KubeError, TimeoutError) as exc:
-                log.debug("leader election: %s", exc or "no answer before the deadline")
+                log.debug(
+                    "leader election: not renewed",
+                    extra={"error": str(exc) or "no answer before the deadline"},
+                )
                 held = False
             if held:
                 if not lead.is_leader:
-                    log.info("leading (lease %s/%s as %s)", c.namespace, c.name, c.identity)
+                    log.info(
+                        "leading",
+                        extra={"lease": f"{c.namespace}/{c.name}", "identity": c.identity},
+                    )
                 # From the round's start: the renewal reached the API server after it.
                 lead.renewed(started + c.renew_deadline)
                 self._renewed_at = started
             elif lead.lapsed:
                 log.warning(
-                    "lost the lease %s/%s: no renewal for %.1f s, no longer leading",
-                    c.namespace,
-                    c.name,
-                    self._clock() - (self._renewed_at or started),
+                    "lost the lease: no longer leading",
+                    extra={
+                        "lease": f"{c.namespace}/{c.name}",
+                        "unrenewed_s": round(self._clock() - (self._renewed_at or started), 3),
+                    },
                 )
                 lead.set(False)
             pause = c.retry_period - (self._clock() - started)

@@ -245,7 +245,8 @@ class Binder:
             # The pod is bound; only the status write was lost. The next attempt finds the
             # pod on its node, counts that as done and writes Succeeded again.
             log.warning(
-                "BindRequest %s/%s: Succeeded not written: %s", req.namespace, req.name, exc
+                "BindRequest: Succeeded not written",
+                extra={"bindrequest": f"{req.namespace}/{req.name}", "error": str(exc)},
             )
             return Outcome("Pending", f"status write failed: {exc}", attempts_before, 1.0)
         if attempt.names_cards and written:
@@ -278,7 +279,16 @@ class Binder:
         ):
             delay = None  # decided (or deleted) by someone else meanwhile: stop here
         self.events.post(_pod_ref(req, pod), "Warning", "BindingError", message)
-        log.info("%s", message)
+        log.info(
+            "bind failed",
+            extra={
+                "pod": f"{req.namespace}/{req.pod_name}",
+                "node": req.node,
+                "reason": error.reason,
+                "attempt": attempts,
+                "retry_in_s": delay,
+            },
+        )
         return Outcome(phase, error.reason, attempts, delay)
 
     def _attempt(self, req: _Request, attempt: _Attempt) -> tuple[Json, str]:
@@ -536,12 +546,13 @@ class Binder:
         uuids = [self._reserve(req, group, attempt) for group in req.groups]
         if attempt.reservations != before:
             log.warning(
-                "pod %s/%s: a reservation pod went while it was being bound; it gets the "
-                "card(s) %s held now instead of %s",
-                req.namespace,
-                req.pod_name,
-                ",".join(uuids),
-                ",".join(attempt.uuids),
+                "a reservation pod went while it was being bound: the pod gets the cards held now",
+                extra={
+                    "pod": f"{req.namespace}/{req.pod_name}",
+                    "node": req.node,
+                    "cards": uuids,
+                    "previous_cards": list(attempt.uuids),
+                },
             )
             self.pinned.check_groups(attempt.pinned, uuids)
             attempt.uuids = uuids
@@ -567,7 +578,10 @@ class Binder:
                 )
                 try:
                     current = self.kube.create(path_of("", "v1", "pods", ns), manifest)
-                    log.info("created reservation pod %s/%s for group %s", ns, name, group)
+                    log.info(
+                        "created reservation pod",
+                        extra={"pod": f"{ns}/{name}", "node": req.node, "gpu_group": group},
+                    )
                 except KubeError as exc2:
                     if exc2.code != 409:
                         raise
@@ -672,7 +686,7 @@ class Binder:
             step(*args)
         except KubeError as exc:
             if exc.code != 404:
-                log.warning("binder rollback step failed: %s", exc)
+                log.warning("binder rollback step failed", extra={"error": str(exc)})
 
     def _write_status(self, req: _Request, status: Json) -> bool:
         """Write the outcome, but only over a phase that is still Pending (or unset).
@@ -701,10 +715,11 @@ class Binder:
                 current = self.kube.get(path)
                 if not is_pending(current):
                     log.info(
-                        "BindRequest %s/%s is %s already: its status is left as it is",
-                        req.namespace,
-                        req.name,
-                        (current.get("status") or {}).get("phase"),
+                        "BindRequest decided already: its status is left as it is",
+                        extra={
+                            "bindrequest": f"{req.namespace}/{req.name}",
+                            "phase": (current.get("status") or {}).get("phase"),
+                        },
                     )
                     return False
                 version = (current.get("metadata") or {}).get("resourceVersion")
@@ -763,7 +778,8 @@ class Binder:
                     return False
                 raise
         log.info(
-            "deleted reservation pod %s/%s: no shared pod left on GPU group %s", ns, name, group
+            "deleted reservation pod: no shared pod left on its GPU group",
+            extra={"pod": f"{ns}/{name}", "gpu_group": group},
         )
         return True
 
@@ -847,7 +863,8 @@ class Binder:
                 held = self.pinned.hold_card(node, card, f"{ns}/{name}")
             except (PinnedBindError, KubeError) as exc:
                 log.warning(
-                    "reservation pod %s/%s: card %s not held again: %s", ns, name, card, exc
+                    "reservation pod: card not held again",
+                    extra={"pod": f"{ns}/{name}", "card": card, "error": str(exc)},
                 )
         try:
             with self._group_lock(node, group):
@@ -890,11 +907,14 @@ class Binder:
             )
             warned.append(key)
         log.warning(
-            "reservation pod %s/%s was gone while shared pods %s used its card: made again (%s)",
-            ns,
-            name,
-            ", ".join(warned),
-            f"card {now}" if now == card else f"card {now}, was {card}",
+            "reservation pod was gone while shared pods used its card: made again",
+            extra={
+                "pod": f"{ns}/{name}",
+                "node": node,
+                "shared_pods": warned,
+                "card": now,
+                **({"previous_card": card} if now != card else {}),  # onto another card
+            },
         )
         return warned
 

@@ -92,7 +92,7 @@ class BindQueue:
                 self._executor, self.binder.reconcile, br, self._attempts.get(uid, 0)
             )
         except Exception:
-            log.exception("bind attempt for %s failed; trying again", _name(br))
+            log.exception("bind attempt failed; trying again", extra={"bindrequest": _name(br)})
             self._due[uid] = self._clock() + ERROR_RETRY_SECONDS
             return
         finally:

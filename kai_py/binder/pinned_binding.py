@@ -317,11 +317,8 @@ class PinnedBinder:
             self._wait_gone(cards[uuid])
         held.wanted = tuple(wanted)
         log.info(
-            "pinned bind of %s on %s: %d blocker(s), freed %s",
-            pod_key,
-            held.node,
-            len(cards),
-            ", ".join(wanted),
+            "pinned bind",
+            extra={"pod": pod_key, "node": held.node, "blockers": len(cards), "freed": wanted},
         )
 
     def _reported(self, held: Held) -> dict[str, str]:
@@ -418,7 +415,10 @@ class PinnedBinder:
                 # held every other free card, so it has the freed ones.
                 return ()
             if self._clock() >= deadline:
-                log.warning("pod %s/%s not admitted within %gs", namespace, name, self.timeout)
+                log.warning(
+                    "pod not admitted in time",
+                    extra={"pod": f"{namespace}/{name}", "timeout_s": self.timeout},
+                )
                 return ()
             self._sleep(self.poll)
 
@@ -429,7 +429,10 @@ class PinnedBinder:
             try:
                 self._delete(name)
             except KubeError as exc:
-                log.warning("could not delete blocker %s/%s: %s", self.namespace, name, exc)
+                log.warning(
+                    "could not delete blocker",
+                    extra={"pod": f"{self.namespace}/{name}", "error": str(exc)},
+                )
                 continue
             held.blockers.remove(name)
         if held.lock is not None and held.lock.locked():

@@ -137,11 +137,11 @@ async def _reconcile_forever(queue: BindQueue) -> None:
         try:
             started = await queue.reconcile()
         except Exception as exc:  # the next pass tries again
-            log.warning("BindRequest reconcile pass failed: %s", exc)
+            log.warning("BindRequest reconcile pass failed", extra={"error": str(exc)})
             next_list = 0.0
         else:
             if started:
-                log.info("reconcile: %d pending BindRequests taken up", started)
+                log.info("reconcile: pending BindRequests taken up", extra={"count": started})
             # A pass over many BindRequests (a LIST of thousands) takes at most a tenth
             # of the time: the pause grows with it (watch events still offer at once).
             now = time.monotonic()
@@ -157,14 +157,14 @@ async def _sweep_forever(binder: Binder) -> None:
             released = await asyncio.to_thread(binder.sweep)
             orphaned = await asyncio.to_thread(binder.orphaned_shared_pods)
         except Exception as exc:  # the next pass tries again
-            log.warning("reservation clean-up failed: %s", exc)
+            log.warning("reservation clean-up failed", extra={"error": str(exc)})
         else:
             if released:
-                log.info("released unused reservation pods: %s", ", ".join(released))
+                log.info("released unused reservation pods", extra={"pods": list(released)})
             if orphaned:
                 log.warning(
-                    "reservation pods made again for shared pods whose card went: %s",
-                    ", ".join(orphaned),
+                    "reservation pods made again for shared pods whose card went",
+                    extra={"pods": list(orphaned)},
                 )
         await asyncio.sleep(binder.config.sweep_period)
 
@@ -200,15 +200,17 @@ def gpu_pod_event(type: str | None, body: Any, memo: Any, logger: Any, **_: Any)
         if (pod.get("metadata") or {}).get("namespace") == binder.config.reservation_namespace:
             warned = binder.reservation_gone(pod)
             if warned:
-                logger.warning("reservation pod gone under shared pods %s", ", ".join(warned))
+                logger.warning(
+                    "reservation pod gone under shared pods", extra={"shared_pods": warned}
+                )
             return
         released = binder.pod_gone(pod)
     except KubeError as exc:
         # Not retried by Kopf (an event handler): the clean-up pass finds it from state.
-        logger.warning("binder clean-up on a pod event failed: %s", exc)
+        logger.warning("binder clean-up on a pod event failed", extra={"error": str(exc)})
         return
     if released:
-        logger.info("released reservation pods %s", ", ".join(released))
+        logger.info("released reservation pods", extra={"pods": list(released)})
 
 
 def _on_pod(type: str | None, body: dict[str, Any], memo: Any) -> None:
@@ -220,7 +222,7 @@ def _on_pod(type: str | None, body: dict[str, Any], memo: Any) -> None:
     if not isinstance(work, watches.SerialPerKey) or not _gpu_pod_event(type, body):
         return
     key = watches.pod_key(body)
-    logger = watches.ObjectLog(log, {"what": f"pod={key}"})
+    logger = watches.ObjectLog(log, {"pod": key})
     work.submit(key, lambda pod: gpu_pod_event(type, pod, memo, logger), body)
 
 

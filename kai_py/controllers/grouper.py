@@ -100,12 +100,12 @@ async def _retry_forever(service: PodGrouperService, period: float) -> None:
             try:
                 outcomes = await service.group_all()
             except Exception as exc:
-                log.warning("pod-grouper pass over all pods failed: %s", exc)
+                log.warning("pod-grouper pass over all pods failed", extra={"error": str(exc)})
                 term = 0
                 await asyncio.sleep(1.0)
                 continue
             if outcomes:
-                log.info("pod-grouper: grouped %d pods from a listing", len(outcomes))
+                log.info("pod-grouper: grouped from a listing", extra={"pods": len(outcomes)})
         # Pods whose last try met an API error are tried again every few seconds; the
         # pass over all pending pods (a bad annotation waits for its fix) every period.
         tick = min(period, API_RETRY_SECONDS)
@@ -121,11 +121,13 @@ async def _retry_forever(service: PodGrouperService, period: float) -> None:
         try:
             outcomes = await service.retry_pending(api_failed_only=not full)
         except Exception as exc:  # the next pass tries again
-            log.warning("pod-grouper retry pass failed: %s", exc)
+            log.warning("pod-grouper retry pass failed", extra={"error": str(exc)})
             continue
         grouped = [o.group for o in outcomes if o.annotated]
         if grouped:
-            log.info("pod-grouper: grouped on retry: %s", ", ".join(str(g) for g in grouped))
+            log.info(
+                "pod-grouper: grouped on retry", extra={"podgroups": [str(g) for g in grouped]}
+            )
 
 
 def _ours(type: str | None, body: Any, memo: Any, **_: Any) -> bool:
@@ -145,13 +147,15 @@ async def pod_event(body: Any, memo: Any, logger: Any, **_: Any) -> None:
         outcome = await _service(memo).handle(dict(body))
     except (KubeError, RuntimeError) as exc:
         # on.event handlers are not retried: the pod's next event tries again.
-        logger.warning("pod-grouper: %s", exc)
+        logger.warning("pod-grouper: failed", extra={"error": str(exc)})
         return
     if outcome.annotated or outcome.created:
         logger.info(
-            "pod-grouper: pod in PodGroup %s%s",
-            outcome.group,
-            " (created)" if outcome.created else "",
+            "pod-grouper: pod in PodGroup",
+            extra={
+                "podgroup": f"{(body.get('metadata') or {}).get('namespace')}/{outcome.group}",
+                "podgroup_created": outcome.created,
+            },
         )
 
 
@@ -161,7 +165,7 @@ def _on_pod(type: str | None, body: dict[str, Any], memo: Any) -> None:
     if not isinstance(work, watches.SerialPerKey) or not _ours(type, body, memo):
         return
     key = watches.pod_key(body)
-    logger = watches.ObjectLog(log, {"what": f"pod={key}"})
+    logger = watches.ObjectLog(log, {"pod": key})
     work.submit(key, lambda pod: pod_event(pod, memo, logger), body)
 
 

@@ -176,7 +176,10 @@ def shard_event(type: str | None, body: Json, memo: Any = None) -> None:
             _live.config = None
             _live.own = None
             _live.version += 1
-            log.info("SchedulingShard %s deleted: back to the command line's settings", name)
+            log.info(
+                "SchedulingShard deleted: back to the command line's settings",
+                extra={"schedulingshard": name},
+            )
         elif _live.own is not None:
             _own_shard(_live.own, settings)  # its pool may be its own again
         return
@@ -202,7 +205,10 @@ def _own_shard(body: Json, settings: OperatorSettings) -> None:
         shard = SchedulingShard.from_manifest(body)
     except ManifestError as exc:
         # Kept out by the API server's schema; here only if stored before the CRD was.
-        log.warning("%s; scheduling with the command line's settings", exc)
+        log.warning(
+            "SchedulingShard not applied: scheduling with the command line's settings",
+            extra={"schedulingshard": name, "error": str(exc)},
+        )
         _live.config = base
         _live.version += 1
         _queue_status("schedulingshards", body, conditions(body, [], str(exc), shared))
@@ -212,14 +218,18 @@ def _own_shard(body: Json, settings: OperatorSettings) -> None:
         _live.config = applied.config
         _live.version += 1
         log.info(
-            "SchedulingShard %s (generation %s) applied: %s placement, actions %s",
-            name,
-            meta.get("generation"),
-            applied.config.placement,
-            ", ".join(applied.config.actions),
+            "SchedulingShard applied",
+            extra={
+                "schedulingshard": name,
+                "generation": meta.get("generation"),
+                "placement": applied.config.placement,
+                "actions": list(applied.config.actions),
+            },
         )
     for item in applied.not_applied:
-        log.debug("SchedulingShard %s: %s", name, item.text())
+        log.debug(
+            "SchedulingShard: not applied", extra={"schedulingshard": name, "detail": item.text()}
+        )
     _queue_status("schedulingshards", body, conditions(body, applied.not_applied, None, shared))
 
 
@@ -242,7 +252,10 @@ def config_event(type: str | None, body: Json, memo: Any = None) -> None:
     try:
         config = KaiConfig.from_manifest(body)
     except ManifestError as exc:
-        log.warning("%s; the node-pool label stays %s", exc, settings.node_pool_label)
+        log.warning(
+            "Config not applied: the node-pool label stays",
+            extra={"error": str(exc), "node_pool_label": settings.node_pool_label},
+        )
         if settings.shard == DEFAULT_SHARD:
             _queue_status("configs", body, conditions(body, [], invalid=str(exc)))
         return
@@ -253,7 +266,7 @@ def config_event(type: str | None, body: Json, memo: Any = None) -> None:
     if applied.scheduling != _live.scheduling:
         _live.scheduling = applied.scheduling
         _live.version += 1
-        log.info("the Config switches scheduling %s", "on" if applied.scheduling else "off")
+        log.info("the Config switches scheduling", extra={"scheduling": applied.scheduling})
     if settings.shard == DEFAULT_SHARD:
         _queue_status("configs", body, conditions(body, applied.not_applied))
 
@@ -265,7 +278,7 @@ async def report(kube: Kube) -> None:
             await kube.arequest("PATCH", path, patch, content_type="application/merge-patch+json")
         except KubeError as exc:
             if exc.code != 404:  # a 404: the object is gone, nothing to report on
-                log.warning("cannot write %s: %s", path, exc)
+                log.warning("cannot write status", extra={"path": path, "error": str(exc)})
                 continue
         if _live.pending.get(path) is patch:
             del _live.pending[path]

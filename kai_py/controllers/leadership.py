@@ -62,7 +62,7 @@ def abort_writes_on_loss(transport: AsyncTransport) -> None:
         if not leading:
             aborted = transport.abort_writes()
             if aborted:
-                log.warning("not leading: %d writes in flight abandoned", aborted)
+                log.warning("not leading: writes in flight abandoned", extra={"writes": aborted})
 
     _leadership.on_change(listener)
 
@@ -79,7 +79,8 @@ async def start(memo: Any, **_: Any) -> None:
     memo[_ELECTOR_KEY] = elector
     memo[_TASK_KEY] = asyncio.create_task(elector.run(), name="kai-py-leader-election")
     log.info(
-        "leader election on lease %s/%s as %s", _config.namespace, _config.name, _config.identity
+        "leader election",
+        extra={"lease": f"{_config.namespace}/{_config.name}", "identity": _config.identity},
     )
 
 

@@ -8,7 +8,13 @@
 - The object a line is about is a field: Kopf's per-object loggers carry a
   reference that becomes ``pod``, ``podgroup``, ``queue``, ``node`` or
   ``bindrequest`` (``namespace/name``); kai-py's own lines pass the same
-  fields with ``extra={"pod": ...}``.
+  fields with ``extra={"pod": ...}``, and ``namespace`` is added from them.
+- kai-py's own lines are an event name that is the same for every line of a
+  kind (``cycle``, ``cache loaded``, ``created reservation pod``) with the
+  figures as fields (``extra={"binds": 3}``: numbers stay numbers). Kopf's
+  per-object warnings are also posted as Events, so they keep a sentence.
+- Kopf's "Handler 'x' succeeded." line for a handler that posts no Event (one
+  per admission webhook call: three per pod) is DEBUG, not INFO.
 - The same warning or error repeated (a failing API call every cycle) is
   logged once per ``REPEAT_WINDOW`` seconds, with the count of lines held back.
 - No line per liveness probe or metrics scrape (aiohttp's access log only
@@ -57,9 +63,56 @@ def _object_fields(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableM
         field = _KIND_FIELD.get(str(ref.get("kind")), "object")
         ns = ref.get("namespace")
         event.setdefault(field, f"{ns}/{ref['name']}" if ns else str(ref["name"]))
+    if "namespace" not in event:
+        for field in _NAMESPACED:
+            value = event.get(field)
+            if isinstance(value, str) and "/" in value:
+                event["namespace"] = value.split("/", 1)[0]
+                break
     for noise in ("k8s_ref", "k8s_skip", "settings"):
         event.pop(noise, None)
     return event
+
+
+#: The object fields whose ``namespace/name`` gives the line's ``namespace``.
+_NAMESPACED: Final = ("pod", "podgroup", "bindrequest")
+#: What every LogRecord has (and what Kopf adds to each of its lines, its settings
+#: included): the rest of a record's attributes are the line's own fields.
+_RECORD_ATTRS: Final = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
+    "message",
+    "asctime",
+    "repeated",
+    "settings",
+    "k8s_skip",
+}
+
+
+def _own_fields(record: logging.LogRecord) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, repr(v)) for k, v in record.__dict__.items() if k not in _RECORD_ATTRS))
+
+
+class KopfSuccessToDebug(logging.Filter):
+    """Kopf's "Handler 'x' succeeded." of a handler whose lines post no Event (admission
+    webhooks, watch-event handlers) becomes a DEBUG line: shown with ``--verbose`` only."""
+
+    def __init__(self, verbose: bool) -> None:
+        super().__init__()
+        self.verbose = verbose
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.levelno != logging.INFO
+            or not getattr(record, "k8s_skip", False)
+            or not record.name.startswith("kopf")
+        ):
+            return True
+        text = str(record.msg)
+        if not (text.startswith("Handler '") and text.endswith("' succeeded.")):
+            return True
+        if not self.verbose:
+            return False
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
 
 
 class RepeatFilter(logging.Filter):
@@ -70,12 +123,13 @@ class RepeatFilter(logging.Filter):
         self.window = window
         self.clock = clock
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, int, str], tuple[float, int]] = {}
+        self._seen: dict[tuple[str, int, str, tuple[tuple[str, str], ...]], tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.WARNING:
             return True
-        key = (record.name, record.levelno, record.getMessage())
+        # The event name is the same for every line of a kind: its fields tell them apart.
+        key = (record.name, record.levelno, record.getMessage(), _own_fields(record))
         now = self.clock()
         with self._lock:
             last = self._seen.get(key)
@@ -115,6 +169,7 @@ def configure(verbose: bool = False, fmt: str | None = None, stream: TextIO | No
     )
     handler = logging.StreamHandler(out)
     handler.setFormatter(formatter)
+    handler.addFilter(KopfSuccessToDebug(verbose))
     handler.addFilter(RepeatFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

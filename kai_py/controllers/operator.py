@@ -83,10 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ModuleNotFoundError as exc:
             if exc.name != module:
                 raise
-            log.warning("%s is not part of this kai-py; running without it", module)
+            log.warning("not part of this kai-py; running without it", extra={"part": module})
     kopf.on.startup(id="kopf-settings")(_kopf_settings)
     metrics.serve(settings.metrics_port)  # every role serves /metrics, not only the scheduler
-    log.info("event loop: %s", eventloop.name(loop))
+    log.info("event loop", extra={"loop": eventloop.name(loop)})
     with contextlib.suppress(KeyboardInterrupt):
         eventloop.run(
             kopf.operator(

@@ -49,7 +49,7 @@ async def stop(memo: Any, **_: Any) -> None:
 async def _sweep_stale(kube: Kube, namespace: str) -> None:
     deleted = await asyncio.to_thread(sweep_blockers, kube, namespace, startup=True)
     if deleted:
-        log.warning("deleted blocker pods left by an earlier binder: %s", ", ".join(deleted))
+        log.warning("deleted blocker pods left by an earlier binder", extra={"pods": list(deleted)})
 
 
 async def _sweep_forever(kube: Kube, namespace: str) -> None:
@@ -61,17 +61,17 @@ async def _sweep_forever(kube: Kube, namespace: str) -> None:
             try:
                 await _sweep_stale(kube, namespace)
             except Exception as exc:  # the periodic pass deletes them once expired
-                log.warning("blocker clean-up failed: %s", exc)
+                log.warning("blocker clean-up failed", extra={"error": str(exc)})
         await asyncio.sleep(SWEEP_PERIOD)
         if not lead.is_leader:
             continue
         try:
             deleted = await asyncio.to_thread(sweep_blockers, kube, namespace, startup=False)
         except Exception as exc:  # the next pass tries again
-            log.warning("blocker clean-up failed: %s", exc)
+            log.warning("blocker clean-up failed", extra={"error": str(exc)})
             continue
         if deleted:
-            log.warning("deleted expired blocker pods: %s", ", ".join(deleted))
+            log.warning("deleted expired blocker pods", extra={"pods": list(deleted)})
 
 
 def register(registry: kopf.OperatorRegistry) -> None:

@@ -36,6 +36,7 @@ from kai_py.apiclient.leader import Leadership
 from kai_py.controllers import kaiconfig, leadership, watches
 from kai_py.controllers.settings import OperatorSettings, current
 from kai_py.scheduler.cycle import configured_actions, run_cycle
+from kai_py.scheduler.plugins import PLUGINS
 from kai_py.state.cache import (
     BINDREQUESTS,
     CONFIGMAPS,
@@ -167,7 +168,7 @@ def _observe(kind: str, event_type: str | None, body: Mapping[str, Any]) -> None
     try:
         state().cache.observe(kind, event_type, body)
     except Exception:  # one odd object must not stop the watch
-        log.exception("cannot cache %s %s", kind, meta(body).get("name"))
+        log.exception("cannot cache", extra={"kind": kind, "object": meta(body).get("name")})
 
 
 def pod_event(type: str | None, body: dict[str, Any], memo: Any) -> None:
@@ -249,12 +250,14 @@ async def start_loop(**_: Any) -> None:
     s.background = BackgroundWriter(s.kube)
     s.task = asyncio.get_running_loop().create_task(run_loop(s), name="kai-py-scheduling-loop")
     log.info(
-        "scheduling loop started: scheduler %s, shard %s (node pool %s), every %gs, %s",
-        s.settings.scheduler_name,
-        s.settings.shard,
-        s.settings.partition.selector(),
-        s.settings.schedule_period,
-        s.settings.placement,
+        "scheduling loop started",
+        extra={
+            "scheduler": s.settings.scheduler_name,
+            "shard": s.settings.shard,
+            "node_pool": s.settings.partition.selector(),
+            "period_s": s.settings.schedule_period,
+            "placement": s.settings.placement,
+        },
     )
 
 
@@ -270,7 +273,7 @@ async def stop_loop(**_: Any) -> None:
         await s.background.close()
     if s.transport is not None:
         await s.transport.close()
-    log.info("scheduling loop stopped after %d cycles", s.cycles)
+    log.info("scheduling loop stopped", extra={"cycles": s.cycles})
 
 
 # -------------------------------------------------------------------- loop
@@ -284,7 +287,7 @@ async def warm_up(s: LoopState, timeout: float = WARM_TIMEOUT_SECONDS) -> None:
     pending = list(KINDS)
     async with load_then_freeze():  # what the cache loads lives on: kai_py.state.gcpause
         await _load(s, kube, pending, deadline)
-    log.info("cache loaded: %s", {k: len(v) for k, v in s.cache.objects.items()})
+    log.info("cache loaded", extra={k: len(v) for k, v in s.cache.objects.items()})
 
 
 async def _load(s: LoopState, kube: Kube, pending: list[str], deadline: float) -> None:
@@ -300,11 +303,14 @@ async def _load(s: LoopState, kube: Kube, pending: list[str], deadline: float) -
                 listing = await _list_kind(s, kube, kind, load_page)
             except KubeError as exc:
                 if exc.code == 404:  # the resource is not served (e.g. CRDs not installed)
-                    log.warning("cannot list %s (%s); scheduling without them", kind, exc)
+                    log.warning(
+                        "cannot list; scheduling without them",
+                        extra={"kind": kind, "error": str(exc)},
+                    )
                     s.cache.mark_warm(kind)
                     pending.remove(kind)
                 else:
-                    log.warning("cannot list %s yet: %s", kind, exc)
+                    log.warning("cannot list yet", extra={"kind": kind, "error": str(exc)})
                 continue
             s.cache.resync(kind, listing)  # with the pages observed: ClusterCache.load
             s.cache.mark_warm(kind)
@@ -425,11 +431,11 @@ async def resync(s: LoopState) -> None:
         try:
             listing = await _list_kind(s, s.kube, kind)  # uids only
         except KubeError as exc:
-            log.debug("resync: cannot list %s: %s", kind, exc)
+            log.debug("resync: cannot list", extra={"kind": kind, "error": str(exc)})
             continue
         dropped = s.cache.resync(kind, listing)
         if dropped:
-            log.info("resync: %d %s gone without a watch event", dropped, kind)
+            log.info("resync: gone without a watch event", extra={"kind": kind, "count": dropped})
 
 
 async def run_one_cycle(s: LoopState) -> Outcome:
@@ -476,7 +482,9 @@ async def _one_cycle(s: LoopState) -> Outcome:
         [*(kind for kind, _, _ in built.left_out), *("Queue" for _ in view.left_out)]
     )
     actions = metrics.timed_actions(configured_actions(config))
-    decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions)
+    framework = metrics.timed_framework(config, PLUGINS)
+    decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions, framework)
+    metrics.record_searches(decisions.searches)
     closing = time.perf_counter()
     writes = plan(view, built, decisions, now, s.recorder, s.cache)
     metrics.record_close_session(time.perf_counter() - closing)
@@ -495,15 +503,16 @@ async def _one_cycle(s: LoopState) -> Outcome:
         PODS_SCHEDULED.inc(binds - sum(1 for f in outcome.failures if f.startswith("bind ")))
     if decisions.binds or decisions.evictions or outcome.failed:
         log.info(
-            "cycle %d: %d binds, %d pipelined, %d evictions; %d writes, %d failed; "
-            "%.2f s (%.2f s of it waiting for the binds' writes)",
-            s.cycles,
-            len(decisions.binds),
-            len(decisions.pipelined),
-            len(decisions.evictions),
-            len(writes),
-            outcome.failed,
-            time.monotonic() - began,
-            s.write_seconds,
+            "cycle",
+            extra={
+                "cycle": s.cycles,
+                "binds": len(decisions.binds),
+                "pipelined": len(decisions.pipelined),
+                "evictions": len(decisions.evictions),
+                "writes": len(writes),
+                "failed": outcome.failed,
+                "duration_s": round(time.monotonic() - began, 3),
+                "waiting_for_binds_s": round(s.write_seconds, 3),  # of duration_s
+            },
         )
     return outcome

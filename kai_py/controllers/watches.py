@@ -154,7 +154,7 @@ class SerialPerKey:
                 try:
                     await self._call(fn, arg)
                 except Exception:
-                    log.exception("handling %s failed", key)
+                    log.exception("handling failed", extra={"key": key})
                 waiting = self._waiting.pop(key, None)
                 if waiting is None:
                     return
@@ -170,7 +170,9 @@ class SerialPerKey:
 
 
 class ObjectLog(logging.LoggerAdapter):  # type: ignore[type-arg]
-    """A logger whose lines name the object, as Kopf's per-object logger did."""
+    """A logger whose lines name the object as a field (``pod=namespace/name``), as
+    Kopf's per-object logger does; a line's own fields are kept beside it."""
 
     def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
-        return f"{msg} [{self.extra.get('what') if self.extra else ''}]", kwargs
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs

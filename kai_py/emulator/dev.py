@@ -1,9 +1,12 @@
 """``kai-py dev``: an emulated cluster with GPU nodes that kubectl can use.
 
 Starts the API server, the simulated nodes and the built-in controllers,
-applies kai-py's CRDs, prints the ``export KUBECONFIG=...`` line, and runs
-until Ctrl-C or SIGTERM, then stops cleanly (exit 0). Exit 2: a bad
-cluster file; exit 1: the cluster could not start (e.g. the port is taken).
+applies kai-py's CRDs, starts the operator, and prints the
+``export KUBECONFIG=...`` line once the operator's webhooks answer (and its
+/metrics, with ``--metrics-port``), so that what a user applies right after
+pasting it is admitted by them. Runs until Ctrl-C or SIGTERM, either of which
+stops it cleanly (exit 0), during start-up too. Exit 2: a bad cluster file;
+exit 1: the cluster could not start (e.g. the port is taken).
 
 The operator runs as its own process against the kubeconfig, as it would
 against a real cluster. That also keeps the layers apart: the emulator
@@ -21,10 +24,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -40,6 +43,8 @@ OPERATOR_MODULE = "kai_py.controllers.operator"
 DEV_CONTROLLERS = "scheduler,binder,podgrouper,webhooks"
 #: The name of the webhook configurations Kopf keeps in the emulated cluster.
 DEV_WEBHOOKS = "kai-py-dev"
+#: How long the start waits for the operator's webhooks (and metrics) to answer (s).
+WEBHOOK_WAIT = 30.0
 
 
 def _say(message: str, stream: TextIO | None = None) -> None:
@@ -130,6 +135,7 @@ async def _serve(
     port: int,
     no_operator: bool,
     apply: Sequence[Path] = (),
+    metrics_port: int | None = None,
 ) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -156,18 +162,41 @@ async def _serve(
             "kai-py dev: CRDs (kai-py and Kubeflow jobs), KAI's PriorityClasses and default "
             f"queues applied; namespace {keys.RESERVATION_NAMESPACE} created"
         )
-        _say(f"export KUBECONFIG={Path(cluster.kubeconfig_path).resolve()}")
         if not no_operator:
-            operator = _start_operator(cluster.kubeconfig_path)
-            # Objects applied before the webhooks answer would be admitted unmutated.
-            if operator is not None and await _webhooks_served(cluster, timeout=30):
-                _say("kai-py dev: admission webhooks served by the operator")
-            elif operator is not None:
-                _say("kai-py dev: the operator's webhooks are not up after 30 s", sys.stderr)
+            operator = _start_operator(cluster.kubeconfig_path, metrics_port=metrics_port)
+            # The export line waits for the webhooks: objects applied before they answer
+            # would be admitted unmutated and unvalidated.
+            if operator is not None:
+                ready = await _until(stop, _webhooks_answer(cluster, operator), WEBHOOK_WAIT)
+                if ready:
+                    _say("kai-py dev: admission webhooks served by the operator")
+                elif not stop.is_set():
+                    _say(
+                        f"kai-py dev: the operator's webhooks are not up after "
+                        f"{WEBHOOK_WAIT:.0f} s",
+                        sys.stderr,
+                    )
+            if (
+                operator is not None
+                and metrics_port is not None
+                and not stop.is_set()
+                and not await _until(stop, _port_answers(metrics_port, operator), WEBHOOK_WAIT)
+            ):
+                _say(
+                    f"kai-py dev: the operator's /metrics on port {metrics_port} does "
+                    f"not answer after {WEBHOOK_WAIT:.0f} s",
+                    sys.stderr,
+                )
             for pool in node_pools(spec) if operator is not None else []:
                 shard = _start_operator(cluster.kubeconfig_path, shard_arguments(pool))
                 if shard is not None:
                     shards[pool] = shard
+        if stop.is_set():  # Ctrl-C or SIGTERM while starting
+            _say("kai-py dev: stopping")
+            return 0
+        _say(f"export KUBECONFIG={Path(cluster.kubeconfig_path).resolve()}")
+        if metrics_port is not None and operator is not None:
+            _say(f"kai-py dev: the operator's metrics at http://127.0.0.1:{metrics_port}/metrics")
         if apply:
             objects = read_manifests(apply)
             problems = await apply_manifests(cluster, objects)
@@ -177,7 +206,7 @@ async def _serve(
                 f"kai-py dev: applied {len(objects) - len(problems)} objects from "
                 f"{', '.join(str(p) for p in apply)}; watch them with: kubectl get pods -A"
             )
-        _say("kai-py dev: running; Ctrl-C stops it")
+        _say("kai-py dev: running; Ctrl-C or SIGTERM stops it")
         while not stop.is_set():
             waiter = asyncio.ensure_future(stop.wait())
             await asyncio.wait([waiter], timeout=1.0)
@@ -212,7 +241,7 @@ async def _serve(
 
 
 def _start_operator(
-    kubeconfig: str, arguments: Sequence[str] | None = None
+    kubeconfig: str, arguments: Sequence[str] | None = None, metrics_port: int | None = None
 ) -> subprocess.Popen[bytes] | None:
     """The hook where the operator starts against the emulated cluster (``arguments``:
     another part than the whole operator, e.g. a node pool's scheduler)."""
@@ -230,6 +259,8 @@ def _start_operator(
         _say(f"kai-py dev: starting a node pool's scheduler: {' '.join(command)}")
         return subprocess.Popen(command, env=dict(os.environ, KUBECONFIG=kubeconfig))
     command = [*command, "--controllers", DEV_CONTROLLERS]
+    if metrics_port is not None:
+        command += ["--metrics-port", str(metrics_port)]
     env = dict(
         os.environ,
         KUBECONFIG=kubeconfig,
@@ -248,22 +279,61 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def _webhooks_served(cluster: DevCluster, timeout: float) -> bool:
-    """Whether the operator's webhook configurations have their webhooks (Kopf makes
-    them empty, then fills them in once its server listens) within ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+async def _until(stop: asyncio.Event, check: Awaitable[bool], timeout: float) -> bool:
+    """``check``'s answer, or False once ``stop`` is set or ``timeout`` has passed."""
+    checking = asyncio.ensure_future(check)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait(
+            [checking, stopping], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        return checking in done and checking.result()
+    finally:
+        for task in (checking, stopping):
+            task.cancel()
+        await asyncio.gather(checking, stopping, return_exceptions=True)
+
+
+async def _webhooks_answer(cluster: DevCluster, operator: subprocess.Popen[bytes]) -> bool:
+    """Once the operator's webhook configurations have their webhooks (Kopf makes them
+    empty, then fills them in) and every URL they name takes a connection; False if
+    the operator exits first."""
+    while operator.poll() is None:
+        urls: set[str] = set()
         filled = True
         for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
             found, _ = await cluster.store.list(kind)
-            filled = filled and any(
-                c.get("webhooks") and (c.get("metadata") or {}).get("name") == DEV_WEBHOOKS
-                for c in found
+            mine = [c for c in found if (c.get("metadata") or {}).get("name") == DEV_WEBHOOKS]
+            filled = filled and any(c.get("webhooks") for c in mine)
+            urls.update(
+                str((w.get("clientConfig") or {}).get("url") or "")
+                for c in mine
+                for w in c.get("webhooks") or []
             )
         if filled:
-            return True
+            ports = {urlsplit(u).port for u in urls if u}
+            answers = [await _port_answers(p) for p in ports if p is not None]
+            if all(answers):
+                return True
         await asyncio.sleep(0.1)
     return False
+
+
+async def _port_answers(port: int, operator: subprocess.Popen[bytes] | None = None) -> bool:
+    """Whether 127.0.0.1:``port`` takes a connection; with ``operator``, waits until it
+    does (False if the operator exits first)."""
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if operator is None or operator.poll() is not None:
+                return False
+            await asyncio.sleep(0.1)
+            continue
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True
 
 
 def _stop_operator(process: subprocess.Popen[bytes]) -> None:
@@ -284,6 +354,7 @@ def run_dev(
     port: int,
     no_operator: bool,
     apply: Sequence[Path] = (),
+    metrics_port: int | None = None,
 ) -> int:
     """The ``kai-py dev`` command; returns the exit code."""
     try:
@@ -303,12 +374,22 @@ def run_dev(
     if not 0 <= port <= 65535:
         _say(f"kai-py dev: --port {port} is not a TCP port (0-65535)", sys.stderr)
         return 2
+    if metrics_port is not None and not 1 <= metrics_port <= 65535:
+        _say(f"kai-py dev: --metrics-port {metrics_port} is not a TCP port (1-65535)", sys.stderr)
+        return 2
+    if metrics_port is not None and no_operator:
+        _say(
+            f"kai-py dev: --metrics-port {metrics_port} with --no-operator: no operator runs "
+            "to serve metrics; leave one of them out",
+            sys.stderr,
+        )
+        return 2
     try:
         loop = eventloop.loop_factory()
     except ValueError as exc:
         _say(f"kai-py dev: {exc}", sys.stderr)
         return 2
     try:
-        return eventloop.run(_serve(spec, kubeconfig, port, no_operator, apply), loop)
+        return eventloop.run(_serve(spec, kubeconfig, port, no_operator, apply, metrics_port), loop)
     except KeyboardInterrupt:  # a second Ctrl-C while stopping
         return 130

@@ -64,7 +64,10 @@ def read_cards(nvml: Any) -> list[Card]:
             memory = float(nvml.nvmlDeviceGetMemoryInfo(handle).total) / 2**20
             healthy = True
         except nvml.NVMLError as exc:
-            log.warning("GPU %d (%s) cannot be queried, listed Unhealthy: %s", index, uuid, exc)
+            log.warning(
+                "GPU cannot be queried, listed Unhealthy",
+                extra={"index": index, "card": uuid, "error": str(exc)},
+            )
             product, memory, healthy = "", 0.0, False
         cards.append(Card(index, uuid, product, int(memory), healthy))
     return cards
@@ -81,15 +84,15 @@ def publish(kube: Kube, node: str, cards: list[Card]) -> bool:
         try:
             theirs = {c.uuid for c in inventory.parse_hami_register(str(hami))}
         except inventory.InventoryError as exc:
-            log.warning("node %s: %s", node, exc)
+            log.warning(
+                "HAMi's registration cannot be read", extra={"node": node, "error": str(exc)}
+            )
         else:
             ours = {c.uuid for c in cards}
             if theirs != ours:
                 log.warning(
-                    "node %s: HAMi registered %s, NVML reports %s; kai-py uses NVML's",
-                    node,
-                    ", ".join(sorted(theirs)) or "no card",
-                    ", ".join(sorted(ours)) or "no card",
+                    "HAMi and NVML list other cards; kai-py uses NVML's",
+                    extra={"node": node, "hami_cards": sorted(theirs), "nvml_cards": sorted(ours)},
                 )
     if annotations.get(keys.GPU_INVENTORY_ANNOTATION) == wanted:
         return False
@@ -124,9 +127,7 @@ def run_node_agent(
     while True:
         try:
             if publish(kube, node, cards):
-                print(
-                    f"kai-py node-agent: node {node}: published {len(cards)} GPU(s)", flush=True
-                )
+                print(f"kai-py node-agent: node {node}: published {len(cards)} GPU(s)", flush=True)
         except KubeError as exc:
             print(f"kai-py node-agent: cannot annotate node {node}: {exc}", file=sys.stderr)
             if once:

@@ -132,7 +132,7 @@ class OwnerResolver:
             except KubeError as exc:
                 if exc.code not in _MISSING:
                     raise _reading(exc, f"the API {api_version}") from exc
-                log.debug("discovery of %s failed: %s", api_version, exc)
+                log.debug("discovery failed", extra={"api_version": api_version, "error": str(exc)})
                 why = FORBIDDEN if exc.code == 403 else NOT_SERVED
                 self.unreadable[(api_version, kind)] = Unreadable(api_version, kind, why)
                 return None
@@ -383,7 +383,7 @@ class PodGrouperService:
             try:
                 outcomes.append(await self.handle(pod))
             except KubeError as exc:
-                log.warning("pod-grouper: %s/%s: %s", ns, name, exc)
+                log.warning("pod-grouper: failed", extra={"pod": f"{ns}/{name}", "error": str(exc)})
         return outcomes
 
     async def group_all(self) -> list[GroupingOutcome]:
@@ -404,7 +404,11 @@ class PodGrouperService:
                 outcome = await self.handle(pod)
             except KubeError as exc:
                 log.warning(
-                    "pod-grouper: %s/%s: %s", meta(pod).get("namespace"), meta(pod).get("name"), exc
+                    "pod-grouper: failed",
+                    extra={
+                        "pod": f"{meta(pod).get('namespace')}/{meta(pod).get('name')}",
+                        "error": str(exc),
+                    },
                 )
                 continue
             if outcome.annotated or outcome.created:
@@ -496,7 +500,7 @@ class PodGrouperService:
                 manifest,
             )
             # The grouper's own line for the pod says "(created)": one INFO line per pod.
-            log.debug("created PodGroup %s/%s", namespace, name)
+            log.debug("created PodGroup", extra={"podgroup": f"{namespace}/{name}"})
         except KubeError as exc:
             if exc.code != 409:
                 raise
@@ -526,12 +530,13 @@ class PodGrouperService:
             content_type=MERGE_PATCH,
         )
         log.info(
-            "pod-grouper: PodGroup %s/%s resized: minMember %s, minSubGroup %s, %d subgroups",
-            namespace,
-            name,
-            min_member,
-            min_sub_group,
-            len(sub_groups or []),
+            "pod-grouper: PodGroup resized",
+            extra={
+                "podgroup": f"{namespace}/{name}",
+                "min_member": min_member,
+                "min_sub_group": min_sub_group,
+                "subgroups": len(sub_groups or []),
+            },
         )
         self._groups.put((namespace, name), gang)
         return True
@@ -560,7 +565,10 @@ class PodGrouperService:
             f"by their nearest readable owner, or alone (said once per kind; first seen on "
             f"this pod)"
         )
-        log.warning("pod-grouper: %s/%s: %s", ns, meta(pod).get("name"), message)
+        log.warning(
+            "pod-grouper: not grouped",
+            extra={"pod": f"{ns}/{meta(pod).get('name')}", "reason": message},
+        )
         name = str(meta(pod).get("name"))
         await self._warn(
             GrouperWarning(

@@ -64,9 +64,14 @@ def open_session(snapshot: Snapshot, framework: Framework | None = None) -> Sess
     return Session(snapshot, framework if framework is not None else default_framework(snapshot.config))
 
 
-def run_cycle(snapshot: Snapshot, actions: list[tuple[str, Action]] | None = None) -> Decisions:
-    """One cycle; the actions are the given ones, else those of the snapshot's config."""
-    session = open_session(snapshot)
+def run_cycle(
+    snapshot: Snapshot,
+    actions: list[tuple[str, Action]] | None = None,
+    framework: Framework | None = None,
+) -> Decisions:
+    """One cycle; the actions (and framework) are the given ones, else those of the
+    snapshot's config."""
+    session = open_session(snapshot, framework)
     placer = Placer(session)
     if actions is None:
         actions = configured_actions(snapshot.config)

@@ -10,6 +10,7 @@ become decisions.
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -119,6 +120,22 @@ class Decisions:
     # "namespace/name" of a pending pod -> its job's whole reason (the pod's condition
     # says it in full; the pod's event may only point to the PodGroup)
     pending_reasons: dict[str, str] = field(default_factory=dict)
+    searches: SearchCounts = field(default_factory=lambda: SearchCounts())
+
+
+@dataclass(slots=True)
+class SearchCounts:
+    """What the victim searches of a session did, counted for KAI's scheduler metrics
+    (the operator exports them; the scheduler only counts, it has no clock)."""
+
+    acted_on: Counter[str] = field(default_factory=Counter)  # action -> jobs searched for
+    simulated: Counter[str] = field(default_factory=Counter)  # action -> scenarios simulated
+    # action -> scenarios ruled out without a simulation (too little freed yet)
+    filtered: Counter[str] = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)  # action -> refused by a validator
+    # (action, result, reduced budget) -> searches; results as KAI names them
+    jobs: Counter[tuple[str, str, bool]] = field(default_factory=Counter)
+    exhausted: Counter[str] = field(default_factory=Counter)  # action -> budget ran out
 
 
 @dataclass(slots=True, frozen=True)

@@ -1018,35 +1018,40 @@ class Writer:
         except KubeError as exc:
             if exc.code in write.ok_codes:
                 outcome.done += 1
-                log.debug("%s: already done (%s)", write.what, exc)
+                log.debug("write already done", extra={"write": write.what, "error": str(exc)})
                 if write.done is not None:
                     write.done(None)
                 return None
             if exc.code in write.skip_codes:
                 outcome.skipped += 1
-                log.info("%s: skipped: %s", write.what, exc)
+                log.info("write skipped", extra={"write": write.what, "error": str(exc)})
                 return None
             outcome.failed += 1
             outcome.failures.append(f"{write.what}: {exc}")
             then = "sent again" if retried(write, exc) else "the next cycle retries"
-            log.warning("%s: failed (%s): %s", write.what, then, exc)
+            log.warning(
+                "write failed", extra={"write": write.what, "then": then, "error": str(exc)}
+            )
             if write.failed is not None:
                 write.failed(exc)
             return exc
         except Exception as exc:  # a bug in one write must not stop the others
             outcome.failed += 1
             outcome.failures.append(f"{write.what}: {exc!r}")
-            log.exception("%s: failed", write.what)
+            log.exception("write failed", extra={"write": write.what})
             return None
         outcome.done += 1
-        log.debug("%s: done in %.3fs", write.what, time.monotonic() - started)
+        log.debug(
+            "write done",
+            extra={"write": write.what, "duration_s": round(time.monotonic() - started, 3)},
+        )
         if write.what.startswith("bind "):
             metrics.record_bind_write(time.monotonic() - started)
         if write.done is not None:
             try:
                 write.done(answer)
             except Exception:
-                log.exception("%s: after-write hook failed", write.what)
+                log.exception("after-write hook failed", extra={"write": write.what})
         return None
 
 
@@ -1188,7 +1193,7 @@ class BackgroundWriter:
             while True:
                 await asyncio.sleep(delay)
                 if write.retry is None or not write.retry():
-                    log.info("%s: no longer needed, not sent again", write.what)
+                    log.info("write no longer needed, not sent again", extra={"write": write.what})
                     return
                 self.retried += 1
                 error = await self.writer._send(write, self.outcome)

@@ -123,7 +123,9 @@ def test_dev_without_operator_flag_starts_the_operator_which_runs_a_pod(tmp_path
             f"kai-py dev: starting the operator: {sys.executable} -m kai_py.controllers.operator"
             " --controllers scheduler,binder,podgrouper,webhooks"
         )
-        assert any(line.startswith("export KUBECONFIG=") for line in lines)
+        # The export line comes once the operator's webhooks answer, after its start.
+        assert not any(line.startswith("export KUBECONFIG=") for line in lines)
+        read_until(process, "export KUBECONFIG=", timeout=60)
         api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
         core, custom = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
         # A bare pod, as a user would apply it: the pod-grouper gives it a PodGroup,
@@ -400,3 +402,106 @@ def test_dev_runs_a_scheduler_for_each_node_pool_of_the_cluster_description(
         if process.poll() is None:
             process.kill()
             process.wait(5)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _connects(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.e2e
+def test_export_line_comes_once_webhooks_and_metrics_answer_and_sigterm_stops_all(
+    tmp_path: Path,
+) -> None:
+    """What a user pastes after the export line is admitted by the operator's webhooks
+    (they answer by then), ``--metrics-port`` serves the operator's /metrics, and
+    SIGTERM stops ``kai-py dev`` and its operator as Ctrl-C does (exit 0)."""
+    import urllib.request
+
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    kubeconfig, metrics_port = tmp_path / "kc", _free_port()
+    process = subprocess.Popen(
+        [*DEV, "--kubeconfig", str(kubeconfig), "--metrics-port", str(metrics_port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    try:
+        lines = read_until(process, "export KUBECONFIG=", timeout=60)
+        assert any("admission webhooks served by the operator" in line for line in lines[:-1])
+        api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
+        admission = k8s.AdmissionregistrationV1Api(api)
+        configs = [
+            *admission.list_mutating_webhook_configuration().items,
+            *admission.list_validating_webhook_configuration().items,
+        ]
+        api.close()
+        urls = [w.client_config.url for c in configs for w in c.webhooks or []]
+        assert urls, "no webhooks when the export line was printed"
+        for url in urls:
+            port = int(url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+            assert _connects(port), f"webhook {url} does not answer"
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{metrics_port}/metrics", timeout=5
+        ) as answer:
+            assert b"kai_e2e_scheduling_latency_milliseconds" in answer.read()
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(20) == 0
+        assert time.monotonic() - started < 15
+        assert not _connects(metrics_port), "the operator outlived kai-py dev"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+
+
+def test_sigterm_while_starting_stops_before_the_export_line(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [*DEV, "--kubeconfig", str(tmp_path / "kc")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    try:
+        read_until(process, "starting the operator", timeout=30)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(15) == 0
+        assert process.stdout is not None
+        rest = process.stdout.read().decode()
+        assert "export KUBECONFIG=" not in rest
+        assert "kai-py dev: stopping" in rest
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+
+
+def test_a_bad_metrics_port_exits_2() -> None:
+    done = subprocess.run(
+        [*DEV, "--metrics-port", "70000"], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert done.returncode == 2
+    assert "--metrics-port 70000 is not a TCP port" in done.stderr
+    done = subprocess.run(
+        [*DEV, "--no-operator", "--metrics-port", "9090"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert "--metrics-port 9090 with --no-operator: no operator runs" in done.stderr

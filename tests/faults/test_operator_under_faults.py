@@ -324,7 +324,7 @@ def test_reservation_pods_deleted_mid_bind(tmp_path: Path) -> None:
             f"binds whose card went during the Binding, given the new card: "
             f"{log.count('went while it was being bound')}; reservation pods made again "
             f"under bound shared pods: {log.count('was gone while shared pods')} "
-            f"(onto another card: {log.count(', was GPU-')})"
+            f"(onto another card: {log.count('previous_card=')})"
         )
         _assert_clean(figures, run)
 

@@ -72,3 +72,43 @@ def test_no_line_per_liveness_probe(captured: io.StringIO) -> None:
     logs.configure(fmt="text", stream=captured)
     logging.getLogger("aiohttp.access").info('127.0.0.1 "GET /healthz HTTP/1.1" 200')
     assert captured.getvalue() == ""
+
+
+def test_kopfs_success_line_per_webhook_call_is_debug(captured: io.StringIO) -> None:
+    """An admission webhook's handler posts no Event (Kopf marks its lines k8s_skip):
+    its "succeeded." line, three per pod created, is shown with --verbose only."""
+    ref = {"kind": "Pod", "name": "train-0", "namespace": "team-a"}
+    kopf_log = logging.getLogger("kopf.objects")
+    for verbose in (False, True):
+        captured.seek(0)
+        captured.truncate()
+        logs.configure(verbose=verbose, fmt="json", stream=captured)
+        kopf_log.info(
+            "Handler 'pods-validate' succeeded.", extra={"k8s_ref": ref, "k8s_skip": True}
+        )
+        # A handler whose lines are posted as Events keeps its INFO line.
+        kopf_log.info("Handler 'on-create' succeeded.", extra={"k8s_ref": ref, "k8s_skip": False})
+        lines = [json.loads(line) for line in captured.getvalue().splitlines()]
+        got = [(line["event"], line["level"]) for line in lines]
+        webhook = [("Handler 'pods-validate' succeeded.", "debug")] if verbose else []
+        assert got == [*webhook, ("Handler 'on-create' succeeded.", "info")]
+
+
+def test_a_namespaced_objects_line_has_its_namespace(captured: io.StringIO) -> None:
+    logs.configure(fmt="json", stream=captured)
+    logging.getLogger("kai_py.binder").info("created reservation pod", extra={"pod": "ns-1/r-0"})
+    logging.getLogger("kai_py.binder").info("node line", extra={"node": "gpu-1"})
+    first, second = (json.loads(line) for line in captured.getvalue().splitlines())
+    assert first["namespace"] == "ns-1" and first["pod"] == "ns-1/r-0"
+    assert "namespace" not in second
+
+
+def test_one_event_name_for_other_objects_is_not_held_back_as_a_repeat() -> None:
+    repeat = logs.RepeatFilter(window=60, clock=lambda: 0.0)
+
+    def record(pod: str) -> logging.LogRecord:
+        rec = logging.LogRecord("kai_py.x", logging.WARNING, __file__, 1, "bind failed", None, None)
+        rec.pod = pod
+        return rec
+
+    assert [repeat.filter(record(p)) for p in ("a/1", "a/2", "a/1")] == [True, True, False]

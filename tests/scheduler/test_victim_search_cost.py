@@ -174,3 +174,21 @@ def test_growing_steps_then_halves_find_the_victims_one_at_a_time_finds(
     assert {t.name: t.node_name for t in d.pipelined} == {"p-0": "n24"}
     assert [e.task.name for e in d.evictions] == ["v-n24-0"]
     assert simulated["picky"] <= 20
+
+
+def test_the_cycle_counts_its_searches_for_kais_metrics(simulated: Counter[str]) -> None:
+    """``Decisions.searches``: what KAI's scenario search metrics count, per action."""
+    big = job("big", "a", [task(gpu=2, name="big-0")], priority=90)
+    too_big = job("too-big", "a", [task(gpu=4, name="too-big-0")], priority=80)
+    counts = run_cycle(_preempt_snapshot(4, big, too_big)).searches
+    assert counts.acted_on == Counter({"preempt": 2})
+    assert counts.simulated == Counter({"preempt": simulated["big"] + simulated["too-big"]})
+    assert simulated["big"] > 0
+    # Four cards on 2-card nodes: after its first scenario failed, every later one of
+    # too-big is ruled out by the per-node check, without a simulation.
+    assert simulated["too-big"] == 1
+    assert counts.filtered["preempt"] >= 6
+    assert counts.jobs == Counter(
+        {("preempt", "solved", False): 1, ("preempt", "generators_exhausted", False): 1}
+    )
+    assert not counts.rejected and not counts.exhausted

@@ -221,7 +221,7 @@ def queues_validate(body: kopf.Body, warnings: list[str], **_: Any) -> None:
     except KubeError as exc:
         # Without the other queues the parent cannot be checked; the scheduler
         # still leaves a queue with a missing parent out, with a Warning Event.
-        log.warning("cannot list queues to check a Queue's parent: %s", exc)
+        log.warning("cannot list queues to check a Queue's parent", extra={"error": str(exc)})
         listing = None
     known = (
         {str((q.get("metadata") or {}).get("name")): q for q in listing.get("items") or []}
@@ -250,7 +250,10 @@ def podgroups_validate(
         except KubeError as exc:
             if exc.code == 404:
                 return False
-            log.warning("cannot read Queue %s to check a PodGroup: %s", name, exc)
+            log.warning(
+                "cannot read the Queue to check a PodGroup",
+                extra={"queue": name, "error": str(exc)},
+            )
         return True
 
     verdict = validation.validate_podgroup(

@@ -22,6 +22,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Final
 
 from kai_py.scheduler.actions.common import demand, needed, next_tasks, place_tasks
 from kai_py.scheduler.model import (
@@ -396,6 +397,15 @@ def _live(unit: Unit) -> bool:
 #: large scenario (the victims left then are not all needed, but the scenario works).
 MAX_SCENARIOS = 64
 
+# How a preemptor's search ended, in the words of KAI's scenario search metrics: a
+# solution; the search stopped at its limit (KAI's limit is a deadline, kai-py's a
+# count of scenarios and of simulated evictions); no more scenarios to try; not
+# started, the budget being spent.
+SOLVED: Final = "solved"
+STOPPED: Final = "deadline_exhausted"
+EXHAUSTED: Final = "generators_exhausted"
+NOT_ATTEMPTED: Final = "not_attempted"
+
 #: The first scenarios of a search add one unit each (as KAI does); only then do the
 #: steps grow. A scenario may work only in a narrow range of victims (the reclaim
 #: rules refuse taking a queue below its share), which growing steps could jump over:
@@ -564,6 +574,7 @@ class VictimSearch:
         self.budget = budget if budget is not None else SearchBudget()
         self.scenarios = 0  # simulated by the last run
         self.capped = False  # the last run stopped at MAX_SCENARIOS or its budget
+        self.counts = session.decisions.searches
 
     def run(self, preemptor: Job, units: Iterable[Unit]) -> bool:
         """Evict the cheapest set of units that lets ``preemptor`` run; commit it or nothing.
@@ -589,8 +600,13 @@ class VictimSearch:
         self.scenarios = 0
         self.capped = False
         self.budget.begin()
+        action, counts = self.action, self.counts
+        counts.acted_on[action] += 1
+        # The preemptor may spend less than its share: the action's budget is low.
+        reduced = self.budget.left < self.budget.share
         if self.budget.spent:
             self.capped = True
+            counts.jobs[action, NOT_ATTEMPTED, reduced] += 1
             return False
         tasks = next_tasks(preemptor, needed(preemptor))
         wanted = demand(session, preemptor, needed(preemptor)).copy()
@@ -634,6 +650,7 @@ class VictimSearch:
                 and (not wanted.fits_in(room) or not slots.enough())
             ):
                 ruled_out = len(chosen)
+                counts.filtered[action] += 1
                 continue  # not enough yet, wherever it is: add the next victim
             if len(chosen) < next_try:
                 continue
@@ -658,7 +675,11 @@ class VictimSearch:
                 found = last
         stmt.rollback(0)
         if not found:
+            if self.capped and self.budget.exhausted:
+                counts.exhausted[action] += 1
+            counts.jobs[action, STOPPED if self.capped else EXHAUSTED, reduced] += 1
             return False
+        counts.jobs[action, SOLVED, reduced] += 1
         # The first count that works after the last one that failed, by halves.
         low, high = max(failed, ruled_out), found
         while high - low > 1 and not self._enough():
@@ -685,6 +706,7 @@ class VictimSearch:
     def _attempt(self, stmt: Statement, preemptor: Job, chosen: Sequence[Unit]) -> bool:
         """Try the units evicted in ``stmt``; undo the attempt's placements if it fails."""
         self.scenarios += 1
+        self.counts.simulated[self.action] += 1
         mark = stmt.checkpoint()
         self.budget.left -= mark  # every record so far is a victim's eviction
         if self._try(stmt, preemptor, chosen):
@@ -694,6 +716,7 @@ class VictimSearch:
 
     def _scenario(self, stmt: Statement, preemptor: Job, units: Sequence[Unit]) -> bool:
         self.scenarios += 1
+        self.counts.simulated[self.action] += 1
         for unit in units:
             for task in unit.tasks:
                 if held(task):
@@ -749,7 +772,10 @@ class VictimSearch:
                 return False
         s = self.session
         real = self._really_evicted(stmt, units) if self.moved_give_nothing else list(units)
-        return self.validate(real) and s.framework.validate(s, preemptor, real, self.action)
+        if self.validate(real) and s.framework.validate(s, preemptor, real, self.action):
+            return True
+        self.counts.rejected[self.action] += 1
+        return False
 
     @staticmethod
     def _really_evicted(stmt: Statement, units: Sequence[Unit]) -> list[Unit]:
@@ -889,9 +915,7 @@ class VictimSearch:
         for rec in [rec for rec in stmt.log if rec.op is Op.EVICT]:
             task = rec.task if rec.unplaced else shadow_of(rec.task)
             job = self.session.jobs[task.job_uid]
-            where = self._find(
-                job, task, rec.node.name if rec.node is not None else None, rec.task
-            )
+            where = self._find(job, task, rec.node.name if rec.node is not None else None, rec.task)
             if where is None:
                 return False
             stmt.allocate(task, where.node, where.groups, where.pipelined)
