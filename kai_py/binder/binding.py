@@ -50,7 +50,7 @@ from kai_py.apiclient.kube import Kube, KubeError, list_all, path_of
 from kai_py.binder import reservation as rsv
 from kai_py.binder.pinned_binding import Held, PinnedBinder, PinnedBindError
 from kai_py.binder.podhints import PodHints
-from kai_py.gpu import groups
+from kai_py.gpu import groups, inventory
 from kai_py.state.convert import pod_claims
 
 Json = dict[str, Any]
@@ -78,6 +78,9 @@ class BinderConfig:
     default_backoff_limit: int = rsv.DEFAULT_BACKOFF_LIMIT
     sweep_period: float = 5.0  # seconds between clean-up passes over reservation pods
     sweep_min_age: float = 10.0  # a reservation pod younger than this is left to its binder
+    #: HAMi-core is on the nodes (``KAI_PY_HAMI_CORE``): a shared pod's container gets
+    #: its per-card cap in MiB through its GPU ConfigMap.
+    hami_core: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BinderConfig:
@@ -87,6 +90,12 @@ class BinderConfig:
             config.reservation_image = env["KAI_PY_RESERVATION_IMAGE"]
         if env.get("KAI_PY_RESERVATION_SERVICE_ACCOUNT"):
             config.reservation_service_account = env["KAI_PY_RESERVATION_SERVICE_ACCOUNT"]
+        config.hami_core = env.get("KAI_PY_HAMI_CORE", "").strip().lower() in (
+            "1",
+            "true",
+            "yes",
+            "on",
+        )
         for var, attr in (
             ("KAI_PY_BINDER_RESERVATION_TIMEOUT", "reservation_timeout"),
             ("KAI_PY_BINDER_RETRY_BASE_DELAY", "retry_base_delay"),
@@ -599,8 +608,33 @@ class Binder:
                     raise BindError(f"reservation pod {ns}/{name} disappeared") from None
                 raise
 
+    def _card_memories(self, node: str, uuids: list[str]) -> list[float]:
+        """Each card's memory in MiB (0 when unknown): the node's inventory by UUID, else
+        the node's ``nvidia.com/gpu.memory`` label (all its cards alike)."""
+        try:
+            obj = self.kube.get(path_of("", "v1", "nodes", None, node))
+        except KubeError as exc:
+            if exc.code == 404:
+                return []
+            raise
+        m = obj.get("metadata") or {}
+        try:
+            cards = {c.uuid: c.memory_mib for c in inventory.node_cards(m.get("annotations") or {})}
+        except inventory.InventoryError:
+            cards = {}
+        try:
+            label = float(str((m.get("labels") or {}).get(keys.GPU_MEMORY_NODE_LABEL) or 0))
+        except ValueError:
+            label = 0.0
+        return [cards.get(uuid) or label for uuid in uuids]
+
     def _write_configmaps(self, req: _Request, pod: Mapping[str, Any], attempt: _Attempt) -> None:
-        for name, data in rsv.gpu_configmaps(pod, attempt.uuids, req.portion):
+        caps: dict[str, str] = {}
+        if self.config.hami_core:
+            caps = rsv.hami_core_limits(
+                pod, self._card_memories(req.node, attempt.uuids), req.portion
+            )
+        for name, data in rsv.gpu_configmaps(pod, attempt.uuids, req.portion, caps):
             manifest = rsv.gpu_configmap_manifest(pod, name, data)
             try:
                 self.kube.create(path_of("", "v1", "configmaps", req.namespace), manifest)
