@@ -277,7 +277,11 @@ def test_the_dashboard_is_in_the_chart(default: list[Json]) -> None:
     exprs = " ".join(
         t["expr"] for p in dashboard["panels"] for t in p.get("targets", []) if "expr" in t
     )
-    for name in ("kai_e2e_scheduling_latency_milliseconds", "kai_queue_allocated_gpus"):
+    for name in (
+        "kai_e2e_scheduling_latency_milliseconds",
+        "kai_queue_allocated_gpus",
+        "kai_py_gpu_card_allocated_share",  # the card panel
+    ):
         assert name in exprs
 
 
@@ -420,3 +424,6 @@ def test_staggered_start_and_hami_core_reach_the_binder() -> None:
     assert env["KAI_PY_STAGGERED_START"] == "true"
     assert env["KAI_PY_STAGGERED_START_TIMEOUT"] == "90"
     assert env["KAI_PY_HAMI_CORE"] == "true"
+    scheduler = by_kind(render({"metrics": {"cardPods": True}}), "Deployment")["kai-py-scheduler"]
+    env = {e["name"]: e.get("value") for e in scheduler["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KAI_PY_METRICS_CARD_PODS"] == "true"
