@@ -9,11 +9,13 @@ another card binds with the first (kai_py.binder.stagger, docs/operator.md).
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
 from operator_helpers import (
     Operator,
+    bindrequests,
     create_pod,
     create_podgroup,
     create_queues,
@@ -21,6 +23,8 @@ from operator_helpers import (
     pod,
     podgroup,
     queue,
+    start_operator,
+    stop_operator,
     wait_for,
 )
 from realapi_backends import Backend
@@ -75,3 +79,51 @@ def test_engines_sharing_a_card_start_one_at_a_time(
     alone_bound = _condition(alone, "PodScheduled")
     assert alone_bound is not None
     assert abs((alone_bound - first_bound).total_seconds()) <= 1
+
+
+def test_a_restarted_binder_continues_the_wait(
+    backend: Backend, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, tmp_path: Path
+) -> None:
+    create_queues(custom, queue("root"), queue("team-a", parent="root"))
+    create_podgroup(custom, podgroup("pair", NS, "team-a", min_member=2))
+    names = ("pair-0", "pair-1")
+    for name in names:
+        body = kai_shared(pod(name, NS, "pair", gpus=0), "0.5")
+        body["metadata"]["annotations"][keys.STAGGERED_START_ANNOTATION] = "true"
+        body["metadata"]["annotations"]["kai-py.dev/ready-seconds"] = "8"
+        create_pod(core, body)
+    first = start_operator(backend.kubeconfig_path, tmp_path / "first.log")
+    try:
+        # One is bound, the other's BindRequest says what it waits for.
+        waiting = wait_for(
+            lambda: [
+                br
+                for br in bindrequests(custom, NS).values()
+                if "staggered start: waiting" in ((br.get("status") or {}).get("reason") or "")
+            ],
+            timeout=60,
+            what=f"a waiting BindRequest\n{first.log}",
+        )
+    finally:
+        stop_operator(first)
+    (br,) = waiting
+    later = br["spec"]["podName"]
+    (earlier,) = [n for n in names if n != later]
+    assert not core.read_namespaced_pod(later, NS).spec.node_name
+    # A new operator (nothing in memory) continues the same wait from the cluster.
+    second = start_operator(backend.kubeconfig_path, tmp_path / "second.log")
+    try:
+        bound = wait_for(
+            lambda: (lambda p: p if p.spec.node_name else None)(
+                core.read_namespaced_pod(later, NS)
+            ),
+            timeout=60,
+            what=f"{later} bound\n{second.log}",
+        )
+    finally:
+        stop_operator(second)
+    ready = _condition(core.read_namespaced_pod(earlier, NS), "Ready")
+    bound_at = _condition(core.read_namespaced_pod(later, NS), "PodScheduled")
+    assert ready is not None and bound_at is not None, bound
+    assert bound_at >= ready, (ready, bound_at)
+    assert "Traceback" not in first.log + second.log
