@@ -18,7 +18,7 @@ import collections
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -280,6 +280,116 @@ _PER_QUEUE: Final = (
     QUEUE_ALLOCATED_CPU,
     QUEUE_ALLOCATED_MEMORY,
 )
+
+# ---- per card (computed when scraped, from ``kai_py.gpu.cards``) ----------------------------
+#: The labels of every per-card family: one series per card, whatever runs on it.
+CARD_LABELS: Final = ("node", "card", "uuid")
+#: The per-pod family's: a series per pod on a card (only with ``card_pods``).
+CARD_POD_LABELS: Final = (*CARD_LABELS, "namespace", "pod")
+
+
+class CardHolder(Protocol):
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def pod(self) -> str: ...
+    @property
+    def share(self) -> float: ...
+
+
+class CardFigures(Protocol):
+    """One card's row (``kai_py.gpu.cards.CardRow``)."""
+
+    @property
+    def node(self) -> str: ...
+    @property
+    def index(self) -> int | None: ...
+    @property
+    def uuid(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def memory_mib(self) -> float: ...
+    @property
+    def reservation(self) -> str: ...
+    @property
+    def holders(self) -> Iterable[CardHolder]: ...
+    @property
+    def allocated(self) -> float: ...
+    @property
+    def pinned(self) -> bool: ...
+
+
+class _Cards:
+    """A collector whose figures are computed on each scrape (nothing per cycle)."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Iterable[CardFigures]] | None = None
+        self.card_pods = False
+
+    def describe(self) -> list[Any]:
+        return []  # figures come and go with the cards: no fixed description
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        # The families are there (empty) before any card is: a dashboard's queries name
+        # metrics that exist.
+        source = self.source
+        info = GaugeMetricFamily(
+            "kai_py_gpu_card_info",
+            "A GPU card: 1, with its model and the reservation pod holding it (if any)",
+            labels=[*CARD_LABELS, "model", "reservation_pod"],
+        )
+        memory = GaugeMetricFamily(
+            "kai_py_gpu_card_memory_bytes", "A GPU card's memory", labels=CARD_LABELS
+        )
+        allocated = GaugeMetricFamily(
+            "kai_py_gpu_card_allocated_share",
+            "Share of the card its pods hold (1 = the whole card)",
+            labels=CARD_LABELS,
+        )
+        pods = GaugeMetricFamily(
+            "kai_py_gpu_card_pods", "Pods holding (a share of) the card", labels=CARD_LABELS
+        )
+        pinned = GaugeMetricFamily(
+            "kai_py_gpu_card_pinned",
+            "1 when a pod pinned to cards holds the card",
+            labels=CARD_LABELS,
+        )
+        families = [info, memory, allocated, pods, pinned]
+        per_pod = None
+        if self.card_pods:
+            per_pod = GaugeMetricFamily(
+                "kai_py_gpu_card_pod_share",
+                "Share of the card one pod holds (a series per pod: KAI_PY_METRICS_CARD_PODS)",
+                labels=CARD_POD_LABELS,
+            )
+            families.append(per_pod)
+        for row in source() if source is not None else ():
+            card = (row.node, "" if row.index is None else str(row.index), row.uuid)
+            info.add_metric([*card, row.model, row.reservation], 1.0)
+            memory.add_metric(card, row.memory_mib * 1024 * 1024)
+            allocated.add_metric(card, row.allocated)
+            holders = list(row.holders)
+            pods.add_metric(card, float(len(holders)))
+            pinned.add_metric(card, 1.0 if row.pinned else 0.0)
+            if per_pod is not None:
+                for holder in holders:
+                    per_pod.add_metric([*card, holder.namespace, holder.pod], holder.share)
+        return families
+
+
+_cards = _Cards()
+REGISTRY.register(_cards)
+
+
+def watch_cards(
+    source: Callable[[], Iterable[CardFigures]] | None, card_pods: bool = False
+) -> None:
+    """Export the per-card figures ``source`` gives, computed at each scrape; with
+    ``card_pods`` also a series per pod on a card (unbounded: one per pod)."""
+    _cards.source = source
+    _cards.card_pods = card_pods
+
 
 _served: set[int] = set()
 

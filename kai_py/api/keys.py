@@ -54,6 +54,9 @@ POD_GROUP_ANNOTATION: Final = "pod-group-name"
 RECEIVED_RESOURCE_TYPE_ANNOTATION: Final = "received-resource-type"
 BATCH_MIN_MEMBER_ANNOTATION: Final = "kai.scheduler/batch-min-member"
 RESERVED_GPU_INDEX_ANNOTATION: Final = "run.ai/reserve_for_gpu_index"
+#: kai-py: on a pod or a Queue, "true" or "false": the pod's shared cards start one pod
+#: at a time (the binder waits for the pod before it on the card to be Ready).
+STAGGERED_START_ANNOTATION: Final = "kai.scheduler/staggered-start"
 #: KAI's: on a shared pod, the prefix of its two GPU ConfigMaps (set by the pod webhook).
 SHARED_GPU_CONFIGMAP_ANNOTATION: Final = "runai/shared-gpu-configmap"
 

@@ -38,7 +38,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -48,9 +48,10 @@ from kai_py.api.objects import parse_time
 from kai_py.apiclient.eventpost import EventPoster, involved
 from kai_py.apiclient.kube import Kube, KubeError, list_all, path_of
 from kai_py.binder import reservation as rsv
+from kai_py.binder import stagger
 from kai_py.binder.pinned_binding import Held, PinnedBinder, PinnedBindError
 from kai_py.binder.podhints import PodHints
-from kai_py.gpu import groups
+from kai_py.gpu import groups, inventory
 from kai_py.state.convert import pod_claims
 
 Json = dict[str, Any]
@@ -78,6 +79,15 @@ class BinderConfig:
     default_backoff_limit: int = rsv.DEFAULT_BACKOFF_LIMIT
     sweep_period: float = 5.0  # seconds between clean-up passes over reservation pods
     sweep_min_age: float = 10.0  # a reservation pod younger than this is left to its binder
+    #: HAMi-core is on the nodes (``KAI_PY_HAMI_CORE``): a shared pod's container gets
+    #: its per-card cap in MiB through its GPU ConfigMap.
+    hami_core: bool = False
+    #: Staggered start for every shared pod that does not say otherwise (``binder.stagger``).
+    staggered_start: bool = False
+    #: Seconds a pod waits, at most, for the pod before it on its card to be Ready.
+    staggered_start_timeout: float = 300.0
+    #: Seconds between looks at the card while a pod waits (a Ready pod event wakes it too).
+    staggered_start_poll: float = 1.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BinderConfig:
@@ -87,7 +97,20 @@ class BinderConfig:
             config.reservation_image = env["KAI_PY_RESERVATION_IMAGE"]
         if env.get("KAI_PY_RESERVATION_SERVICE_ACCOUNT"):
             config.reservation_service_account = env["KAI_PY_RESERVATION_SERVICE_ACCOUNT"]
+        config.hami_core = env.get("KAI_PY_HAMI_CORE", "").strip().lower() in (
+            "1",
+            "true",
+            "yes",
+            "on",
+        )
+        config.staggered_start = env.get("KAI_PY_STAGGERED_START", "").strip().lower() in (
+            "1",
+            "true",
+            "yes",
+            "on",
+        )
         for var, attr in (
+            ("KAI_PY_STAGGERED_START_TIMEOUT", "staggered_start_timeout"),
             ("KAI_PY_BINDER_RESERVATION_TIMEOUT", "reservation_timeout"),
             ("KAI_PY_BINDER_RETRY_BASE_DELAY", "retry_base_delay"),
             ("KAI_PY_BINDER_SWEEP_PERIOD", "sweep_period"),
@@ -116,6 +139,16 @@ class Outcome:
     reason: str
     failed_attempts: int
     retry_in: float | None = None
+    #: Waiting for its turn on a shared card (staggered start), not a failure.
+    waiting: bool = False
+
+
+class _Waiting(Exception):
+    """The pod's turn on its card has not come (staggered start): nothing was done."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(slots=True)
@@ -135,6 +168,9 @@ class _Attempt:
     #: The outcome names the cards the pod got (a Fraction's, a pinned pod's): more
     #: than the scheduler's ``Scheduled`` event said.
     names_cards: bool = False
+    #: Staggered start: the pod before it on the card that was waited for until the
+    #: timeout, with the seconds it had had since its bind.
+    waited_out: tuple[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +188,7 @@ class _Request:
     pod_uid: str | None  # from the ownerReference to the pod, when there is one
     #: The resourceVersion of the request as offered (its status write names it first).
     resource_version: str | None = None
+    reason: str | None = None  # status.reason as offered
 
     @classmethod
     def of(cls, br: Mapping[str, Any]) -> _Request:
@@ -181,6 +218,7 @@ class _Request:
             failed_attempts=int(status.get("failedAttempts") or 0),
             pod_uid=str(owner["uid"]) if owner else None,
             resource_version=str(m["resourceVersion"]) if m.get("resourceVersion") else None,
+            reason=str(status["reason"]) if status.get("reason") else None,
         )
 
 
@@ -198,6 +236,7 @@ class Binder:
         clock: Callable[[], float] = time.monotonic,
         events: EventPoster | None = None,
         hints: PodHints | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.kube = kube
         self.config = config or BinderConfig()
@@ -206,11 +245,19 @@ class Binder:
         self.hints = hints
         self._sleep = sleep
         self._clock = clock
+        self._wall = wall  # the cluster's times (a pod's bind) are epoch seconds
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._namespace_ready = False
         self._nodes_seen: dict[str, float] = {}  # node -> when a GET last found it
         self._node_locks: dict[str, threading.Lock] = {}
+        #: (node, group) -> the lock one staggered bind on that card holds from its look
+        #: at the card to its Binding, so that two waiting pods never both go.
+        self._stagger_locks: dict[tuple[str, str], threading.Lock] = {}
+        #: queue name -> (when read, its staggered-start setting, a message if invalid).
+        self._queue_settings: dict[str, tuple[float, bool | None, str | None]] = {}
+        #: (pod uid, message) of the invalid settings already told (one Warning each).
+        self._told: set[tuple[str, str]] = set()
         self.pinned = PinnedBinder(
             kube,
             image=self.config.reservation_image,
@@ -233,6 +280,18 @@ class Binder:
         pod: Json | None = None
         try:
             pod, message = self._attempt(req, attempt)
+        except _Waiting as wait:
+            # Nothing was done: no failed attempt. The reason is written once, so that
+            # ``kubectl get bindrequest`` shows what the pod waits for.
+            if req.reason != wait.reason:
+                self._write_status(req, {"phase": "Pending", "reason": wait.reason})
+            return Outcome(
+                "Pending",
+                wait.reason,
+                attempts_before,
+                self.config.staggered_start_poll,
+                waiting=True,
+            )
         except Exception as exc:
             if isinstance(exc, PinnedBindError):
                 exc = BindError(exc.reason, final=exc.final)
@@ -255,6 +314,17 @@ class Binder:
             # failures post ``BindingError``. Nor one whose status was left as it is:
             # another attempt at the same request finished it and told the pod.
             self.events.post(_pod_ref(req, pod), "Normal", "Bound", message)
+        if attempt.waited_out is not None and written:
+            other, seconds = attempt.waited_out
+            self.events.post(
+                _pod_ref(req, pod),
+                "Warning",
+                stagger.TIMEOUT_REASON,
+                f"Staggered start: pod {req.namespace}/{req.pod_name} bound to node "
+                f"{req.node} without waiting longer for pod {other} on the same card, not "
+                f"Ready {seconds:.0f}s after its bind (timeout "
+                f"{self.config.staggered_start_timeout:g}s)",
+            )
         return Outcome("Succeeded", message, attempts_before)
 
     def _failed(
@@ -313,6 +383,14 @@ class Binder:
             unwired = rsv.unwired_reason(pod)
             if unwired:
                 raise BindError(unwired, final=True)
+            if req.groups and self._staggered(req, pod):
+                with self._card_turn(req):
+                    attempt.waited_out = self._wait_turn(req)
+                    return self._place(req, pod, attempt)
+        return self._place(req, pod, attempt)
+
+    def _place(self, req: _Request, pod: Json, attempt: _Attempt) -> tuple[Json, str]:
+        """The attempt from the node check on: cards held, pod labelled, bound, told."""
         self._check_node(req.node)
         attempt.pinned = self.pinned.hold(req.node, pod, req.kind, req.groups)
         if req.kind == "Fraction":
@@ -355,6 +433,113 @@ class Binder:
             message += f" on {', '.join(cards)}"
             attempt.names_cards = True
         return pod, message
+
+    # ---- staggered start (kai_py.binder.stagger) -------------------------------------
+
+    def _staggered(self, req: _Request, pod: Mapping[str, Any]) -> bool:
+        """Whether the pod starts in turn on its cards: its annotation, else its queue's,
+        else the cluster's setting. An invalid value is told once (a Warning on the pod)
+        and not applied."""
+        m = pod.get("metadata") or {}
+        own, bad = stagger.setting(
+            m.get("annotations") or {}, f"Pod {req.namespace}/{req.pod_name}"
+        )
+        self._tell(req, pod, bad)
+        if own is not None:
+            return own
+        queue, bad = self._queue_setting(req, pod)
+        self._tell(req, pod, bad)
+        return stagger.wanted(None, queue, self.config.staggered_start)
+
+    def _tell(self, req: _Request, pod: Mapping[str, Any], message: str | None) -> None:
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        if message is None or (uid, message) in self._told:
+            return
+        if len(self._told) > 4096:
+            self._told.clear()
+        self._told.add((uid, message))
+        self.events.post(_pod_ref(req, pod), "Warning", stagger.INVALID_REASON, message)
+
+    def _queue_setting(
+        self, req: _Request, pod: Mapping[str, Any]
+    ) -> tuple[bool | None, str | None]:
+        """The staggered-start annotation of the pod's Queue (its label, else its
+        PodGroup's ``spec.queue``); read at most once per ``NODE_SEEN_SECONDS``."""
+        m = pod.get("metadata") or {}
+        name = (m.get("labels") or {}).get(keys.QUEUE_LABEL)
+        group = (m.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+        if not name and group:
+            try:
+                pg = self.kube.get(
+                    path_of(keys.GROUP, keys.PODGROUP_VERSION, "podgroups", req.namespace, group)
+                )
+            except KubeError as exc:
+                if exc.code != 404:
+                    raise
+                pg = {}
+            name = (pg.get("spec") or {}).get("queue")
+        if not name:
+            return None, None
+        now = self._clock()
+        seen = self._queue_settings.get(str(name))
+        if seen is not None and now - seen[0] < NODE_SEEN_SECONDS:
+            return seen[1], seen[2]
+        try:
+            queue = self.kube.get(path_of(keys.GROUP, keys.QUEUE_VERSION, "queues", None, name))
+        except KubeError as exc:
+            if exc.code != 404:
+                raise
+            queue = {}
+        value, bad = stagger.setting(
+            (queue.get("metadata") or {}).get("annotations") or {}, f"Queue {name}"
+        )
+        self._queue_settings[str(name)] = (now, value, bad)
+        return value, bad
+
+    @contextmanager
+    def _card_turn(self, req: _Request) -> Iterator[None]:
+        """Hold the staggered-start lock of each of the request's cards (in one order)."""
+        with self._locks_guard:
+            locks = [
+                self._stagger_locks.setdefault((req.node, g), threading.Lock())
+                for g in sorted(set(req.groups))
+            ]
+        with ExitStack() as stack:
+            for lock in locks:
+                stack.enter_context(lock)
+            yield
+
+    def _wait_turn(self, req: _Request) -> tuple[str, float] | None:
+        """Raise ``_Waiting`` while another pod bound to one of the request's cards is
+        not Ready and within the timeout. Read from the cluster each time, so a restart
+        continues the same wait. Returns the pod waited for up to the timeout, if any."""
+        pods = list_all(
+            self.kube,
+            path_of("", "v1", "pods"),
+            query=[
+                ("labelSelector", keys.GPU_GROUP_LABEL),
+                ("fieldSelector", f"spec.nodeName={req.node}"),
+            ],
+        )
+        found = stagger.blockers(
+            pods.get("items") or [],
+            req.node,
+            req.groups,
+            f"{req.namespace}/{req.pod_name}",
+        )
+        now = self._wall()
+        timeout = self.config.staggered_start_timeout
+        for blocker in found:
+            if not stagger.overdue(blocker, now, timeout):
+                raise _Waiting(
+                    f"staggered start: waiting for pod {blocker.key} on the same card "
+                    f"(node {req.node}, GPU group {', '.join(req.groups)}) to be Ready, "
+                    f"{timeout:g}s after its bind at most"
+                )
+        if not found:
+            return None
+        first = found[0]
+        return first.key, now - first.since if first.since is not None else timeout
 
     def _hinted_pod(self, req: _Request) -> Json | None:
         """The pod of a Regular bind as the watch showed it, unbound and not pinned: its
@@ -613,8 +798,33 @@ class Binder:
                     raise BindError(f"reservation pod {ns}/{name} disappeared") from None
                 raise
 
+    def _card_memories(self, node: str, uuids: list[str]) -> list[float]:
+        """Each card's memory in MiB (0 when unknown): the node's inventory by UUID, else
+        the node's ``nvidia.com/gpu.memory`` label (all its cards alike)."""
+        try:
+            obj = self.kube.get(path_of("", "v1", "nodes", None, node))
+        except KubeError as exc:
+            if exc.code == 404:
+                return []
+            raise
+        m = obj.get("metadata") or {}
+        try:
+            cards = {c.uuid: c.memory_mib for c in inventory.node_cards(m.get("annotations") or {})}
+        except inventory.InventoryError:
+            cards = {}
+        try:
+            label = float(str((m.get("labels") or {}).get(keys.GPU_MEMORY_NODE_LABEL) or 0))
+        except ValueError:
+            label = 0.0
+        return [cards.get(uuid) or label for uuid in uuids]
+
     def _write_configmaps(self, req: _Request, pod: Mapping[str, Any], attempt: _Attempt) -> None:
-        for name, data in rsv.gpu_configmaps(pod, attempt.uuids, req.portion):
+        caps: dict[str, str] = {}
+        if self.config.hami_core:
+            caps = rsv.hami_core_limits(
+                pod, self._card_memories(req.node, attempt.uuids), req.portion
+            )
+        for name, data in rsv.gpu_configmaps(pod, attempt.uuids, req.portion, caps):
             manifest = rsv.gpu_configmap_manifest(pod, name, data)
             try:
                 self.kube.create(path_of("", "v1", "configmaps", req.namespace), manifest)

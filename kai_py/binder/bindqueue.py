@@ -60,6 +60,8 @@ class BindQueue:
         self._finished: OrderedDict[str, None] = OrderedDict()
         #: uid -> the latest version offered of each request still pending (read-only).
         self._pending: dict[str, Mapping[str, Any]] = {}
+        #: uids waiting for their turn on a shared card (staggered start).
+        self._waiting: set[str] = set()
 
     @property
     def busy(self) -> int:
@@ -98,7 +100,11 @@ class BindQueue:
         finally:
             self._inflight.discard(uid)
         self.outcomes[uid] = outcome
-        metrics.record_binder(outcome.phase, outcome.retry_in)
+        if outcome.waiting:
+            self._waiting.add(uid)
+        else:
+            self._waiting.discard(uid)
+            metrics.record_binder(outcome.phase, outcome.retry_in)
         if outcome.retry_in is not None:
             self._due[uid] = self._clock() + outcome.retry_in
             self._attempts[uid] = outcome.failed_attempts
@@ -106,6 +112,7 @@ class BindQueue:
             self._due.pop(uid, None)
             self._attempts.pop(uid, None)
             self._pending.pop(uid, None)
+            self._waiting.discard(uid)
             self._finished[uid] = None
             while len(self._finished) > FINISHED_KEPT:
                 self._finished.popitem(last=False)
@@ -128,11 +135,25 @@ class BindQueue:
         returns how many were started."""
         return sum(1 for br in list(self._pending.values()) if self.offer(br))
 
+    def wake_waiting(self) -> int:
+        """A pod on a shared card became Ready: the requests waiting for their turn look
+        at their card now rather than at their next due time. Returns how many started."""
+        if not self._waiting:
+            return 0
+        for uid in self._waiting:
+            self._due.pop(uid, None)
+        return sum(
+            1
+            for uid in list(self._waiting)
+            if uid in self._pending and self.offer(self._pending[uid])
+        )
+
     def deleted(self, br: Mapping[str, Any]) -> None:
         """A request was deleted: it is not offered again."""
         self._forget(str((br.get("metadata") or {}).get("uid") or ""))
 
     def _forget(self, uid: str) -> None:
+        self._waiting.discard(uid)
         self._due.pop(uid, None)
         self._attempts.pop(uid, None)
         self._pending.pop(uid, None)

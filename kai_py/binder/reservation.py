@@ -43,6 +43,10 @@ PORTION_KEY: Final = "GPU_PORTION"
 #: KAI's older name for ``GPU_PORTION``, still written and wired as KAI does.
 NUM_OF_GPUS_KEY: Final = "RUNAI_NUM_OF_GPUS"
 GPU_KEYS: Final = (VISIBLE_DEVICES_KEY, PORTION_KEY)
+#: HAMi-core's per-card memory cap (``<name>_<i>`` for the i-th visible card) and its
+#: off switch, read from the container's environment.
+MEMORY_LIMIT_ENV: Final = "CUDA_DEVICE_MEMORY_LIMIT"
+DISABLE_CONTROL_ENV: Final = "CUDA_DISABLE_CONTROL"
 #: What the pod webhook makes the sharing container read from the first ConfigMap.
 SHARING_ENV_KEYS: Final = (VISIBLE_DEVICES_KEY, NUM_OF_GPUS_KEY, PORTION_KEY)
 SHARED_GPU_CONFIGMAP_ANNOTATION: Final = keys.SHARED_GPU_CONFIGMAP_ANNOTATION
@@ -221,7 +225,10 @@ def _visible_devices_by_key_ref(container: Mapping[str, Any] | None) -> bool:
 
 
 def gpu_configmaps(
-    pod: Mapping[str, Any], uuids: Sequence[str], portion: float
+    pod: Mapping[str, Any],
+    uuids: Sequence[str],
+    portion: float,
+    container_env: Mapping[str, str] | None = None,
 ) -> list[tuple[str, dict[str, str]]]:
     """Each GPU ConfigMap of the shared pod and what the binder writes in it.
 
@@ -233,7 +240,8 @@ def gpu_configmaps(
     ``GPU_PORTION`` (``env[].valueFrom.configMapKeyRef``), and ``<pod>-gpu`` when the
     sharing container reads it with ``envFrom``: a pod wired before KAI's names (or
     by its author) still gets its card. Other ConfigMaps are the user's and are
-    never written.
+    never written. ``container_env`` (HAMi-core's caps, ``hami_core_limits``) goes in
+    the ConfigMaps the sharing container reads with ``envFrom``.
     """
     visible, share = ",".join(uuids), portion_text(portion)
     legacy = {VISIBLE_DEVICES_KEY: visible, PORTION_KEY: share}
@@ -245,6 +253,7 @@ def gpu_configmaps(
         out[kai[0]] = {PORTION_KEY: share, NUM_OF_GPUS_KEY: share}
         out[kai[1]] = {}
         out[kai[0] if by_key_ref else kai[1]][VISIBLE_DEVICES_KEY] = visible
+        out[kai[1]].update(container_env or {})
     spec = pod.get("spec") or {}
     for one in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         for var in one.get("env") or []:
@@ -256,8 +265,43 @@ def gpu_configmaps(
         (source.get("configMapRef") or {}).get("name") == default
         for source in (container or {}).get("envFrom") or []
     ):
-        out.setdefault(default, dict(legacy))
+        out.setdefault(default, {**legacy, **(container_env or {})})
     return list(out.items())
+
+
+def hami_core_limits(
+    pod: Mapping[str, Any], memories_mib: Sequence[float], portion: float
+) -> dict[str, str]:
+    """HAMi-core's per-card caps for the sharing container of a shared pod, given the
+    memory of each card it got (in its ``NVIDIA_VISIBLE_DEVICES`` order):
+    ``CUDA_DEVICE_MEMORY_LIMIT_<i>=<MiB>m``, as HAMi's device plugin names them.
+
+    The share in MiB is the pod's ``gpu-memory`` when it has one, else ``portion`` of
+    each card's memory (rounded down: the cap never exceeds the share). Nothing when the
+    container sets ``CUDA_DISABLE_CONTROL=true`` (HAMi-core off for it) or sets a cap
+    itself (its own ``env`` would win over ``envFrom`` anyway), or when a card's memory
+    is unknown (a cap of a wrong size is worse than none)."""
+    container = _sharing_container(pod)
+    env = (container or {}).get("env") or []
+    if container is None or any(
+        (
+            var.get("name") == DISABLE_CONTROL_ENV
+            and str(var.get("value", "")).strip().lower() == "true"
+        )
+        or str(var.get("name") or "").startswith(MEMORY_LIMIT_ENV)
+        for var in env
+    ):
+        return {}
+    raw = str(
+        ((pod.get("metadata") or {}).get("annotations") or {}).get(keys.GPU_MEMORY_ANNOTATION, "")
+    ).strip()
+    fixed = int(raw) if raw.isdigit() and int(raw) > 0 else None
+    if not memories_mib or any(m <= 0 for m in memories_mib) or (fixed is None and portion <= 0):
+        return {}
+    return {
+        f"{MEMORY_LIMIT_ENV}_{i}": f"{fixed if fixed is not None else int(portion * m)}m"
+        for i, m in enumerate(memories_mib)
+    }
 
 
 def gpu_configmap_names(pod: Mapping[str, Any]) -> list[str]:

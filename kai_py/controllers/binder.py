@@ -35,6 +35,7 @@ from kai_py.api import keys
 from kai_py.apiclient.eventpost import EventPoster
 from kai_py.apiclient.informer import AsyncTransport, attach_transport
 from kai_py.apiclient.kube import KubeError, RetryingKube, load_api_client
+from kai_py.binder import stagger
 from kai_py.binder.binding import COMPONENT, Binder, BinderConfig, is_pending
 from kai_py.binder.bindqueue import BindQueue
 from kai_py.binder.podhints import PodHints
@@ -218,6 +219,15 @@ def _on_pod(type: str | None, body: dict[str, Any], memo: Any) -> None:
     binder = memo.get(_MEMO_KEY)
     if isinstance(binder, Binder) and binder.hints is not None:
         binder.hints.observe(type, body)
+    queue = memo.get(_QUEUE_KEY)
+    if (
+        isinstance(queue, BindQueue)
+        and type != "DELETED"
+        and keys.GPU_GROUP_LABEL in ((body.get("metadata") or {}).get("labels") or {})
+        and stagger.is_ready(body)
+        and leadership.leading()
+    ):
+        queue.wake_waiting()  # staggered start: the next pod on this card may go
     work = memo.get(_WORK_KEY)
     if not isinstance(work, watches.SerialPerKey) or not _gpu_pod_event(type, body):
         return

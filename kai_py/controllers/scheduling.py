@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from kai_py.apiclient.kube import Kube, KubeError, list_paged, load_api_client, 
 from kai_py.apiclient.leader import Leadership
 from kai_py.controllers import kaiconfig, leadership, watches
 from kai_py.controllers.settings import OperatorSettings, current
+from kai_py.gpu import cards
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 from kai_py.scheduler.plugins import PLUGINS
 from kai_py.state.cache import (
@@ -231,6 +233,26 @@ for _kind, (_group, _version, _plural) in {
 kaiconfig.register(kopf.get_default_registry())
 
 
+#: "true": the per-card metrics get a series per pod on a card too (docs/metrics.md).
+CARD_PODS_ENV: Final = "KAI_PY_METRICS_CARD_PODS"
+
+
+def _card_pods_wanted() -> bool:
+    return os.environ.get(CARD_PODS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _card_rows(cache: ClusterCache) -> list[cards.CardRow]:
+    """The watch cache's cards (this shard's nodes), at scrape time: copies of its maps
+    (one step each under the GIL) while the event loop goes on changing them."""
+    reserved = {
+        (node, group): (uuid, f"{key[0]}/{key[1]}")
+        for key, (node, group, uuid) in list(cache.group_cards.items())
+    }
+    return cards.card_rows(
+        list(cache.objects[NODES].values()), list(cache.objects[PODS].values()), reserved
+    )
+
+
 @kopf.on.startup()
 async def start_loop(**_: Any) -> None:
     # Kopf runs startup handlers before it starts watching, so a fresh cache misses nothing
@@ -244,6 +266,7 @@ async def start_loop(**_: Any) -> None:
         recorder=EventRecorder(refresh=settings.event_refresh),
     )
     metrics.serve(settings.metrics_port)
+    metrics.watch_cards(lambda: _card_rows(s.cache), card_pods=_card_pods_wanted())
     s.kube = Kube(await asyncio.to_thread(load_api_client), fence=leadership.fence)
     s.transport = attach_transport(s.kube)
     leadership.abort_writes_on_loss(s.transport)

@@ -15,6 +15,9 @@ EXIT_CODE: Final = "kai-py.dev/exit-code"
 #: Set by users: how long the containers take to stop after SIGTERM (default 0,
 #: capped by terminationGracePeriodSeconds), so "Terminating" can be observed.
 TERMINATION_SECONDS: Final = "kai-py.dev/termination-seconds"
+#: Set by users: the containers run but are not Ready until this many seconds after
+#: they started (an engine loading its model), as a readiness probe would hold them.
+READY_SECONDS: Final = "kai-py.dev/ready-seconds"
 #: Written by the kubelet: what the pod's containers see as NVIDIA_VISIBLE_DEVICES,
 #: comma-separated GPU UUIDs, in container order (empty: no GPU).
 VISIBLE_DEVICES: Final = "kai-py.dev/visible-devices"

@@ -58,6 +58,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("", "events", "create"),
         ("scheduling.run.ai", "bindrequests", "get,list,watch"),  # the bind queue
         ("scheduling.run.ai", "bindrequests/status", "patch"),
+        # staggered start set on the pod's queue, found through its PodGroup
+        ("scheduling.run.ai", "queues,podgroups", "get"),
     },
     # kai_py/controllers/grouper.py and kai_py/podgrouper/service.py
     "podgrouper": {
@@ -302,7 +304,11 @@ def test_the_dashboard_is_in_the_chart(default: list[Json]) -> None:
     exprs = " ".join(
         t["expr"] for p in dashboard["panels"] for t in p.get("targets", []) if "expr" in t
     )
-    for name in ("kai_e2e_scheduling_latency_milliseconds", "kai_queue_allocated_gpus"):
+    for name in (
+        "kai_e2e_scheduling_latency_milliseconds",
+        "kai_queue_allocated_gpus",
+        "kai_py_gpu_card_allocated_share",  # the card panel
+    ):
         assert name in exprs
 
 
@@ -428,3 +434,23 @@ def test_shards_make_schedulingshards_and_scheduler_deployments() -> None:
 def test_bad_shards_are_refused_naming_the_value(shards: list[Json], message: str) -> None:
     with pytest.raises(Exception, match=re.escape(message)):
         render({"shards": shards})
+
+
+def test_staggered_start_and_hami_core_reach_the_binder() -> None:
+    docs = render(
+        {
+            "gpuSharing": {
+                "staggeredStart": True,
+                "staggeredStartTimeoutSeconds": 90,
+                "hamiCore": True,
+            }
+        }
+    )
+    binder = by_kind(docs, "Deployment")["kai-py-binder"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in binder["containers"][0]["env"]}
+    assert env["KAI_PY_STAGGERED_START"] == "true"
+    assert env["KAI_PY_STAGGERED_START_TIMEOUT"] == "90"
+    assert env["KAI_PY_HAMI_CORE"] == "true"
+    scheduler = by_kind(render({"metrics": {"cardPods": True}}), "Deployment")["kai-py-scheduler"]
+    env = {e["name"]: e.get("value") for e in scheduler["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["KAI_PY_METRICS_CARD_PODS"] == "true"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -984,3 +985,63 @@ def test_a_claim_gone_or_chosen_for_another_node_fails_the_attempt_unbound() -> 
     outcome = binder(kube).reconcile(br)
     assert "is being provisioned for node n2" in outcome.reason
     assert not kube.objects[POD]["spec"].get("nodeName")
+
+
+# ---------------------------------------------------------------- HAMi-core's caps
+def test_hami_core_caps_a_fraction_per_card_unless_the_container_opts_out() -> None:
+    pod = kai_wired(by_env=False)
+    # A 45 % share of an 80 GB and a 40 GB card: the cap is per card, rounded down.
+    assert rsv.hami_core_limits(pod, [81920.0, 40960.0], 0.45) == {
+        "CUDA_DEVICE_MEMORY_LIMIT_0": "36864m",
+        "CUDA_DEVICE_MEMORY_LIMIT_1": "18432m",
+    }
+    # A share in MiB is that many MiB on every card.
+    pod["metadata"]["annotations"][keys.GPU_MEMORY_ANNOTATION] = "5000"
+    assert rsv.hami_core_limits(pod, [81920.0], 0.06) == {"CUDA_DEVICE_MEMORY_LIMIT_0": "5000m"}
+    # The vLLM case: HAMi-core off for the container; or a cap of its own; or a card
+    # whose memory is unknown: no cap.
+    off = kai_wired(by_env=False)
+    off["spec"]["containers"][0]["env"] = [{"name": "CUDA_DISABLE_CONTROL", "value": "true"}]
+    assert rsv.hami_core_limits(off, [81920.0], 0.5) == {}
+    own = kai_wired(by_env=False)
+    own["spec"]["containers"][0]["env"] = [{"name": "CUDA_DEVICE_MEMORY_LIMIT", "value": "1m"}]
+    assert rsv.hami_core_limits(own, [81920.0], 0.5) == {}
+    assert rsv.hami_core_limits(kai_wired(), [0.0], 0.5) == {}
+    # The caps go where the sharing container reads its environment from (envFrom).
+    data = dict(
+        rsv.gpu_configmaps(kai_wired(), ["GPU-1"], 0.5, {"CUDA_DEVICE_MEMORY_LIMIT_0": "9m"})
+    )
+    assert data["train-x7b2kq9-shared-gpu-0-evar"] == {"CUDA_DEVICE_MEMORY_LIMIT_0": "9m"}
+    assert "CUDA_DEVICE_MEMORY_LIMIT_0" not in data["train-x7b2kq9-shared-gpu-0"]
+
+
+@pytest.mark.parametrize("hami_core", [True, False])
+def test_the_binder_gives_a_fraction_hami_cores_cap_from_the_card_it_got(hami_core: bool) -> None:
+    kube, br = setup()
+    kube.objects[POD] = kai_wired()
+    kube.objects[POD]["metadata"].update(name="p", uid="u-1")
+    inventory = [
+        {"index": 0, "uuid": "GPU-small", "product": "A", "memoryMiB": 40960},
+        {"index": 1, "uuid": "GPU-big", "product": "A", "memoryMiB": 81920},
+    ]
+    kube.objects["/api/v1/nodes/n1"]["metadata"]["annotations"] = {
+        keys.GPU_INVENTORY_ANNOTATION: json.dumps({"version": 1, "cards": inventory})
+    }
+    br["spec"]["receivedGPU"]["portion"] = "0.25"
+
+    def report(pod: Json) -> None:
+        pod["metadata"]["annotations"][keys.RESERVED_GPU_INDEX_ANNOTATION] = "GPU-big"
+
+    kube.on_reservation = report
+    outcome = binder(kube, hami_core=hami_core).reconcile(br)
+    assert outcome.phase == "Succeeded", outcome.reason
+    evar = kube.objects["/api/v1/namespaces/ns/configmaps/train-x7b2kq9-shared-gpu-0-evar"]
+    if hami_core:
+        assert evar["data"] == {"CUDA_DEVICE_MEMORY_LIMIT_0": "20480m"}
+    else:
+        assert evar["data"] == {}
+
+
+def test_the_hami_core_switch_is_read_from_the_environment() -> None:
+    assert BinderConfig.from_env({"KAI_PY_HAMI_CORE": "true"}).hami_core
+    assert not BinderConfig.from_env({}).hami_core

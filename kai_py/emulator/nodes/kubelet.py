@@ -19,7 +19,8 @@ What it does, and why it matters to a scheduler under test:
   while the ConfigMap is missing.
 - Lifetimes: ``kai-py.dev/run-seconds`` ends the containers after N seconds
   (exit code ``kai-py.dev/exit-code``, default 0) and the restartPolicy
-  decides whether they restart or the pod Succeeds/Fails.
+  decides whether they restart or the pod Succeeds/Fails;
+  ``kai-py.dev/ready-seconds`` keeps them not Ready for N seconds after they start.
 - Deletion: a pod with deletionTimestamp is stopped (after
   ``kai-py.dev/termination-seconds``, at most its grace period), its cards
   are freed, and the deletion is confirmed with a grace-0 delete.
@@ -103,6 +104,7 @@ class PodRecord:
     restarts: dict[str, int] = field(default_factory=dict)
     stop_at: float | None = None
     restart_at: float | None = None  # in CrashLoopBackOff until then
+    ready: bool = True  # False while a readiness delay (``kai-py.dev/ready-seconds``) runs
     timer: asyncio.Task[None] | None = None
 
     def holds_resources(self) -> bool:
@@ -423,6 +425,7 @@ class Kubelet:
         if not record.start_time:
             record.start_time = rfc3339(now)
         record.started = now
+        record.ready = not (_float_annotation(pod, ann.READY_SECONDS) or 0.0) > 0
         status = running_status(
             pod,
             host_ip=self.host_ip,
@@ -431,6 +434,7 @@ class Kubelet:
             now=rfc3339(now),
             devices=record.devices,
             restart_counts=record.restarts,
+            ready=record.ready,
         )
         patch: Json = {"status": {**status, "reason": None, "message": None}}
         if visible and _annotations(pod).get(ann.VISIBLE_DEVICES) != visible:
@@ -523,6 +527,26 @@ class Kubelet:
                 await self._containers_exited(pod, record)
                 return
             waits.append(left)
+        if not record.ready:
+            left = record.started + (_float_annotation(pod, ann.READY_SECONDS) or 0.0) - now
+            if left <= 0:
+                record.ready = True
+                pod = await self._patch_status(
+                    pod,
+                    {
+                        "status": running_status(
+                            pod,
+                            host_ip=self.host_ip,
+                            pod_ip=record.pod_ip,
+                            start_time=record.start_time,
+                            now=rfc3339(now),
+                            devices=record.devices,
+                            restart_counts=record.restarts,
+                        )
+                    },
+                )
+            else:
+                waits.append(left)
         if waits:
             self._set_timer(record, min(waits))
 

@@ -80,8 +80,10 @@ def running_status(
     now: str,
     devices: Mapping[str, Sequence[str]],
     restart_counts: Mapping[str, int] | None = None,
+    ready: bool = True,
 ) -> dict[str, Any]:
-    """Every container started and ready (there are no probes to fail)."""
+    """Every container started, and ready unless ``ready`` is False (a readiness delay;
+    there are no probes to fail)."""
     spec = pod.get("spec") or {}
     uid = str((pod.get("metadata") or {}).get("uid", ""))
     restarts = restart_counts or {}
@@ -92,7 +94,7 @@ def running_status(
         one = _base_container_status(uid, container, count, devices.get(name, ()))
         started_at = now if count else start_time
         one.update(
-            {"ready": True, "started": True, "state": {"running": {"startedAt": started_at}}}
+            {"ready": ready, "started": True, "state": {"running": {"startedAt": started_at}}}
         )
         if count:
             one["lastState"] = {
@@ -126,8 +128,8 @@ def running_status(
         "conditions": [
             _condition("PodReadyToStartContainers", True, start_time),
             _condition("Initialized", True, start_time),
-            _condition("Ready", True, now),
-            _condition("ContainersReady", True, now),
+            _condition("Ready", ready, now),
+            _condition("ContainersReady", ready, now),
             _condition("PodScheduled", True, start_time),
         ],
         "hostIP": host_ip,
