@@ -10,7 +10,7 @@ import pytest
 from kai_py.api import keys
 from kai_py.binder import stagger
 from kai_py.binder.binding import Binder, BinderConfig
-from tests.operator.test_binder_units import BR, POD, RES, FakeKube, events, setup
+from test_binder_units import BR, POD, RES, FakeKube, events, setup
 
 Json = dict[str, Any]
 
