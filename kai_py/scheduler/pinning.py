@@ -146,7 +146,7 @@ def shortfall(task: Task, node: Node) -> str | None:
         many = f"{task.gpu_devices} GPUs" if task.gpu_devices > 1 else "GPU"
         return (
             f"node(s) had no {many} allowed by {pin.text} with {_percent(portion)} free "
-            f"({', '.join(parts)}){_unhealthy(task, node)}"
+            f"({', '.join(parts)}){unhealthy_clause(task, node)}"
         )
     need = cards_needed(task)
     free = [card.uuid for card in allowed if card.uuid not in taken]
@@ -154,10 +154,10 @@ def shortfall(task: Task, node: Node) -> str | None:
     text = f"node(s) had {len(free)} free GPU(s) allowed by {pin.text}, {need} needed"
     if busy:
         text += f" ({', '.join(busy)} in use)"
-    return text + _unhealthy(task, node)
+    return text + unhealthy_clause(task, node)
 
 
-def _unhealthy(task: Task, node: Node) -> str:
+def unhealthy_clause(task: Task, node: Node) -> str:
     """The cards the pin would allow but for their health, as a clause of the reason."""
     pin = task.pin
     assert pin is not None

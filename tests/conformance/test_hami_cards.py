@@ -22,7 +22,7 @@ import pytest
 
 from kai_py.api.objects import WorkloadError
 from kai_py.gpu import hami, inventory, pins
-from kai_py.scheduler.model import Card
+from kai_py.scheduler.model import Card, Config
 from kai_py.simulate.simulation import Simulation, to_json
 from kai_py.state.documents import Document
 
@@ -652,7 +652,7 @@ FIT_CASES = [
 
 
 def _manifest(pod: Asks, order: int) -> dict[str, Any]:
-    limits = {"nvidia.com/gpu": str(pod.gpus)}
+    limits = {"nvidia.com/gpu": str(pod.gpus)} if pod.gpus else {}
     if pod.mem is not None:
         limits["nvidia.com/gpumem"] = str(pod.mem)
     if pod.percent is not None:
@@ -708,12 +708,14 @@ QUEUE = {
 }
 
 
-def run_pods(nodes: dict[str, list[Gpu]], pods: list[Asks]) -> dict[str, Any]:
+def run_pods(
+    nodes: dict[str, list[Gpu]], pods: list[Asks], config: Config | None = None
+) -> dict[str, Any]:
     """One allocate cycle over the nodes and pods (in creation order), as kai-py simulate."""
     bodies = [_node(n, g) for n, g in nodes.items()] + [QUEUE]
     bodies += [_manifest(p, i) for i, p in enumerate(pods)]
     docs = [Document(f"case#{i}", json.loads(json.dumps(b))) for i, b in enumerate(bodies)]
-    return to_json(Simulation(docs).run(1))
+    return to_json(Simulation(docs, config=config).run(1))
 
 
 def _fit_param(case: FitCase) -> Any:
