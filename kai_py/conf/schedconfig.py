@@ -26,12 +26,11 @@ from typing import Any
 import yaml
 
 from kai_py.api.durations import parse_duration
-from kai_py.conf.kaiconfig import KAI_PLUGINS
+from kai_py.conf.kaiconfig import CARD_PLUGINS, KAI_PLUGINS
 from kai_py.scheduler.model import DEFAULT_ACTIONS, Config
 from kai_py.state.documents import InputError
 
 _KNOWN_ACTIONS = frozenset(DEFAULT_ACTIONS)
-_CARD_PLUGINS = {"gpupack": "binpack", "gpuspread": "spread"}
 
 # KAI settings kai-py accepts but does not apply (with why, for the warning).
 _IGNORED = {
@@ -160,9 +159,9 @@ def _tiers(value: Any, config: Config, warnings: list[str], where: str) -> None:
                         f"strategy ({gpu}); {cpu!r} is not applied"
                     )
                 continue
-            if name in _CARD_PLUGINS:
+            if name in CARD_PLUGINS:
                 # KAI's card order for shared pods: gpupack fills cards, gpuspread empties.
-                card = _CARD_PLUGINS[name]
+                card = CARD_PLUGINS[name]
                 if config.card_placement and config.card_placement != card:
                     raise InputError(
                         [f"{where}: {at}: gpupack and gpuspread together; list one of them"]
