@@ -570,6 +570,54 @@ FIT_CASES = [
         Asks("p", percent=0),
         "Pending",
     ),
+    # pkg/scheduler/score_test.go, Test_fitInCertainDevice
+    FitCase(
+        "Test_fitInCertainDevice/allocated device",
+        {"node-1": [Gpu("GPU-0", 8192)]},
+        [Asks("first", mem=2048, cores=1, annotations={USE_UUID: "GPU-0"})],
+        Asks("p", mem=1024, cores=1),
+        "Bound",
+        cards="joins first",
+    ),
+    FitCase(
+        "Test_fitInCertainDevice/core limit exceed 100",
+        {"node-1": [Gpu("GPU-0", 8192)]},
+        [Asks("first", mem=2048, cores=1, annotations={USE_UUID: "GPU-0"})],
+        Asks("p", mem=1024, cores=200),
+        "Pending",
+        xfail="compute shares (nvidia.com/gpucores) are not enforced: kai-py drops them",
+    ),
+    FitCase(
+        "Test_fitInCertainDevice/card insufficient remaining memory",
+        {"node-1": [Gpu("GPU-0", 8000)]},
+        [Asks("first", mem=8000, cores=1, annotations={USE_UUID: "GPU-0"})],
+        Asks("p", percent=100, cores=100),
+        "Pending",
+    ),
+    FitCase(
+        "Test_fitInCertainDevice/the container wants exclusive access to an entire card, but the "
+        "card is already in use",
+        {"node-1": [Gpu("GPU-0", 8192)]},
+        [Asks("first", mem=2048, cores=0, annotations={USE_UUID: "GPU-0"})],
+        Asks("p", mem=100, cores=100),
+        "Pending",
+        xfail="compute shares (nvidia.com/gpucores: 100 = the card alone) are not enforced",
+    ),
+    FitCase(
+        "Test_fitInCertainDevice/can't allocate core=0 job to an already full GPU",
+        {"node-1": [Gpu("GPU-0", 8192)]},
+        [Asks("first", mem=2048, cores=100, annotations={USE_UUID: "GPU-0"})],
+        Asks("p", mem=1024, cores=0),
+        "Pending",
+        xfail="compute shares (nvidia.com/gpucores) are not enforced: kai-py drops them",
+    ),
+    FitCase(
+        "Test_fitInCertainDevice/card uuid don't match",
+        {"node-1": [Gpu("GPU-0", 8192)]},
+        [Asks("first", mem=2048, cores=1, annotations={USE_UUID: "GPU-0"})],
+        Asks("p", mem=1024, cores=1, annotations={USE_UUID: "GPU-abc"}),
+        "Pending",
+    ),
     # pkg/scheduler/score_test.go, Test_calcScore (HAMi's default policies: nodes
     # binpack, cards spread)
     FitCase(
