@@ -292,11 +292,12 @@ class Placer:
                 return Placement(s.nodes[best[1]], (), True)
         return None
 
-    def _score(self, task: Task, node: Node, future: bool) -> tuple[float, ...]:
+    @staticmethod
+    def _score(task: Task, node: Node, future: bool, spread: bool) -> tuple[float, ...]:
         free_gpu = node.free_gpus_future() if future else node.free_gpus_now()
         idle_cpu = node.allocatable.cpu - node.used.cpu
         key = (free_gpu, idle_cpu) if task.is_shared or task.request.gpu > EPS else (idle_cpu,)
-        return tuple(-k for k in key) if self._node_spread(task) else key
+        return tuple(-k for k in key) if spread else key
 
     def _find_scan(self, task: Task, skip_avoided: bool) -> Placement | None:
         s = self.session
@@ -304,6 +305,7 @@ class Placer:
         scored: list[tuple[tuple[object, ...], Placement]] | None = (
             [] if has_preferences(task) else None
         )
+        spread, card_spread = self._node_spread(task), self._card_spread(task)
         for future in (False, True):
             best: tuple[tuple[object, ...], Placement] | None = None
             nodes = s.nodes.values() if not future else [s.nodes[n] for n in s.index.releasing]
@@ -319,19 +321,20 @@ class Placer:
                     if groups is None:
                         continue
                     held = sum(node.groups[g].used if g in node.groups else 0.0 for g in groups)
-                    fill = -held if self._card_spread(task) else held
-                    key: tuple[object, ...] = (-fill, *self._score(task, node, future), node.name)
+                    fill = -held if card_spread else held
+                    order = self._score(task, node, future, spread)
+                    key: tuple[object, ...] = (-fill, *order, node.name)
                     if task.policy is not None:
                         # A pod's own policies (HAMi's): its node policy chooses the node,
                         # its card policy only the cards on it.
-                        key = (*self._score(task, node, future), -fill, node.name)
+                        key = (*order, -fill, node.name)
                     placement = Placement(node, groups, future)
                 else:
                     if not self._fits_whole(task, node, future):
                         continue
                     if self.predicates.check(task, node) is not None:
                         continue
-                    key = (*self._score(task, node, future), node.name)
+                    key = (*self._score(task, node, future, spread), node.name)
                     placement = Placement(node, (), future)
                 if scored is not None:
                     scored.append((key, placement))
@@ -355,6 +358,7 @@ class Placer:
             if nominated is not None:
                 return nominated
         shared = task.is_shared
+        spread, card_spread = self._node_spread(task), self._card_spread(task)
         for future in (False, True):
             ordered = self._domain_order(task, nodes, future)
             best: tuple[tuple[object, ...], Placement] | None = None
@@ -373,8 +377,8 @@ class Placer:
                     key = (
                         rank.get(node.name, 0),
                         node.avoided is not None,
-                        -(-held if self._card_spread(task) else held),
-                        *self._score(task, node, future),
+                        -(-held if card_spread else held),
+                        *self._score(task, node, future, spread),
                         node.name,
                     )
                     if best is None or key < best[0]:
