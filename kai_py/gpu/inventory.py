@@ -9,9 +9,10 @@ this shape, version 1 (docs/pinning.md)::
                 "memoryMiB": 81920, "health": "Healthy"}]}
 
 HAMi's device plugin registers a node's cards in ``hami.io/node-nvidia-register``:
-older releases as ``UUID,split,memMiB,cores,type,numa,healthy`` items joined
-by ``:``, newer ones as a JSON list of objects (``id``, ``index``, ``devmem``,
-``type``, ``health``). kai-py's own annotation wins when both are present.
+as ``UUID,count,memMiB,cores,type,numa,health[,index,mode]`` items joined by
+``:``, or as a JSON list of objects (``id``, ``index``, ``devmem``, ``type``,
+``health``). It is read as HAMi v2.10 reads it: one malformed field refuses the
+whole annotation. kai-py's own annotation wins when both are present.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ def parse_inventory(raw: str) -> tuple[Card, ...]:
     return _checked(name, raw, cards)
 
 
+# strconv.ParseBool's words, as HAMi reads the health field.
+_TRUE: Final = frozenset({"1", "t", "true"})
+_BOOLS: Final = _TRUE | {"0", "f", "false"}
+
+
 def parse_hami_register(raw: str) -> tuple[Card, ...]:
     """HAMi's registration, read as HAMi v2.10 reads it: one bad field refuses it all."""
     name = keys.HAMI_NODE_REGISTER_ANNOTATION
@@ -131,13 +137,13 @@ def parse_hami_register(raw: str) -> tuple[Card, ...]:
         if len(fields) not in (7, 9):
             raise _bad(name, raw, f"device {i} has {len(fields)} fields, 7 or 9 expected")
         for pos, field in ((1, "count"), (2, "memory"), (3, "cores"), (5, "numa")):
-            _whole_field(name, raw, i, field, fields[pos], negative=True)
+            _whole_field(name, raw, i, field, fields[pos], signed=True)
         if fields[6].lower() not in _BOOLS:
             raise _bad(name, raw, f"device {i}: health {fields[6]!r} is not true or false")
         # The 7-field form has no index: the cards are numbered in the order listed.
         index = i
         if len(fields) == 9:
-            index = _whole_field(name, raw, i, "index", fields[7], negative=False)
+            index = _whole_field(name, raw, i, "index", fields[7], signed=False)
         cards.append(
             Card(
                 index=index,
@@ -150,13 +156,8 @@ def parse_hami_register(raw: str) -> tuple[Card, ...]:
     return _checked(name, raw, cards)
 
 
-# strconv.ParseBool's words, as HAMi reads the health field.
-_TRUE: Final = frozenset({"1", "t", "true"})
-_BOOLS: Final = _TRUE | {"0", "f", "false"}
-
-
 def _whole_field(
-    annotation: str, raw: str, device: int, field: str, value: str, negative: bool
+    annotation: str, raw: str, device: int, field: str, value: str, signed: bool
 ) -> int:
     try:
         number = int(value)
@@ -164,7 +165,7 @@ def _whole_field(
         raise _bad(
             annotation, raw, f"device {device}: {field} {value!r} is not a whole number"
         ) from None
-    if number < 0 and not negative:
+    if number < 0 and not signed:
         raise _bad(annotation, raw, f"device {device}: {field} {number} is negative")
     return number
 
