@@ -65,6 +65,11 @@ USE_GPU_UUID_ANNOTATION: Final = "nvidia.com/use-gpuuuid"
 NOUSE_GPU_UUID_ANNOTATION: Final = "nvidia.com/nouse-gpuuuid"
 USE_GPU_TYPE_ANNOTATION: Final = "nvidia.com/use-gputype"
 NOUSE_GPU_TYPE_ANNOTATION: Final = "nvidia.com/nouse-gputype"
+#: Card indexes (comma list), the same on every node; HAMi v2.10 has no such key.
+USE_GPU_INDEX_ANNOTATION: Final = "nvidia.com/use-gpuindexes"
+#: HAMi's per-pod placement policies (binpack or spread), of nodes and of cards.
+HAMI_NODE_POLICY_ANNOTATION: Final = "hami.io/node-scheduler-policy"
+HAMI_GPU_POLICY_ANNOTATION: Final = "hami.io/gpu-scheduler-policy"
 #: kai-py's node inventory: the node's cards as JSON (docs/pinning.md), by ``kai-py node-agent``.
 GPU_INVENTORY_ANNOTATION: Final = "kai.scheduler/gpu-inventory"
 #: HAMi's node registration, read where present (clusters moving from HAMi).

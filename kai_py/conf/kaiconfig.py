@@ -50,6 +50,8 @@ KAI_PLUGINS: Final = frozenset(
 )
 
 _STRATEGIES: Final = ("binpack", "spread")
+#: KAI's plugins that order the cards of shared pods: card placement they stand for.
+CARD_PLUGINS: Final = {"gpupack": "binpack", "gpuspread": "spread"}
 _NOT_GO: Final = "kai-py is a Python process: there is no Go memory limit to set"
 
 
@@ -251,6 +253,9 @@ def _plugin(
             f"{where}.arguments",
             out,
         )
+    elif name in CARD_PLUGINS and enabled is not False:
+        # KAI's card order for shared pods; a pod's own HAMi policy still comes first.
+        out.config.card_placement = CARD_PLUGINS[name]
     elif name == "minruntime":
         for key, attr in (
             ("defaultPreemptMinRuntime", "preempt_min_runtime"),

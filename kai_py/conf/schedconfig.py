@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from kai_py.api.durations import parse_duration
-from kai_py.conf.kaiconfig import KAI_PLUGINS
+from kai_py.conf.kaiconfig import CARD_PLUGINS, KAI_PLUGINS
 from kai_py.scheduler.model import DEFAULT_ACTIONS, Config
 from kai_py.state.documents import InputError
 
@@ -159,6 +159,14 @@ def _tiers(value: Any, config: Config, warnings: list[str], where: str) -> None:
                         f"strategy ({gpu}); {cpu!r} is not applied"
                     )
                 continue
+            if name in CARD_PLUGINS:
+                # KAI's card order for shared pods: gpupack fills cards, gpuspread empties.
+                card = CARD_PLUGINS[name]
+                if config.card_placement and config.card_placement != card:
+                    raise InputError(
+                        [f"{where}: {at}: gpupack and gpuspread together; list one of them"]
+                    )
+                config.card_placement = card
             if name not in KAI_PLUGINS:
                 # A typo, another scheduler's plugin, or one of KAI's kai-py lacks (numa).
                 warnings.append(

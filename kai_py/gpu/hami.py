@@ -8,7 +8,7 @@ into KAI's sharing annotations before it is stored, and ``kai-py simulate``
 reads such a pod as the webhook would write it:
 
 - ``gpumem-percentage: P`` (P < 100)  -> ``gpu-fraction: P/100``
-- ``gpumem-percentage: 100``          -> N whole GPUs (``nvidia.com/gpu: N`` stays)
+- ``gpumem-percentage: 100`` (or 0)   -> N whole GPUs (``nvidia.com/gpu: N`` stays)
 - ``gpumem: M``                       -> ``gpu-memory: M``
 - N > 1                               -> ``gpu-fraction-num-devices: N``
 
@@ -50,7 +50,7 @@ class HamiError(ValueError):
     """A HAMi request kai-py cannot translate; the message names pod, field and value."""
 
 
-def _who(pod: Mapping[str, Any]) -> str:
+def pod_ref(pod: Mapping[str, Any]) -> str:
     m = pod.get("metadata") or {}
     name = m.get("name") or m.get("generateName") or "<unnamed>"
     return f"Pod {m.get('namespace') or 'default'}/{name}"
@@ -68,7 +68,7 @@ def _value(pod: Mapping[str, Any], container: Mapping[str, Any], res: str) -> st
 def _whole(pod: Mapping[str, Any], path: str, raw: str, low: int, high: int | None) -> int:
     if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
         span = f"{low}..{high}" if high is not None else f"{low} or more"
-        raise HamiError(f"{_who(pod)}: {path}: must be a whole number {span}, got {raw!r}")
+        raise HamiError(f"{pod_ref(pod)}: {path}: must be a whole number {span}, got {raw!r}")
     return int(raw)
 
 
@@ -100,7 +100,7 @@ def translate(pod: Mapping[str, Any], memory_cap: bool = False) -> tuple[Json, s
     if len(users) > 1:
         names = ", ".join(str(containers[i].get("name")) for i in users)
         raise HamiError(
-            f"{_who(pod)}: containers {names} all ask for HAMi GPU shares; kai-py shares "
+            f"{pod_ref(pod)}: containers {names} all ask for HAMi GPU shares; kai-py shares "
             "cards per pod, so only one container may"
         )
     index = users[0]
@@ -110,7 +110,7 @@ def translate(pod: Mapping[str, Any], memory_cap: bool = False) -> tuple[Json, s
     for key in (keys.GPU_FRACTION_ANNOTATION, keys.GPU_MEMORY_ANNOTATION):
         if key in ann:
             raise HamiError(
-                f"{_who(pod)}: metadata.annotations[{key}]={ann[key]!r} cannot be combined with "
+                f"{pod_ref(pod)}: metadata.annotations[{key}]={ann[key]!r} cannot be combined with "
                 f"HAMi's resources in {base}; use one way to share"
             )
     mem = _value(pod, container, keys.HAMI_GPUMEM_RESOURCE)
@@ -120,7 +120,7 @@ def translate(pod: Mapping[str, Any], memory_cap: bool = False) -> tuple[Json, s
     count = 1 if gpus_raw is None else _whole(pod, f"{base}.{keys.GPU_RESOURCE}", gpus_raw, 1, None)
     if mem is not None and pct is not None:
         raise HamiError(
-            f"{_who(pod)}: {base}: {keys.HAMI_GPUMEM_RESOURCE}={mem!r} and "
+            f"{pod_ref(pod)}: {base}: {keys.HAMI_GPUMEM_RESOURCE}={mem!r} and "
             f"{keys.HAMI_GPUMEM_PERCENTAGE_RESOURCE}={pct!r} together; give one"
         )
     before = [f"{keys.GPU_RESOURCE}: {count}"]
@@ -129,9 +129,11 @@ def translate(pod: Mapping[str, Any], memory_cap: bool = False) -> tuple[Json, s
     memory_mib: int | None = None
     if pct is not None:
         path = f"{base}.{keys.HAMI_GPUMEM_PERCENTAGE_RESOURCE}"
-        percent = _whole(pod, path, pct, 1, 100)
+        percent = _whole(pod, path, pct, 0, 100)
         before.append(f"{keys.HAMI_GPUMEM_PERCENTAGE_RESOURCE}: {percent}")
-        if percent == 100:
+        if percent in (0, 100):
+            # HAMi v2.10 books the whole card for 0 (no share given, and its default
+            # share is the whole card): whole cards, never a card shared at 0 %.
             whole = True
         else:
             fraction = f"{percent / 100:g}"

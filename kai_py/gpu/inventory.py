@@ -9,9 +9,10 @@ this shape, version 1 (docs/pinning.md)::
                 "memoryMiB": 81920, "health": "Healthy"}]}
 
 HAMi's device plugin registers a node's cards in ``hami.io/node-nvidia-register``:
-older releases as ``UUID,split,memMiB,cores,type,numa,healthy`` items joined
-by ``:``, newer ones as a JSON list of objects (``id``, ``index``, ``devmem``,
-``type``, ``health``). kai-py's own annotation wins when both are present.
+as ``UUID,count,memMiB,cores,type,numa,health[,index,mode]`` items joined by
+``:``, or as a JSON list of objects (``id``, ``index``, ``devmem``, ``type``,
+``health``). It is read as HAMi v2.10 reads it: one malformed field refuses the
+whole annotation. kai-py's own annotation wins when both are present.
 """
 
 from __future__ import annotations
@@ -90,7 +91,13 @@ def parse_inventory(raw: str) -> tuple[Card, ...]:
     return _checked(name, raw, cards)
 
 
+# strconv.ParseBool's words, as HAMi reads the health field.
+_TRUE: Final = frozenset({"1", "t", "true"})
+_BOOLS: Final = _TRUE | {"0", "f", "false"}
+
+
 def parse_hami_register(raw: str) -> tuple[Card, ...]:
+    """HAMi's registration, read as HAMi v2.10 reads it: one bad field refuses it all."""
     name = keys.HAMI_NODE_REGISTER_ANNOTATION
     text = raw.strip()
     cards: list[Card] = []
@@ -99,37 +106,68 @@ def parse_hami_register(raw: str) -> tuple[Card, ...]:
             items = json.loads(text)
         except ValueError as exc:
             raise _bad(name, raw, f"not JSON: {exc}") from None
-        for i, item in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(items, list):
+            raise _bad(name, raw, "expected a JSON list of devices")
+        for i, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-                raise _bad(name, raw, f"item {i} needs an id")
+                raise _bad(name, raw, f"device {i} needs an id")
+            for key in ("index", "count", "devmem", "devcore", "numa"):
+                value = item.get(key, 0)
+                if not isinstance(value, int) or isinstance(value, bool):
+                    raise _bad(name, raw, f"device {i}: {key} {value!r} is not a whole number")
+            if item.get("index", 0) < 0:
+                raise _bad(name, raw, f"device {i}: index {item['index']} is negative")
+            if not isinstance(item.get("health", False), bool):
+                raise _bad(name, raw, f"device {i}: health {item['health']!r} is not true or false")
             cards.append(
                 Card(
-                    index=int(item.get("index", i)),
+                    # HAMi leaves out zero values (index 0, health false) when it writes.
+                    index=int(item.get("index", 0)),
                     uuid=item["id"],
                     product=_hami_product(str(item.get("type") or "")),
                     memory_mib=float(item.get("devmem") or 0),
-                    healthy=bool(item.get("health", True)),
+                    healthy=bool(item.get("health", False)),
                 )
             )
         return _checked(name, raw, cards)
-    for i, part in enumerate(p for p in text.split(":") if p.strip()):
-        fields = part.split(",")
-        if len(fields) < 7:
-            raise _bad(name, raw, f"device {i} has {len(fields)} fields, 7 expected")
-        try:
-            memory = float(fields[2])
-        except ValueError:
-            raise _bad(name, raw, f"device {i}: memory {fields[2]!r} is not a number") from None
+    if ":" not in text:
+        raise _bad(name, raw, "no ':' between devices")
+    for i, part in enumerate(p for p in text.split(":") if p):
+        fields = [f.strip() for f in part.split(",")]
+        if len(fields) not in (7, 9):
+            raise _bad(name, raw, f"device {i} has {len(fields)} fields, 7 or 9 expected")
+        for pos, field in ((1, "count"), (2, "memory"), (3, "cores"), (5, "numa")):
+            _whole_field(name, raw, i, field, fields[pos], signed=True)
+        if fields[6].lower() not in _BOOLS:
+            raise _bad(name, raw, f"device {i}: health {fields[6]!r} is not true or false")
+        # The 7-field form has no index: the cards are numbered in the order listed.
+        index = i
+        if len(fields) == 9:
+            index = _whole_field(name, raw, i, "index", fields[7], signed=False)
         cards.append(
             Card(
-                index=i,
-                uuid=fields[0].strip(),
+                index=index,
+                uuid=fields[0],
                 product=_hami_product(fields[4]),
-                memory_mib=memory,
-                healthy=fields[6].strip().lower() == "true",
+                memory_mib=float(fields[2]),
+                healthy=fields[6].lower() in _TRUE,
             )
         )
     return _checked(name, raw, cards)
+
+
+def _whole_field(
+    annotation: str, raw: str, device: int, field: str, value: str, signed: bool
+) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise _bad(
+            annotation, raw, f"device {device}: {field} {value!r} is not a whole number"
+        ) from None
+    if number < 0 and not signed:
+        raise _bad(annotation, raw, f"device {device}: {field} {number} is negative")
+    return number
 
 
 def _hami_product(kind: str) -> str:

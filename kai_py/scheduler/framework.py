@@ -39,6 +39,7 @@ def _no_order(_: object, *__: object) -> tuple[object, ...]:
 @dataclass(slots=True)
 class Framework:
     placement: str = "binpack"
+    card_placement: str = "binpack"  # cards of shared pods (KAI's gpupack / gpuspread)
     predicates: list[tuple[str, Predicate]] = field(default_factory=list)
     job_order: JobOrder = _no_order
     queue_order: QueueOrder = _no_order

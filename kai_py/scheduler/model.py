@@ -136,9 +136,10 @@ class Card:
 class GpuPin:
     """Which cards a pod may use (HAMi's pod annotations), already validated.
 
-    ``use_*`` are allow lists, ``nouse_*`` deny lists; a deny list of the same kind is
-    ignored when an allow list is present, as HAMi does. Types match as a
-    case-insensitive substring of the card's product name.
+    ``use_*`` are allow lists, ``nouse_*`` deny lists; every list given applies, so a
+    card named in both an allow and a deny list is excluded (HAMi v2.10). Types match
+    as a case-insensitive substring of the card's product name; indexes are the
+    card's index on its node (the same on every node).
     """
 
     use_uuids: tuple[str, ...] = ()
@@ -146,22 +147,30 @@ class GpuPin:
     use_types: tuple[str, ...] = ()
     nouse_types: tuple[str, ...] = ()
     text: str = ""  # the annotations as the user wrote them, for messages
+    use_indexes: tuple[int, ...] = ()
 
     def allows(self, card: Card) -> bool:
         if not card.healthy:
             return False
-        if self.use_uuids:
-            if card.uuid not in self.use_uuids:
-                return False
-        elif card.uuid in self.nouse_uuids:
+        if self.use_uuids and card.uuid not in self.use_uuids:
+            return False
+        if card.uuid in self.nouse_uuids:
+            return False
+        if self.use_indexes and card.index not in self.use_indexes:
             return False
         product = card.product.lower()
-        if self.use_types:
-            if not any(t.lower() in product for t in self.use_types):
-                return False
-        elif any(t.lower() in product for t in self.nouse_types):
+        if self.use_types and not any(t.lower() in product for t in self.use_types):
             return False
-        return True
+        return not any(t.lower() in product for t in self.nouse_types)
+
+
+@dataclass(slots=True, frozen=True)
+class PodPolicy:
+    """A pod's own placement (HAMi's per-pod policies): ``binpack`` or ``spread`` for the
+    node and for the cards on it, instead of the cluster's placement."""
+
+    node: str
+    card: str
 
 
 #: Where the names of new GPU groups come from (``new_group_id``).
@@ -473,6 +482,7 @@ class Task:
     # what was freed for it goes to it first.
     nominated_node: str | None = None
     pin: GpuPin | None = None  # nvidia.com/use-gpuuuid and friends; None = any card
+    policy: PodPolicy | None = None  # HAMi's per-pod policies; None = the cluster's
     # The cards this task holds (one per GPU group for a shared task), when known:
     # reported for running pods, chosen by the scheduler for pinned pods it places.
     gpu_uuids: tuple[str, ...] = ()
@@ -524,6 +534,7 @@ class Task:
         new.shadow = self.shadow
         new.nominated_node = self.nominated_node
         new.pin = self.pin
+        new.policy = self.policy
         new.gpu_uuids = self.gpu_uuids
         new.gates = self.gates
         new.needs = self.needs
@@ -558,6 +569,15 @@ class Task:
         if self.gpu_fraction > 0:
             return self.gpu_fraction
         if self.gpu_memory_mib > 0:
+            if self.pin is not None and len({c.memory_mib for c in node.cards}) > 1:
+                # Cards of mixed sizes, which no node-wide figure describes: a pinned pod
+                # lands only on its allowed cards, so its share is measured against the
+                # smallest of those, not the node's smallest card.
+                sizes = [
+                    c.memory_mib for c in node.cards if c.memory_mib > 0 and self.pin.allows(c)
+                ]
+                if sizes:
+                    return self.gpu_memory_mib / min(sizes)
             if node.gpu_memory_mib <= 0:
                 return INF
             return self.gpu_memory_mib / node.gpu_memory_mib  # above 1: does not fit a card
@@ -815,6 +835,9 @@ class Config:
     """The scheduler's configuration (KAI's scheduler config and parameters)."""
 
     placement: str = "binpack"  # or "spread"
+    # Which card a shared pod takes on its node: KAI's gpupack ("binpack") or gpuspread
+    # ("spread") plugin; "" = as ``placement``. A pod's own HAMi policy comes first.
+    card_placement: str = ""
     # Pods one consolidation may move: 0 turns consolidation off (as KAI), None = no cap.
     max_consolidation_victims: int | None = 16
     stale_gang_eviction: bool = True

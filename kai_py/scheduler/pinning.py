@@ -14,6 +14,7 @@ changes it, so the undo log stays the only writer.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 
@@ -145,7 +146,7 @@ def shortfall(task: Task, node: Node) -> str | None:
         many = f"{task.gpu_devices} GPUs" if task.gpu_devices > 1 else "GPU"
         return (
             f"node(s) had no {many} allowed by {pin.text} with {_percent(portion)} free "
-            f"({', '.join(parts)})"
+            f"({', '.join(parts)}){unhealthy_clause(task, node)}"
         )
     need = cards_needed(task)
     free = [card.uuid for card in allowed if card.uuid not in taken]
@@ -153,7 +154,19 @@ def shortfall(task: Task, node: Node) -> str | None:
     text = f"node(s) had {len(free)} free GPU(s) allowed by {pin.text}, {need} needed"
     if busy:
         text += f" ({', '.join(busy)} in use)"
-    return text
+    return text + unhealthy_clause(task, node)
+
+
+def unhealthy_clause(task: Task, node: Node) -> str:
+    """The cards the pin would allow but for their health, as a clause of the reason."""
+    pin = task.pin
+    assert pin is not None
+    sick = [
+        card.uuid
+        for card in node.cards
+        if not card.healthy and pin.allows(dataclasses.replace(card, healthy=True))
+    ]
+    return f"; unhealthy, left out: {', '.join(sick)}" if sick else ""
 
 
 def never_satisfiable(task: Task, nodes: Iterable[Node]) -> str | None:
@@ -172,6 +185,18 @@ def never_satisfiable(task: Task, nodes: Iterable[Node]) -> str | None:
     if missing:
         problems.append(
             f"nvidia.com/use-gputype names {', '.join(missing)}, which no node's GPU matches"
+        )
+    denied = [u for u in pin.use_uuids if u in pin.nouse_uuids]
+    if pin.use_uuids and len(denied) == len(pin.use_uuids):
+        problems.append(
+            f"every card nvidia.com/use-gpuuuid names is also in nvidia.com/nouse-gpuuuid "
+            f"({', '.join(denied)}), and a card in both lists is excluded"
+        )
+    indexes = {card.index for card in cards}
+    absent = [str(i) for i in pin.use_indexes if i not in indexes]
+    if absent:
+        problems.append(
+            f"nvidia.com/use-gpuindexes names {', '.join(absent)}, which no node's GPU has"
         )
     if not problems and not cards:
         problems.append("no node publishes a GPU inventory, so no pinned pod can be placed")

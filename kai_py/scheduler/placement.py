@@ -63,6 +63,7 @@ class Placer:
             )
         )
         self.spread = session.framework.placement == "spread"
+        self.card_spread = session.framework.card_placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
         # Demands that found no node, with the session's release generation then: a
         # search is repeated only once something was freed (victim searches ask the
@@ -83,6 +84,16 @@ class Placer:
         as usual; None lifts the hold."""
         self._within = nodes
         self._rank = rank or {}
+
+    def _node_spread(self, task: Task) -> bool:
+        """Spread nodes for this task: its own HAMi node policy, else the cluster's."""
+        policy = task.policy
+        return self.spread if policy is None else policy.node == "spread"
+
+    def _card_spread(self, task: Task) -> bool:
+        """Spread cards for this task: its own HAMi card policy, else the cluster's."""
+        policy = task.policy
+        return self.card_spread if policy is None else policy.card == "spread"
 
     # --------------------------------------------------------------- fit
     @staticmethod
@@ -166,7 +177,8 @@ class Placer:
         if len(options) < task.gpu_devices:
             return None
         # Binpack: the fullest card that fits; spread: the emptiest. A fresh card is the emptiest.
-        options.sort(key=lambda o: (o[0] if self.spread else -o[0], o[1] not in node.groups, o[1]))
+        spread = self._card_spread(task)
+        options.sort(key=lambda o: (o[0] if spread else -o[0], o[1] not in node.groups, o[1]))
         return tuple(gid for _, gid in options[: task.gpu_devices])
 
     # ------------------------------------------------------------ choose
@@ -251,7 +263,8 @@ class Placer:
         # cache lookup (which hashes the task's shape) is paid for it. Nothing changes
         # while the index is walked: the caller allocates once this returns.
         nodes = s.nodes
-        for bucket in s.index.free_gpu_buckets(need, self.spread):
+        spread = self.spread if task.policy is None else task.policy.node == "spread"
+        for bucket in s.index.free_gpu_buckets(need, spread):
             for name in bucket:
                 node = nodes[name]
                 if skip_avoided and node.avoided is not None:
@@ -264,7 +277,7 @@ class Placer:
         # The best releasing node: fewest GPUs free once released (most for spread),
         # then by name. Buckets of whole free GPUs are in that order, so the best
         # of the first bucket with a fit is the best of all.
-        for bucket in s.index.releasing_by_future_gpus(need, self.spread):
+        for bucket in s.index.releasing_by_future_gpus(need, spread):
             best: tuple[float, str] | None = None
             for name in bucket:
                 node = s.nodes[name]
@@ -272,18 +285,19 @@ class Placer:
                     continue
                 if self._fits_whole(task, node, True) and self.predicates.check(task, node) is None:
                     free = node.free_gpus_future()
-                    key = (-free if self.spread else free, name)
+                    key = (-free if spread else free, name)
                     if best is None or key < best:
                         best = key
             if best is not None:
                 return Placement(s.nodes[best[1]], (), True)
         return None
 
-    def _score(self, task: Task, node: Node, future: bool) -> tuple[float, ...]:
+    @staticmethod
+    def _score(task: Task, node: Node, future: bool, spread: bool) -> tuple[float, ...]:
         free_gpu = node.free_gpus_future() if future else node.free_gpus_now()
         idle_cpu = node.allocatable.cpu - node.used.cpu
         key = (free_gpu, idle_cpu) if task.is_shared or task.request.gpu > EPS else (idle_cpu,)
-        return tuple(-k for k in key) if self.spread else key
+        return tuple(-k for k in key) if spread else key
 
     def _find_scan(self, task: Task, skip_avoided: bool) -> Placement | None:
         s = self.session
@@ -291,6 +305,7 @@ class Placer:
         scored: list[tuple[tuple[object, ...], Placement]] | None = (
             [] if has_preferences(task) else None
         )
+        spread, card_spread = self._node_spread(task), self._card_spread(task)
         for future in (False, True):
             best: tuple[tuple[object, ...], Placement] | None = None
             nodes = s.nodes.values() if not future else [s.nodes[n] for n in s.index.releasing]
@@ -306,15 +321,20 @@ class Placer:
                     if groups is None:
                         continue
                     held = sum(node.groups[g].used if g in node.groups else 0.0 for g in groups)
-                    fill = held if not self.spread else -held
-                    key: tuple[object, ...] = (-fill, *self._score(task, node, future), node.name)
+                    fill = -held if card_spread else held
+                    order = self._score(task, node, future, spread)
+                    key: tuple[object, ...] = (-fill, *order, node.name)
+                    if task.policy is not None:
+                        # A pod's own policies (HAMi's): its node policy chooses the node,
+                        # its card policy only the cards on it.
+                        key = (*order, -fill, node.name)
                     placement = Placement(node, groups, future)
                 else:
                     if not self._fits_whole(task, node, future):
                         continue
                     if self.predicates.check(task, node) is not None:
                         continue
-                    key = (*self._score(task, node, future), node.name)
+                    key = (*self._score(task, node, future, spread), node.name)
                     placement = Placement(node, (), future)
                 if scored is not None:
                     scored.append((key, placement))
@@ -338,6 +358,7 @@ class Placer:
             if nominated is not None:
                 return nominated
         shared = task.is_shared
+        spread, card_spread = self._node_spread(task), self._card_spread(task)
         for future in (False, True):
             ordered = self._domain_order(task, nodes, future)
             best: tuple[tuple[object, ...], Placement] | None = None
@@ -356,8 +377,8 @@ class Placer:
                     key = (
                         rank.get(node.name, 0),
                         node.avoided is not None,
-                        -(held if not self.spread else -held),
-                        *self._score(task, node, future),
+                        -(-held if card_spread else held),
+                        *self._score(task, node, future, spread),
                         node.name,
                     )
                     if best is None or key < best[0]:
@@ -375,7 +396,7 @@ class Placer:
     def _domain_order(self, task: Task, nodes: list[Node], future: bool) -> list[Node]:
         """``nodes`` by (rank, avoided last, ``_score``, name), with _score written out:
         this sorts a domain's nodes for each task of a constrained gang."""
-        rank, sign = self._rank, -1.0 if self.spread else 1.0
+        rank, sign = self._rank, -1.0 if self._node_spread(task) else 1.0
         gpu_key = task.is_shared or task.request.gpu > EPS
         decorated: list[tuple[int, bool, float, float, str, Node]] = []
         for n in nodes:
@@ -445,6 +466,9 @@ class Placer:
                     return TOO_MANY_PODS  # no slot for a fresh card's reservation pod
                 return f"node(s) had no GPU with {portion:g} free to share"
         elif task.request.gpu > node.free_gpus_future() + EPS:
+            sick = [card.uuid for card in node.cards if not card.healthy]
+            if sick:
+                return f"Insufficient nvidia.com/gpu (unhealthy, left out: {', '.join(sick)})"
             return "Insufficient nvidia.com/gpu"
         if task.request.cpu > idle.cpu + node.releasing.cpu + EPS:
             return "Insufficient cpu"

@@ -348,6 +348,7 @@ def _parse_task(
     body = hami_as_translated(body)
     task = task_from_pod(body, job_uid, status, now)
     task.pin = pins.pin_of(body)
+    task.policy = pins.policy_of(body)
     if status is not TaskStatus.PENDING:
         task.gpu_uuids = pins.reported_uuids(body)
     return task, tuple(pins.pin_notes(body))
@@ -1078,7 +1079,7 @@ def _add_pod(
         task, notes = memo.task(body, facts, job.uid, built.snapshot.now)
         for note in notes:
             built.events.append(
-                Event("Pod", ns, name, "Warning", "GpuPinIgnored", f"{doc.source}: {note}")
+                Event("Pod", ns, name, "Normal", "GpuPinIgnored", f"{doc.source}: {note}")
             )
     except UNREADABLE as exc:
         m, spec = meta(body), body.get("spec") or {}

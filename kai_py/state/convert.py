@@ -89,13 +89,20 @@ def node_from_manifest(obj: Manifest) -> Node:
     if gpu_memory <= 0:
         # GPU Feature Discovery's label wins; the inventory fills in where it is missing.
         gpu_memory = inventory.card_memory_mib(cards)
+    capacity = resource_vector(who, "status.allocatable", allocatable)
+    healthy = sum(1 for card in cards if card.healthy)
+    if healthy < len(cards) and capacity.gpu > healthy:
+        # The device plugin may still count a card the inventory calls unhealthy: no pod
+        # gets it, pinned or not. Where the plugin already left it out, the count is at
+        # most one card per unhealthy card short, never below the healthy cards listed.
+        capacity.gpu = float(max(healthy, capacity.gpu - (len(cards) - healthy)))
     return Node(
         name=name,
         max_pods=_max_pods(who, allocatable),
         extended=_node_extended(who, allocatable),
         cards=cards,
         group_cards=inventory.group_cards(meta(obj).get("annotations") or {}),
-        allocatable=resource_vector(who, "status.allocatable", allocatable),
+        allocatable=capacity,
         labels=labels,
         taints=taints,
         ready=ready,

@@ -163,3 +163,16 @@ def test_the_configs_scheduler_service_switch_is_applied() -> None:
             "Deployment; kai-py's are set in its chart"
         ],
     )
+
+
+def test_gpupack_and_gpuspread_set_the_card_placement_of_shared_pods() -> None:
+    def card(plugins: dict[str, Any]) -> str:
+        return shard_settings(_shard({"plugins": plugins}).spec, Config(), "").config.card_placement
+
+    assert card({"gpuspread": {"enabled": True}}) == "spread"
+    assert card({"gpupack": {}}) == "binpack"
+    assert card({}) == ""  # as the node placement
+    assert card({"gpuspread": {"enabled": False}}) == ""
+    assert _texts({"plugins": {"gpuspread": {"enabled": False}}}) == [
+        "spec.plugins.gpuspread.enabled=false: kai-py's plugins are always on"
+    ]

@@ -16,6 +16,7 @@ from kopf.testing import KopfRunner
 from kai_py.controllers.webhooks.hami import memory_cap_enabled, mutation
 from kai_py.emulator.apiserver.threaded import ThreadedServer
 from kai_py.emulator.storage.errors import ApiError
+from kai_py.gpu.hami import HamiError
 
 OPERATOR = textwrap.dedent("""\
     import kopf
@@ -118,7 +119,7 @@ def test_the_webhook_translates_hami_pods(
     assert err.value.code == 422
     assert "Pod default/bad" in err.value.message
     assert (
-        "nvidia.com/gpumem-percentage: must be a whole number 1..100, got '150'"
+        "nvidia.com/gpumem-percentage: must be a whole number 0..100, got '150'"
         in err.value.message
     )
 
@@ -137,3 +138,50 @@ def test_the_mutation_leaves_other_pods_alone_and_caps_only_when_asked() -> None
         {"name": "CUDA_DEVICE_MEMORY_LIMIT", "value": "2048m"}
     ]
     assert not memory_cap_enabled({}) and memory_cap_enabled({"KAI_PY_HAMI_CORE": "true"})
+
+
+@pytest.mark.parametrize(
+    ("annotations", "words"),
+    [
+        (
+            {"hami.io/node-scheduler-policy": "Spread"},
+            "Pod default/p: metadata.annotations[hami.io/node-scheduler-policy]: 'Spread' is "
+            "not a policy kai-py applies: expected binpack or spread",
+        ),
+        (
+            {"hami.io/gpu-scheduler-policy": "binpack,numa"},
+            "Pod default/p: metadata.annotations[hami.io/gpu-scheduler-policy]: 'binpack,numa'",
+        ),
+        (
+            {"nvidia.com/use-gpuindexes": "0,one"},
+            "Pod default/p: metadata.annotations[nvidia.com/use-gpuindexes]: 'one' in '0,one' "
+            "is not a card index",
+        ),
+        (
+            {"nvidia.com/use-gpuuuid": "GPU-aaaa,12345"},
+            "Pod default/p: metadata.annotations[nvidia.com/use-gpuuuid]: '12345'",
+        ),
+    ],
+)
+def test_the_webhook_refuses_bad_hami_annotations_by_pod_key_and_value(
+    annotations: dict[str, str], words: str
+) -> None:
+    pod = _pod("p", {"nvidia.com/gpu": "1"})
+    pod["metadata"]["annotations"] = annotations
+    with pytest.raises(HamiError) as caught:
+        mutation(pod, memory_cap=False, scheduler_name="kai-scheduler")
+    assert str(caught.value).startswith(words)
+
+
+def test_the_webhook_admits_good_and_blank_hami_annotations_unchanged() -> None:
+    pod = _pod("p", {"nvidia.com/gpu": "1"})
+    pod["metadata"]["annotations"] = {
+        "hami.io/node-scheduler-policy": "spread",
+        "hami.io/gpu-scheduler-policy": "binpack",
+        "nvidia.com/use-gpuindexes": "0,1",
+        "nvidia.com/nouse-gpuuuid": "   ",  # no constraint, as in HAMi v2.10
+    }
+    assert mutation(pod, memory_cap=False, scheduler_name="kai-scheduler") is None
+    # Another scheduler's pod is not this webhook's to judge.
+    pod["metadata"]["annotations"]["hami.io/gpu-scheduler-policy"] = "topology-aware"
+    assert mutation(pod, memory_cap=False, scheduler_name="other") is None

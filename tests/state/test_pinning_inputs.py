@@ -82,13 +82,14 @@ def test_pin_rules_follow_hami() -> None:
         _pod({"nvidia.com/use-gpuuuid": "GPU-a, GPU-b", "nvidia.com/nouse-gpuuuid": "GPU-a"})
     )
     assert pin is not None
-    # The deny list is ignored beside an allow list, with a note saying so.
-    assert pin.allows(Card(0, "GPU-a")) and not pin.allows(Card(1, "GPU-c"))
+    # Both lists apply (HAMi v2.10): a card in both is excluded, without a note.
+    assert not pin.allows(Card(0, "GPU-a")) and not pin.allows(Card(1, "GPU-c"))
+    assert pin.allows(Card(2, "GPU-b"))
     assert (
-        "is ignored because nvidia.com/use-gpuuuid"
-        in pins.pin_notes(
+        pins.pin_notes(
             _pod({"nvidia.com/use-gpuuuid": "GPU-a", "nvidia.com/nouse-gpuuuid": "GPU-a"})
-        )[0]
+        )
+        == []
     )
     typed = pins.pin_of(_pod({"nvidia.com/nouse-gputype": "v100"}))
     assert typed is not None
@@ -101,9 +102,11 @@ def test_pin_rules_follow_hami() -> None:
 @pytest.mark.parametrize(
     ("ann", "words"),
     [
-        ({"nvidia.com/use-gpuuuid": " , "}, "is empty"),
+        ({"nvidia.com/use-gpuuuid": " , "}, "names nothing"),
         ({"nvidia.com/use-gpuuuid": "gpu-0"}, "'gpu-0' in 'gpu-0' is not a GPU UUID"),
-        ({"nvidia.com/nouse-gputype": ""}, "name at least one GPU type"),
+        ({"nvidia.com/nouse-gputype": ","}, "name at least one"),
+        ({"nvidia.com/use-gpuindexes": "0,x"}, "'x' in '0,x' is not a card index"),
+        ({"nvidia.com/use-gpuindexes": "-1"}, "'-1' in '-1' is not a card index"),
     ],
 )
 def test_bad_pins_name_pod_annotation_and_value(ann: dict[str, str], words: str) -> None:
@@ -145,8 +148,10 @@ def test_hami_memory_share_and_the_hami_core_cap() -> None:
     assert done is not None and "env" not in done[0]["spec"]["containers"][0]
 
 
-def test_hami_full_percentage_is_whole_cards_and_no_hami_is_untouched() -> None:
-    done = hami.translate(_pod(**{"nvidia.com/gpu": "3", "nvidia.com/gpumem-percentage": "100"}))
+@pytest.mark.parametrize("percent", ["100", "0"])
+def test_hami_full_percentage_is_whole_cards_and_no_hami_is_untouched(percent: str) -> None:
+    # 0 as HAMi v2.10 reads it: no share given, so its default, the whole card.
+    done = hami.translate(_pod(**{"nvidia.com/gpu": "3", "nvidia.com/gpumem-percentage": percent}))
     assert done is not None
     assert done[0]["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "3"}}
     assert "gpu-fraction" not in done[0]["metadata"]["annotations"]
@@ -172,7 +177,7 @@ def test_which_pods_ask_for_hami_resources() -> None:
 @pytest.mark.parametrize(
     ("limits", "ann", "words"),
     [
-        ({"nvidia.com/gpumem-percentage": "0"}, {}, "must be a whole number 1..100, got '0'"),
+        ({"nvidia.com/gpumem-percentage": "101"}, {}, "must be a whole number 0..100, got '101'"),
         ({"nvidia.com/gpumem": "x"}, {}, "nvidia.com/gpumem: must be a whole number"),
         ({"nvidia.com/gpumem": "1", "nvidia.com/gpumem-percentage": "5"}, {}, "together"),
         ({"nvidia.com/gpumem": "1"}, {"gpu-fraction": "0.5"}, "cannot be combined"),

@@ -4,8 +4,10 @@ A pod that asks for ``nvidia.com/gpumem`` or ``nvidia.com/gpumem-percentage``
 (HAMi's resources, which the NVIDIA device plugin does not advertise) is
 rewritten on CREATE by ``kai_py.gpu.hami.translate``: KAI's sharing
 annotations instead of those resources, and a record of what was done in
-``kai.scheduler/hami-translation``. A request that cannot be translated is
-refused with a message naming the pod, the field and the value.
+``kai.scheduler/hami-translation``. A request that cannot be translated, and a
+bad value of HAMi's pin or policy annotations (``nvidia.com/use-gpuuuid`` and
+friends, ``hami.io/node-scheduler-policy``, ``hami.io/gpu-scheduler-policy``),
+is refused with a message naming the pod, the field and the value.
 
 With HAMi-core installed on the nodes, ``KAI_PY_HAMI_CORE=true`` (off by
 default; a chart value sets it) also gives containers with a memory share
@@ -27,7 +29,8 @@ from typing import Any, Final
 import kopf
 
 from kai_py.api import keys
-from kai_py.gpu import hami
+from kai_py.api.objects import WorkloadError
+from kai_py.gpu import hami, pins
 
 HAMI_CORE_ENV: Final = "KAI_PY_HAMI_CORE"
 
@@ -47,6 +50,17 @@ def mutation(
     """The merge patch for one pod, or None to leave it; HamiError when it cannot be done."""
     if not _ours(body, scheduler_name):
         return None
+    try:
+        # HAMi's pod annotations are checked here too, so that a typo in a pin or a
+        # policy is refused when the pod is created rather than left Pending.
+        pins.pin_of(body)
+        pins.policy_of(body)
+    except WorkloadError as exc:
+        # Named as the translation's errors are: a pod being created may have only a
+        # generateName, and its namespace comes with the request.
+        raise hami.HamiError(
+            f"{hami.pod_ref(body)}: {str(exc).removeprefix(exc.obj + ': ')}"
+        ) from None
     done = hami.translate(body, memory_cap=memory_cap)
     if done is None and memory_cap:
         done = hami.memory_cap_only(body)

@@ -961,4 +961,5 @@ def shadow_of(task: Task) -> Task:
         task_priority=task.task_priority,
         shadow=True,
         pin=task.pin,  # a moved pinned pod may only land on its own cards
+        policy=task.policy,  # and is placed by its own node and card policies
     )

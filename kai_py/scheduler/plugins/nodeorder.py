@@ -14,3 +14,7 @@ def register(framework: Framework, config: Config) -> None:
     if config.placement not in ("binpack", "spread"):
         raise ValueError(f"placement must be binpack or spread, got {config.placement!r}")
     framework.placement = config.placement
+    card = config.card_placement or config.placement
+    if card not in ("binpack", "spread"):
+        raise ValueError(f"card placement must be binpack or spread, got {card!r}")
+    framework.card_placement = card

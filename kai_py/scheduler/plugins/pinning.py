@@ -5,6 +5,7 @@ from __future__ import annotations
 from kai_py.api.keys import GPU_INVENTORY_ANNOTATION
 from kai_py.scheduler.framework import Framework
 from kai_py.scheduler.model import Config, Node, Task
+from kai_py.scheduler.pinning import unhealthy_clause
 
 
 def gpu_pin(task: Task, node: Node) -> str | None:
@@ -14,7 +15,7 @@ def gpu_pin(task: Task, node: Node) -> str | None:
     if not node.cards:
         return f"node(s) published no GPU inventory ({GPU_INVENTORY_ANNOTATION})"
     if not any(pin.allows(card) for card in node.cards):
-        return f"node(s) had no GPU allowed by {pin.text}"
+        return f"node(s) had no GPU allowed by {pin.text}{unhealthy_clause(task, node)}"
     return None
 
 
