@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_binder_units import BR, POD, RES, FakeKube, events, setup
 
 from kai_py.api import keys
 from kai_py.binder import stagger
 from kai_py.binder.binding import Binder, BinderConfig
-from test_binder_units import BR, POD, RES, FakeKube, events, setup
 
 Json = dict[str, Any]
 
