@@ -208,7 +208,6 @@ class Binder:
         self._clock = clock
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._namespace_ready = False
         self._nodes_seen: dict[str, float] = {}  # node -> when a GET last found it
         self._node_locks: dict[str, threading.Lock] = {}
         self.pinned = PinnedBinder(
@@ -468,19 +467,16 @@ class Binder:
         with lock:
             yield
 
-    def _ensure_namespace(self) -> None:
-        if self._namespace_ready:
-            return
+    def _create_reservation_pod(self, manifest: Json) -> Json:
+        """Create a pod in the reservation namespace. The binder may not create
+        namespaces (docs/deploy.md, "Security"): a missing one is said plainly."""
         ns = self.config.reservation_namespace
         try:
-            self.kube.create(
-                path_of("", "v1", "namespaces"),
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-            )
+            return self.kube.create(path_of("", "v1", "pods", ns), manifest)
         except KubeError as exc:
-            if exc.code != 409:
-                raise
-        self._namespace_ready = True
+            if exc.code == 404:
+                raise KubeError(404, "NotFound", rsv.missing_namespace(ns)) from None
+            raise
 
     def _complete_bound_fraction(self, req: _Request, pod: Json, attempt: _Attempt) -> None:
         """A shared pod found bound (an earlier attempt bound it, then failed or was cut
@@ -552,7 +548,6 @@ class Binder:
         name = rsv.reservation_pod_name(req.node, group)
         path = path_of("", "v1", "pods", ns, name)
         with self._group_lock(req.node, group):
-            self._ensure_namespace()
             try:
                 current = self.kube.get(path)
             except KubeError as exc:
@@ -566,7 +561,7 @@ class Binder:
                     service_account=self.config.reservation_service_account,
                 )
                 try:
-                    current = self.kube.create(path_of("", "v1", "pods", ns), manifest)
+                    current = self._create_reservation_pod(manifest)
                     log.info("created reservation pod %s/%s for group %s", ns, name, group)
                 except KubeError as exc2:
                     if exc2.code != 409:
@@ -852,15 +847,14 @@ class Binder:
         try:
             with self._group_lock(node, group):
                 try:
-                    self.kube.create(
-                        path_of("", "v1", "pods", ns),
+                    self._create_reservation_pod(
                         rsv.reservation_pod_manifest(
                             node,
                             group,
                             image=self.config.reservation_image,
                             namespace=ns,
                             service_account=self.config.reservation_service_account,
-                        ),
+                        )
                     )
                 except KubeError as exc:
                     if exc.code != 409:  # made meanwhile (a bind of the group): that one
@@ -908,7 +902,6 @@ class Binder:
             except KubeError as exc:
                 if exc.code != 404:
                     raise
-                self._ensure_namespace()
                 return True
         m = now.get("metadata") or {}
         if gone_uid is not None and str(m.get("uid") or "") != gone_uid:

@@ -49,10 +49,11 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
     # kai_py/controllers/binder.py and kai_py/binder/binding.py
     "binder": {
         KOPF_CRDS,
-        ("", "pods", "get,list,watch,create,patch,delete"),  # reservation pods, group label
+        # the group label; reservation pods are made and deleted under a Role of
+        # the reservation namespace only (no namespace is created: the chart makes it)
+        ("", "pods", "get,list,watch,patch"),
         ("", "pods/binding", "create"),
         ("", "nodes", "get"),
-        ("", "namespaces", "create"),  # the reservation namespace when missing
         ("", "configmaps", "get,create,patch,delete"),  # the GPU ConfigMaps
         ("", "persistentvolumeclaims", "get,patch"),  # volume.kubernetes.io/selected-node
         ("", "events", "create"),
@@ -122,9 +123,7 @@ def test_install_objects_are_kai_py_devs(default: list[Json]) -> None:
         if o["kind"] in ("PriorityClass", "Queue", "Namespace", "Config", "SchedulingShard")
         or (o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "kai-resource-reservation")
     }
-    expected = {
-        (o["kind"], o["metadata"]["name"]): o for o in install.install_objects(NAMESPACE)
-    }
+    expected = {(o["kind"], o["metadata"]["name"]): o for o in install.install_objects(NAMESPACE)}
     assert rendered == expected
     values = {o["metadata"]["name"]: o["value"] for o in default if o["kind"] == "PriorityClass"}
     assert values == {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -151,7 +150,9 @@ def test_the_image_is_this_version_by_default(default: list[Json]) -> None:
     assert env["KAI_PY_RESERVATION_SERVICE_ACCOUNT"] == install.RESERVATION_SERVICE_ACCOUNT
 
 
-def test_rbac_per_role_is_exactly_what_the_code_calls(default: list[Json]) -> None:
+def test_rbac_per_role_is_exactly_what_the_code_calls(
+    default: list[Json], other: list[Json]
+) -> None:
     roles = by_kind(default, "ClusterRole")
     got = {name.removeprefix(f"{RELEASE}-"): _rules(role) for name, role in roles.items()}
     assert got == EXPECTED_RULES
@@ -161,6 +162,15 @@ def test_rbac_per_role_is_exactly_what_the_code_calls(default: list[Json]) -> No
         print(f"\nRBAC rules, {role}: {len(rules)}")
     reservation = by_kind(default, "Role")["kai-resource-reservation"]
     assert _rules(reservation) == {("", "pods", "patch")}
+    # The binder's pod creations and deletions: in the reservation namespace only.
+    binder_role = by_kind(default, "Role")[f"{RELEASE}-binder-reservations"]
+    assert binder_role["metadata"]["namespace"] == "kai-resource-reservation"
+    assert _rules(binder_role) == {("", "pods", "create,delete")}
+    for objects, account in ((default, "kai-py-binder"), (other, "kai-py")):
+        binding = by_kind(objects, "RoleBinding")[f"{RELEASE}-binder-reservations"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
+        ]
 
 
 def test_every_account_used_exists_and_is_bound(default: list[Json], other: list[Json]) -> None:
@@ -401,3 +411,52 @@ def test_shards_make_schedulingshards_and_scheduler_deployments() -> None:
 def test_bad_shards_are_refused_naming_the_value(shards: list[Json], message: str) -> None:
     with pytest.raises(Exception, match=re.escape(message)):
         render({"shards": shards})
+
+
+POLICIES = {
+    "reservation-pods",
+    "gpu-configmaps",
+    "pod-metadata",
+    "scheduler-pod-status",
+    "scheduler-evictions",
+    "bindrequests",
+}
+
+
+def test_admission_policies_hold_each_role_to_its_own_work(
+    default: list[Json], other: list[Json]
+) -> None:
+    """security.yaml: each policy bound (Deny, failing closed), naming the chart's
+    accounts, image and scheduler name; tests/realapi/test_security_policies.py runs them."""
+    for objects, account, image, scheduler in (
+        (default, "kai-py-{role}", install.DEFAULT_IMAGE, "kai-scheduler"),
+        (other, "kai-py", "registry.example/kai-py:9.9.9", "my-scheduler"),
+    ):
+        policies = by_kind(objects, "ValidatingAdmissionPolicy")
+        bindings = by_kind(objects, "ValidatingAdmissionPolicyBinding")
+        assert set(policies) == set(bindings) == {f"{RELEASE}-{p}" for p in POLICIES}
+        for name, binding in bindings.items():
+            assert binding["spec"] == {"policyName": name, "validationActions": ["Deny"]}
+            assert policies[name]["spec"]["failurePolicy"] == "Fail"
+        text = {name[len(RELEASE) + 1 :]: yaml.safe_dump(p) for name, p in policies.items()}
+        user = f"system:serviceaccount:{NAMESPACE}:" + account
+        assert f"'{image}'" in text["reservation-pods"]
+        assert f"'{user.format(role='binder')}'" in text["gpu-configmaps"]
+        assert f"'{user.format(role='scheduler')}'" in text["bindrequests"]
+        assert f"'{user.format(role='podgrouper')}'" in text["pod-metadata"]
+        assert (
+            f"'{scheduler}'" in text["pod-metadata"]
+            and f"'{scheduler}'" in text["scheduler-pod-status"]
+        )
+        evictions = text["scheduler-evictions"]
+        for ns in ("kube-system", NAMESPACE, "kai-resource-reservation"):
+            assert f"'{ns}'" in evictions
+    # The keys each account may write on pods, one list per account (single mode: both).
+    single = by_kind(other, "ValidatingAdmissionPolicy")[f"{RELEASE}-pod-metadata"]
+    labels = next(v for v in single["spec"]["variables"] if v["name"] == "labelKeys")
+    assert "['runai-gpu-group','kai.scheduler/subgroup-name']" in labels["expression"]
+
+
+def test_admission_policies_can_be_left_out() -> None:
+    objects = render({"security": {"admissionPolicies": False}})
+    assert not [o for o in objects if "AdmissionPolicy" in o["kind"]]

@@ -99,6 +99,66 @@ def test_whole_gpu_containers_keep_their_cards_and_other_schedulers_are_left_alo
     assert deviceaccess.mutate(other, "kai-scheduler") is None
 
 
+def test_a_container_may_not_choose_the_cards_it_sees() -> None:
+    """As KAI: NVIDIA_VISIBLE_DEVICES other than void/none, or read from elsewhere, is
+    refused in every container but the one that shares a card (after the mutation)."""
+    gpu = {"limits": {"nvidia.com/gpu": 1}}
+    everything = {"name": rsv.VISIBLE_DEVICES_KEY, "value": "all"}
+    pod = _pod(
+        containers=[{"name": "main", "image": "x", "resources": gpu, "env": [everything]}],
+        name="p",
+    )
+    assert deviceaccess.validate(pod) == [
+        'pod team-a/p: spec.containers[0] (main) env NVIDIA_VISIBLE_DEVICES is "all": a '
+        "container may not choose the cards it sees; only void or none may be set"
+    ]
+    pod["spec"]["initContainers"] = [
+        {
+            "name": "init",
+            "image": "x",
+            "env": [{"name": rsv.VISIBLE_DEVICES_KEY, "valueFrom": _ref("cm", "k")}],
+        }
+    ]
+    errors = deviceaccess.validate(pod)
+    assert len(errors) == 2 and "spec.initContainers[0] (init)" in errors[0]
+    assert "is read from valueFrom" in errors[0]
+    # void / none / unset are fine; so is what the mutation wires in a shared pod.
+    for value in ("void", "none", ""):
+        pod = _pod(
+            containers=[
+                {
+                    "name": "main",
+                    "image": "x",
+                    "env": [{"name": rsv.VISIBLE_DEVICES_KEY, "value": value}],
+                }
+            ],
+            name="p",
+        )
+        assert deviceaccess.validate(pod) == []
+    shared = _pod(
+        {"gpu-fraction": "0.5"},
+        containers=[
+            {"name": "main", "image": "x", "env": [everything]},
+            {"name": "side", "image": "x"},
+        ],
+        name="p",
+    )
+    mutation = deviceaccess.mutate(shared, "kai-scheduler", token=lambda: "bcdfghj")
+    assert mutation is not None
+    assert deviceaccess.validate({**shared, "spec": mutation.spec}) == []
+    # Any container but the sharing one is checked.
+    side = deviceaccess.validate(
+        {
+            **shared,
+            "spec": {
+                **shared["spec"],
+                "containers": [{"name": "side", "image": "x"}, shared["spec"]["containers"][0]],
+            },
+        }
+    )
+    assert side and "spec.containers[1] (main)" in side[0]
+
+
 def test_a_container_that_already_reads_a_configmap_keeps_it() -> None:
     """A variable read from a ConfigMap stays (the binder writes that one too); the
     rest of KAI's wiring is added, and a prefix the pod already names is kept."""
@@ -299,8 +359,7 @@ def test_podgroup_subgroup_minimums_follow_the_tree() -> None:
     too_many = verdict(_subgrouped(5, _leaves("p0", "p1", "p2", "p3")))
     assert too_many.errors == []
     assert too_many.warnings == [
-        'PodGroup "team-a/g": spec.minSubGroup (5) exceeds the number of direct child '
-        "SubGroups (4)"
+        'PodGroup "team-a/g": spec.minSubGroup (5) exceeds the number of direct child SubGroups (4)'
     ]
     assert verdict(_subgrouped(0, _leaves("p0", "p1"))).errors == []
     assert verdict(_subgrouped(3, _leaves("p0", "p1", "p2", "p3"))) == Verdict()
@@ -325,11 +384,13 @@ def _topology(levels: list[Json], name: str = "network") -> Json:
 
 
 def test_topology_levels_and_aliases_are_checked_with_field_and_value() -> None:
-    ok = _topology([
-        {"nodeLabel": "example.com/block", "alias": "block"},
-        {"nodeLabel": "example.com/rack", "alias": "rack"},
-        {"nodeLabel": "kubernetes.io/hostname"},
-    ])
+    ok = _topology(
+        [
+            {"nodeLabel": "example.com/block", "alias": "block"},
+            {"nodeLabel": "example.com/rack", "alias": "rack"},
+            {"nodeLabel": "kubernetes.io/hostname"},
+        ]
+    )
     assert validation.validate_topology(ok) == Verdict()
     cases = {
         "spec.levels[1].nodeLabel: 'example.com/rack' is also levels[0].nodeLabel": [
@@ -353,17 +414,17 @@ def test_topology_levels_and_aliases_are_checked_with_field_and_value() -> None:
     }
     for expected, levels in cases.items():
         errors = validation.validate_topology(_topology(levels)).errors
-        assert len(errors) == 1 and errors[0].startswith(f'Topology "network": {expected}'), (
-            errors
-        )
+        assert len(errors) == 1 and errors[0].startswith(f'Topology "network": {expected}'), errors
 
 
 def test_a_topology_update_may_change_aliases_only() -> None:
     old = _topology([{"nodeLabel": "example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}])
-    aliased = _topology([
-        {"nodeLabel": "example.com/rack", "alias": "rack"},
-        {"nodeLabel": "kubernetes.io/hostname", "alias": "node"},
-    ])
+    aliased = _topology(
+        [
+            {"nodeLabel": "example.com/rack", "alias": "rack"},
+            {"nodeLabel": "kubernetes.io/hostname", "alias": "node"},
+        ]
+    )
     assert validation.validate_topology(aliased, old).errors == []
     moved = _topology([{"nodeLabel": "example.com/zone"}, {"nodeLabel": "kubernetes.io/hostname"}])
     errors = validation.validate_topology(moved, old).errors

@@ -106,8 +106,9 @@ def stop_parts(parts: list[Operator]) -> str:
     return "\n".join(logs)
 
 
-def scenario(api: k8s.ApiClient, logs: Any) -> None:
-    """What the operator does in a working day, each step awaited."""
+def scenario(api: k8s.ApiClient, logs: Any, as_scheduler: k8s.ApiClient) -> None:
+    """What the operator does in a working day, each step awaited (``as_scheduler``:
+    the scheduler's own token, the one identity that may make BindRequests)."""
     core, custom, batch = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api), k8s.BatchV1Api(api)
     create_queues(custom, queue("root"), queue("team-a", parent="root"))
 
@@ -179,7 +180,7 @@ def scenario(api: k8s.ApiClient, logs: Any) -> None:
     # scheduler never makes a BindRequest of its own to race this one).
     create_pod(core, pod("lost", NS, "pg-lost", gpus=1, cpu="1000"))
     uid = core.read_namespaced_pod("lost", NS).metadata.uid
-    custom.create_namespaced_custom_object(
+    k8s.CustomObjectsApi(as_scheduler).create_namespaced_custom_object(
         "scheduling.run.ai",
         "v1alpha2",
         NS,
@@ -250,17 +251,39 @@ def audited(server: RealApiServer) -> tuple[Rules, list[str]]:
     return dict(used), forbidden
 
 
+#: The parts' Roles besides their ClusterRoles: the binder's pods, in the reservation
+#: namespace only.
+NAMESPACED_ROLES = {f"{RELEASE}-binder-reservations": "binder"}
+
+
 def chart_cluster_roles() -> list[dict[str, Any]]:
     """The ClusterRoles of the operator's parts, as the chart renders them by default."""
     names = {f"{RELEASE}-{part}" for part in CONTROLLER_NAMES}
     return [o for o in render() if o["kind"] == "ClusterRole" and o["metadata"]["name"] in names]
 
 
+def chart_namespaced_roles() -> list[dict[str, Any]]:
+    """The parts' Roles and their RoleBindings, as the chart renders them."""
+    return [
+        o
+        for o in render()
+        if o["kind"] in ("Role", "RoleBinding") and o["metadata"]["name"] in NAMESPACED_ROLES
+    ]
+
+
+def chart_admission_policies() -> list[dict[str, Any]]:
+    """The chart's ValidatingAdmissionPolicies and their bindings (security.yaml)."""
+    return [o for o in render() if o["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
 def granted_rules() -> Rules:
-    """The (apiGroup, resource, verb) triples each part's ClusterRole grants."""
+    """The (apiGroup, resource, verb) triples each part's ClusterRole and Roles grant."""
     found: Rules = {}
-    for role in chart_cluster_roles():
-        triples = found.setdefault(role["metadata"]["name"].removeprefix(f"{RELEASE}-"), set())
+    roles = chart_cluster_roles() + [o for o in chart_namespaced_roles() if o["kind"] == "Role"]
+    for role in roles:
+        name = role["metadata"]["name"]
+        part = NAMESPACED_ROLES.get(name) or name.removeprefix(f"{RELEASE}-")
+        triples = found.setdefault(part, set())
         for rule in role.get("rules") or []:
             for group in rule.get("apiGroups", []):
                 for resource in rule.get("resources", []):
@@ -341,10 +364,14 @@ def real(tmp_path: Path) -> Iterator[RealApiServer]:
 def run_scenario_as_parts(server: RealApiServer, tmp_path: Path) -> str:
     parts = start_parts(server, tmp_path)
     api = k8s_config.new_client_from_config(config_file=server.kubeconfig_path)
+    as_scheduler = k8s_config.new_client_from_config(
+        config_file=str(tmp_path / "scheduler.kubeconfig")
+    )
     try:
-        scenario(api, lambda: "\n".join(p.log[-3000:] for p in parts))
+        scenario(api, lambda: "\n".join(p.log[-3000:] for p in parts), as_scheduler)
     finally:
         api.close()
+        as_scheduler.close()
         logs = stop_parts(parts)
     assert "Traceback" not in logs, logs
     return logs
@@ -378,7 +405,9 @@ def test_derive_what_each_part_of_the_operator_asks_of_the_api(
 def test_the_operator_works_under_its_cluster_roles_with_nothing_forbidden(
     real: RealApiServer, tmp_path: Path
 ) -> None:
-    real.apply_yaml(yaml.safe_dump_all(chart_cluster_roles()))
+    # The chart's RBAC and its admission policies: kai-py's own work passes them all.
+    real.apply_yaml(yaml.safe_dump_all(chart_cluster_roles() + chart_namespaced_roles()))
+    real.apply_yaml(yaml.safe_dump_all(chart_admission_policies()))
     for part in CONTROLLER_NAMES:
         bind(real, part, f"{RELEASE}-{part}")
     run_scenario_as_parts(real, tmp_path)
