@@ -43,7 +43,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kai_py.api import keys
-from kai_py.api.bindrequest import RESERVATION_TIMEOUT_REASON
+from kai_py.api.bindrequest import (
+    RESERVATION_TIMEOUT_REASON,
+    SIGNATURE_ANNOTATION,
+    bind_key,
+    signed,
+)
 from kai_py.api.objects import parse_time
 from kai_py.apiclient.eventpost import EventPoster, involved
 from kai_py.apiclient.kube import Kube, KubeError, list_all, path_of
@@ -57,6 +62,11 @@ Json = dict[str, Any]
 log = logging.getLogger(__name__)
 
 COMPONENT: Final = "kai-py-binder"
+#: Why a BindRequest without the scheduler's signature is not acted on.
+UNSIGNED: Final = (
+    f"not made by kai-py's scheduler (metadata.annotations[{SIGNATURE_ANNOTATION}] is missing "
+    "or does not match the request): ignored, nothing bound"
+)
 #: The Warning on a shared pod whose card's reservation pod was deleted under it.
 RESERVATION_LOST: Final = "GPUReservationLost"
 BINDREQUESTS: Final = "bindrequests"
@@ -78,6 +88,8 @@ class BinderConfig:
     default_backoff_limit: int = rsv.DEFAULT_BACKOFF_LIMIT
     sweep_period: float = 5.0  # seconds between clean-up passes over reservation pods
     sweep_min_age: float = 10.0  # a reservation pod younger than this is left to its binder
+    #: The scheduler signs its BindRequests with this key; None: no signature checked.
+    bind_key: bytes | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BinderConfig:
@@ -87,6 +99,7 @@ class BinderConfig:
             config.reservation_image = env["KAI_PY_RESERVATION_IMAGE"]
         if env.get("KAI_PY_RESERVATION_SERVICE_ACCOUNT"):
             config.reservation_service_account = env["KAI_PY_RESERVATION_SERVICE_ACCOUNT"]
+        config.bind_key = bind_key(env)
         for var, attr in (
             ("KAI_PY_BINDER_RESERVATION_TIMEOUT", "reservation_timeout"),
             ("KAI_PY_BINDER_RETRY_BASE_DELAY", "retry_base_delay"),
@@ -230,6 +243,11 @@ class Binder:
         attempts_before = max(req.failed_attempts, retry)
         attempt = _Attempt(node=req.node, groups=list(req.groups))
         pod: Json | None = None
+        if self.config.bind_key is not None and not signed(self.config.bind_key, br):
+            # Not the scheduler's decision (made by whoever may create BindRequests):
+            # nothing is done for it; Failed, so that the scheduler deletes it and decides
+            # the pod itself, with a Warning on the pod.
+            return self._failed(req, None, attempt, BindError(UNSIGNED, final=True), 1)
         try:
             pod, message = self._attempt(req, attempt)
         except Exception as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 import sys
@@ -460,3 +461,23 @@ def test_admission_policies_hold_each_role_to_its_own_work(
 def test_admission_policies_can_be_left_out() -> None:
     objects = render({"security": {"admissionPolicies": False}})
     assert not [o for o in objects if "AdmissionPolicy" in o["kind"]]
+
+
+def test_the_scheduler_and_the_binder_share_the_bind_key(
+    default: list[Json], other: list[Json]
+) -> None:
+    """The key the scheduler signs BindRequests with and the binder checks them by:
+    a Secret of the release, given to those two roles only."""
+    for objects in (default, other):
+        secret = by_kind(objects, "Secret")[f"{RELEASE}-bind-key"]
+        assert len(base64.b64decode(secret["data"]["key"])) == 48
+        given = {
+            name
+            for name, d in by_kind(objects, "Deployment").items()
+            for c in d["spec"]["template"]["spec"]["containers"]
+            for e in c.get("env", [])
+            if e["name"] == "KAI_PY_BIND_KEY"
+            and e["valueFrom"]["secretKeyRef"] == {"name": f"{RELEASE}-bind-key", "key": "key"}
+        }
+        expected = {"kai-py"} if objects is other else {"kai-py-scheduler", "kai-py-binder"}
+        assert given == expected

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kai_py.api import keys
+from kai_py.api.bindrequest import SIGNATURE_ANNOTATION, signature
 from kai_py.apiclient.kube import KubeError
 from kai_py.binder import reservation as rsv
 from kai_py.binder.binding import Binder, BinderConfig
@@ -389,6 +390,29 @@ def test_fraction_bind_over_the_fake_api() -> None:
     assert not [c for c in kube.calls if c == ("POST", "/api/v1/namespaces")]
     (bound,) = events(kube, "Bound")
     assert "n1" in bound["message"] and "GPU-abc" in bound["message"]
+
+
+def test_a_bindrequest_not_signed_by_the_scheduler_is_ignored_with_a_warning() -> None:
+    """A tenant who may create BindRequests asks for a 4-GPU bind: with the chart's key
+    set, the binder acts only on the scheduler's signed decisions."""
+    kube, br = setup(kind="Regular")
+    br["spec"]["receivedGPU"] = {"count": 4, "portion": "1"}
+    outcome = binder(kube, bind_key=b"key").reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert kube.objects[POD]["spec"].get("nodeName") is None
+    assert not [c for c in kube.calls if c[1].endswith("/binding")]
+    assert kube.objects[BR]["status"]["phase"] == "Failed"
+    (warning,) = events(kube, "BindingError")
+    assert (
+        "not made by kai-py's scheduler (metadata.annotations[kai.scheduler/bind-signature]"
+        in (warning["message"])
+    )
+    # Signed by the scheduler (the writer's manifest), the same decision is bound.
+    kube, br = setup(kind="Regular")
+    br["metadata"]["annotations"] = {SIGNATURE_ANNOTATION: signature(b"key", br)}
+    kube.add(BR, br)
+    assert binder(kube, bind_key=b"key").reconcile(br).phase == "Succeeded"
+    assert kube.objects[POD]["spec"]["nodeName"] == "n1"
 
 
 def test_a_missing_reservation_namespace_is_said_plainly_and_not_made() -> None:

@@ -46,6 +46,7 @@ from realapi_backends import backend_cluster
 from realapi_server import RealApiServer
 
 from kai_py.api import keys
+from kai_py.api.bindrequest import BIND_KEY_ENV, SIGNATURE_ANNOTATION, signature
 from kai_py.controllers.settings import CONTROLLER_NAMES
 from kai_py.podgrouper.kinds import READS as OWNER_READS
 
@@ -53,6 +54,9 @@ pytestmark = pytest.mark.slow
 
 NS = "team-a"
 SYSTEM_NS = "kai-system"
+#: The scheduler signs its BindRequests with it and the binder checks them, as the
+#: chart sets them up: the signature must survive the real API server's round trip.
+BIND_KEY = "a-key-the-chart-would-make"
 Rules = dict[str, set[tuple[str, str, str]]]  # part -> {(apiGroup, resource, verb)}
 
 
@@ -94,7 +98,15 @@ def start_parts(server: RealApiServer, tmp_path: Path) -> list[Operator]:
     for part in CONTROLLER_NAMES:
         token = server.token_for(SYSTEM_NS, service_account(part))
         config = server.write_kubeconfig(str(tmp_path / f"{part}.kubeconfig"), token, part)
-        parts.append(start_operator(config, tmp_path / f"{part}.log", "--controllers", part))
+        parts.append(
+            start_operator(
+                config,
+                tmp_path / f"{part}.log",
+                "--controllers",
+                part,
+                extra_env={BIND_KEY_ENV: BIND_KEY},
+            )
+        )
     return parts
 
 
@@ -180,28 +192,25 @@ def scenario(api: k8s.ApiClient, logs: Any, as_scheduler: k8s.ApiClient) -> None
     # scheduler never makes a BindRequest of its own to race this one).
     create_pod(core, pod("lost", NS, "pg-lost", gpus=1, cpu="1000"))
     uid = core.read_namespaced_pod("lost", NS).metadata.uid
-    k8s.CustomObjectsApi(as_scheduler).create_namespaced_custom_object(
-        "scheduling.run.ai",
-        "v1alpha2",
-        NS,
-        "bindrequests",
-        {
-            "apiVersion": "scheduling.run.ai/v1alpha2",
-            "kind": "BindRequest",
-            "metadata": {
-                "name": "lost-manual",
-                "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "Pod", "name": "lost", "uid": uid}
-                ],
-            },
-            "spec": {
-                "podName": "lost",
-                "selectedNode": "no-such-node",
-                "receivedResourceType": "Regular",
-                "receivedGPU": {"count": 1, "portion": "1"},
-                "backoffLimit": 1,
-            },
+    manual = {
+        "apiVersion": "scheduling.run.ai/v1alpha2",
+        "kind": "BindRequest",
+        "metadata": {
+            "name": "lost-manual",
+            "namespace": NS,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "lost", "uid": uid}],
         },
+        "spec": {
+            "podName": "lost",
+            "selectedNode": "no-such-node",
+            "receivedResourceType": "Regular",
+            "receivedGPU": {"count": 1, "portion": "1"},
+            "backoffLimit": 1,
+        },
+    }
+    manual["metadata"]["annotations"] = {SIGNATURE_ANNOTATION: signature(BIND_KEY.encode(), manual)}
+    k8s.CustomObjectsApi(as_scheduler).create_namespaced_custom_object(
+        "scheduling.run.ai", "v1alpha2", NS, "bindrequests", manual
     )
 
     def failed() -> bool:
@@ -212,6 +221,8 @@ def scenario(api: k8s.ApiClient, logs: Any, as_scheduler: k8s.ApiClient) -> None
         return any("giving up" in (e.message or "") for e in events_of(core, NS, "lost"))
 
     wait_for(failed, timeout=30, what=f"the bad BindRequest Failed\n{logs()}")
+    # Failed as a bind to a node that is not there, not as a request without signature.
+    assert not [e for e in events_of(core, NS, "lost") if "not made by" in (e.message or "")]
     # The binder posts its Events from a background thread, after the status write.
     wait_for(
         lambda: [e for e in events_of(core, NS, "lost") if e.reason == "BindingError"],
