@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from chart_helpers import NAMESPACE, render
+from operator_helpers import start_operator, stop_operator, wait_for
 from realapi_backends import require_binaries
-from realapi_server import RealApiServer
+from realapi_server import ADMIN_TOKEN, RealApiServer
 
 from kai_py.api import keys
 from kai_py.binder import reservation as rsv
@@ -462,3 +464,55 @@ def test_only_the_scheduler_makes_bindrequests(cluster: Cluster) -> None:
     # Nor may a tenant change the scheduler's decision.
     cluster.refused("tenant", "PATCH", f"{path}/decided", {"spec": {"selectedNode": "gpu-1"}})
     assert made["spec"]["selectedNode"] == "gpu-0"
+
+
+# ---- what a container sees ---------------------------------------------------------------
+
+
+def test_a_gpu_container_may_not_ask_for_every_card(cluster: Cluster, tmp_path: Path) -> None:
+    """The pod webhook (kai-py run --controllers webhooks) called by the real API server:
+    NVIDIA_VISIBLE_DEVICES=all on a GPU container is refused, as KAI refuses it."""
+    from test_webhooks import _certificate, _free_port  # the emulator tier's helpers
+
+    server = cluster.server
+    kubeconfig = server.write_kubeconfig(str(tmp_path / "admin"), ADMIN_TOKEN, "admin")
+    running = start_operator(
+        kubeconfig,
+        tmp_path / "webhooks.log",
+        "--controllers",
+        "webhooks",
+        extra_env={
+            "KAI_PY_WEBHOOK_CERT_DIR": str(_certificate(tmp_path / "tls")),
+            "KAI_PY_WEBHOOK_ADDR": "127.0.0.1",
+            "KAI_PY_WEBHOOK_PORT": str(_free_port()),
+            "KAI_PY_WEBHOOK_MANAGED": "kai-py.security-test",
+        },
+    )
+    pods = f"/api/v1/namespaces/{TEAM}/pods"
+    gpu = {"limits": {keys.GPU_RESOURCE: "1"}}
+    everything = _pod("all-cards", TEAM)
+    everything["spec"]["containers"][0].update(
+        resources=gpu, env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    )
+    try:
+
+        def served() -> bool:
+            # A pod the webhook refuses only once its configuration is filled in and it listens.
+            status, answer = server.request("POST", f"{pods}{DRY}", everything)
+            return status == 422 and "NVIDIA_VISIBLE_DEVICES" in str(answer)
+
+        wait_for(served, timeout=60, what=f"the webhook refusing the pod\n{running.log}")
+        message = cluster.refused("tenant", "POST", f"{pods}{DRY}", everything)
+        assert (
+            'pod team-a/all-cards: spec.containers[0] (main) env NVIDIA_VISIBLE_DEVICES is "all"'
+            in message
+        ), message
+        fine = _pod("no-cards", TEAM)
+        fine["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+        cluster.allowed("tenant", "POST", f"{pods}{DRY}", fine)
+    finally:
+        stop_operator(running)
+        for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):
+            server.request(
+                "DELETE", f"/apis/admissionregistration.k8s.io/v1/{kind}/kai-py.security-test"
+            )
