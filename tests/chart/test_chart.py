@@ -124,7 +124,9 @@ def test_install_objects_are_kai_py_devs(default: list[Json]) -> None:
         if o["kind"] in ("PriorityClass", "Queue", "Namespace", "Config", "SchedulingShard")
         or (o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "kai-resource-reservation")
     }
-    expected = {(o["kind"], o["metadata"]["name"]): o for o in install.install_objects(NAMESPACE)}
+    expected = {
+        (o["kind"], o["metadata"]["name"]): o for o in install.install_objects(NAMESPACE)
+    }
     assert rendered == expected
     values = {o["metadata"]["name"]: o["value"] for o in default if o["kind"] == "PriorityClass"}
     assert values == {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}

@@ -359,7 +359,8 @@ def test_podgroup_subgroup_minimums_follow_the_tree() -> None:
     too_many = verdict(_subgrouped(5, _leaves("p0", "p1", "p2", "p3")))
     assert too_many.errors == []
     assert too_many.warnings == [
-        'PodGroup "team-a/g": spec.minSubGroup (5) exceeds the number of direct child SubGroups (4)'
+        'PodGroup "team-a/g": spec.minSubGroup (5) exceeds the number of direct child '
+        "SubGroups (4)"
     ]
     assert verdict(_subgrouped(0, _leaves("p0", "p1"))).errors == []
     assert verdict(_subgrouped(3, _leaves("p0", "p1", "p2", "p3"))) == Verdict()
@@ -384,13 +385,11 @@ def _topology(levels: list[Json], name: str = "network") -> Json:
 
 
 def test_topology_levels_and_aliases_are_checked_with_field_and_value() -> None:
-    ok = _topology(
-        [
-            {"nodeLabel": "example.com/block", "alias": "block"},
-            {"nodeLabel": "example.com/rack", "alias": "rack"},
-            {"nodeLabel": "kubernetes.io/hostname"},
-        ]
-    )
+    ok = _topology([
+        {"nodeLabel": "example.com/block", "alias": "block"},
+        {"nodeLabel": "example.com/rack", "alias": "rack"},
+        {"nodeLabel": "kubernetes.io/hostname"},
+    ])
     assert validation.validate_topology(ok) == Verdict()
     cases = {
         "spec.levels[1].nodeLabel: 'example.com/rack' is also levels[0].nodeLabel": [
@@ -414,17 +413,17 @@ def test_topology_levels_and_aliases_are_checked_with_field_and_value() -> None:
     }
     for expected, levels in cases.items():
         errors = validation.validate_topology(_topology(levels)).errors
-        assert len(errors) == 1 and errors[0].startswith(f'Topology "network": {expected}'), errors
+        assert len(errors) == 1 and errors[0].startswith(f'Topology "network": {expected}'), (
+            errors
+        )
 
 
 def test_a_topology_update_may_change_aliases_only() -> None:
     old = _topology([{"nodeLabel": "example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}])
-    aliased = _topology(
-        [
-            {"nodeLabel": "example.com/rack", "alias": "rack"},
-            {"nodeLabel": "kubernetes.io/hostname", "alias": "node"},
-        ]
-    )
+    aliased = _topology([
+        {"nodeLabel": "example.com/rack", "alias": "rack"},
+        {"nodeLabel": "kubernetes.io/hostname", "alias": "node"},
+    ])
     assert validation.validate_topology(aliased, old).errors == []
     moved = _topology([{"nodeLabel": "example.com/zone"}, {"nodeLabel": "kubernetes.io/hostname"}])
     errors = validation.validate_topology(moved, old).errors
