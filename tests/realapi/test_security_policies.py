@@ -309,6 +309,7 @@ def test_a_tenant_cannot_rewire_its_shared_pods_card(cluster: Cluster) -> None:
     unlabel = {"metadata": {"labels": {rsv.MANAGED_BY_LABEL: None}}}
     cluster.refused("tenant", "PATCH", f"{cms}/wired-0", unlabel)
     cluster.refused("tenant", "DELETE", f"{cms}/wired-0")
+    cluster.allowed("admin", "DELETE", f"{cms}/wired-0{DRY}")  # a cluster admin still may
     # Nor by making one that looks like the binder's ...
     cluster.refused("tenant", "POST", cms, _gpu_configmap("wired-1", "all"))
     # ... and one it made itself the binder will not take over (it fails closed).
