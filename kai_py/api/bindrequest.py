@@ -4,7 +4,11 @@ owned by it."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Self
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Final, Literal, Self
 
 from pydantic import BeforeValidator, Field, PlainSerializer, WithJsonSchema, model_validator
 
@@ -24,6 +28,54 @@ BindRequestPhase = Literal["Pending", "Succeeded", "Failed"]
 #: card in time: the node's kubelet starts nothing (or too slowly). The scheduler's
 #: cache reads it to try that node last for a while (docs/scheduling.md).
 RESERVATION_TIMEOUT_REASON = "ReservationTimeout:"
+
+#: The scheduler's signature on a BindRequest it made: an HMAC of the decision with a
+#: key only the scheduler and the binder hold (the chart's Secret, in this variable).
+#: The binder acts on no request without a valid one (docs/deploy.md, "Security"):
+#: unlike the field manager, managedFields or any plain annotation, a tenant who may
+#: create BindRequests cannot forge it.
+SIGNATURE_ANNOTATION: Final = "kai.scheduler/bind-signature"
+BIND_KEY_ENV: Final = "KAI_PY_BIND_KEY"
+
+
+def bind_key(env: Mapping[str, str]) -> bytes | None:
+    """The signing key from the environment; None: BindRequests are not signed or checked."""
+    value = env.get(BIND_KEY_ENV, "").strip()
+    return value.encode() if value else None
+
+
+def _decision(manifest: Mapping[str, Any]) -> bytes:
+    """What the signature covers: the request's place and owner and the decision, with
+    the CRD's defaults applied (the API server may fill them in)."""
+    m = manifest.get("metadata") or {}
+    spec = manifest.get("spec") or {}
+    gpu = spec.get("receivedGPU") or {}
+    owner = next(
+        (str(r.get("uid")) for r in m.get("ownerReferences") or [] if r.get("kind") == "Pod"), ""
+    )
+    fields = [
+        m.get("namespace") or "",
+        m.get("name") or "",
+        owner,
+        spec.get("podName") or "",
+        spec.get("selectedNode") or "",
+        spec.get("receivedResourceType") or "Regular",
+        int(gpu.get("count") or 0),
+        str(gpu.get("portion") or ""),
+        [str(g) for g in spec.get("selectedGPUGroups") or []],
+        spec.get("resourceClaimAllocations") or [],
+    ]
+    return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+
+
+def signature(key: bytes, manifest: Mapping[str, Any]) -> str:
+    return hmac.new(key, _decision(manifest), hashlib.sha256).hexdigest()
+
+
+def signed(key: bytes, manifest: Mapping[str, Any]) -> bool:
+    """The request carries the scheduler's signature of exactly this decision."""
+    given = ((manifest.get("metadata") or {}).get("annotations") or {}).get(SIGNATURE_ANNOTATION)
+    return isinstance(given, str) and hmac.compare_digest(given, signature(key, manifest))
 
 
 def _portion_in(value: Any) -> float:

@@ -43,7 +43,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kai_py.api import keys
-from kai_py.api.bindrequest import RESERVATION_TIMEOUT_REASON
+from kai_py.api.bindrequest import (
+    RESERVATION_TIMEOUT_REASON,
+    SIGNATURE_ANNOTATION,
+    bind_key,
+    signed,
+)
 from kai_py.api.objects import parse_time
 from kai_py.apiclient.eventpost import EventPoster, involved
 from kai_py.apiclient.kube import Kube, KubeError, list_all, path_of
@@ -58,6 +63,11 @@ Json = dict[str, Any]
 log = logging.getLogger(__name__)
 
 COMPONENT: Final = "kai-py-binder"
+#: Why a BindRequest without the scheduler's signature is not acted on.
+UNSIGNED: Final = (
+    f"not made by kai-py's scheduler (metadata.annotations[{SIGNATURE_ANNOTATION}] is missing "
+    "or does not match the request): ignored, nothing bound"
+)
 #: The Warning on a shared pod whose card's reservation pod was deleted under it.
 RESERVATION_LOST: Final = "GPUReservationLost"
 BINDREQUESTS: Final = "bindrequests"
@@ -88,6 +98,8 @@ class BinderConfig:
     staggered_start_timeout: float = 300.0
     #: Seconds between looks at the card while a pod waits (a Ready pod event wakes it too).
     staggered_start_poll: float = 1.0
+    #: The scheduler signs its BindRequests with this key; None: no signature checked.
+    bind_key: bytes | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BinderConfig:
@@ -109,6 +121,7 @@ class BinderConfig:
             "yes",
             "on",
         )
+        config.bind_key = bind_key(env)
         for var, attr in (
             ("KAI_PY_STAGGERED_START_TIMEOUT", "staggered_start_timeout"),
             ("KAI_PY_BINDER_RESERVATION_TIMEOUT", "reservation_timeout"),
@@ -248,7 +261,6 @@ class Binder:
         self._wall = wall  # the cluster's times (a pod's bind) are epoch seconds
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._namespace_ready = False
         self._nodes_seen: dict[str, float] = {}  # node -> when a GET last found it
         self._node_locks: dict[str, threading.Lock] = {}
         #: (node, group) -> the lock one staggered bind on that card holds from its look
@@ -278,6 +290,11 @@ class Binder:
         attempts_before = max(req.failed_attempts, retry)
         attempt = _Attempt(node=req.node, groups=list(req.groups))
         pod: Json | None = None
+        if self.config.bind_key is not None and not signed(self.config.bind_key, br):
+            # Not the scheduler's decision (made by whoever may create BindRequests):
+            # nothing is done for it; Failed, so that the scheduler deletes it and decides
+            # the pod itself, with a Warning on the pod.
+            return self._failed(req, None, attempt, BindError(UNSIGNED, final=True), 1)
         try:
             pod, message = self._attempt(req, attempt)
         except _Waiting as wait:
@@ -663,19 +680,16 @@ class Binder:
         with lock:
             yield
 
-    def _ensure_namespace(self) -> None:
-        if self._namespace_ready:
-            return
+    def _create_reservation_pod(self, manifest: Json) -> Json:
+        """Create a pod in the reservation namespace. The binder may not create
+        namespaces (docs/deploy.md, "Security"): a missing one is said plainly."""
         ns = self.config.reservation_namespace
         try:
-            self.kube.create(
-                path_of("", "v1", "namespaces"),
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-            )
+            return self.kube.create(path_of("", "v1", "pods", ns), manifest)
         except KubeError as exc:
-            if exc.code != 409:
-                raise
-        self._namespace_ready = True
+            if exc.code == 404:
+                raise KubeError(404, "NotFound", rsv.missing_namespace(ns)) from None
+            raise
 
     def _complete_bound_fraction(self, req: _Request, pod: Json, attempt: _Attempt) -> None:
         """A shared pod found bound (an earlier attempt bound it, then failed or was cut
@@ -748,7 +762,6 @@ class Binder:
         name = rsv.reservation_pod_name(req.node, group)
         path = path_of("", "v1", "pods", ns, name)
         with self._group_lock(req.node, group):
-            self._ensure_namespace()
             try:
                 current = self.kube.get(path)
             except KubeError as exc:
@@ -762,7 +775,7 @@ class Binder:
                     service_account=self.config.reservation_service_account,
                 )
                 try:
-                    current = self.kube.create(path_of("", "v1", "pods", ns), manifest)
+                    current = self._create_reservation_pod(manifest)
                     log.info(
                         "created reservation pod",
                         extra={"pod": f"{ns}/{name}", "node": req.node, "gpu_group": group},
@@ -1079,15 +1092,14 @@ class Binder:
         try:
             with self._group_lock(node, group):
                 try:
-                    self.kube.create(
-                        path_of("", "v1", "pods", ns),
+                    self._create_reservation_pod(
                         rsv.reservation_pod_manifest(
                             node,
                             group,
                             image=self.config.reservation_image,
                             namespace=ns,
                             service_account=self.config.reservation_service_account,
-                        ),
+                        )
                     )
                 except KubeError as exc:
                     if exc.code != 409:  # made meanwhile (a bind of the group): that one
@@ -1138,7 +1150,6 @@ class Binder:
             except KubeError as exc:
                 if exc.code != 404:
                     raise
-                self._ensure_namespace()
                 return True
         m = now.get("metadata") or {}
         if gone_uid is not None and str(m.get("uid") or "") != gone_uid:

@@ -41,7 +41,12 @@ from uuid import uuid4
 from kai_py.api import keys
 from kai_py.api.objects import WorkloadError, parse_time
 from kai_py.apiclient.kube import Kube, KubeError, list_all, path_of
-from kai_py.binder.reservation import reservation_failure, reservation_pod_name, reserved_uuid
+from kai_py.binder.reservation import (
+    missing_namespace,
+    reservation_failure,
+    reservation_pod_name,
+    reserved_uuid,
+)
 from kai_py.gpu import inventory, pins
 from kai_py.state.convert import pod_requests
 
@@ -278,7 +283,6 @@ class PinnedBinder:
         free = self.free_cards(node_obj)
         if free < need:
             raise PinnedBindError(f"node {held.node} has {free} free card(s), {need} needed")
-        self._ensure_namespace()
         ttl = 2 * self.timeout + 60.0
         for index in range(free):
             manifest = blocker_manifest(
@@ -293,13 +297,13 @@ class PinnedBinder:
             )
             name = manifest["metadata"]["name"]
             try:
-                self.kube.create(path_of("", "v1", "pods", self.namespace), manifest)
+                self._create_blocker(manifest)
             except KubeError as exc:
                 if exc.code != 409:
                     raise
                 # A left-over of an earlier attempt for the same pod: replace it.
                 self._delete(name)
-                self.kube.create(path_of("", "v1", "pods", self.namespace), manifest)
+                self._create_blocker(manifest)
             held.blockers.append(name)
         cards = self._reported(held)
         wanted = [uuid for uuid in held.allowed if uuid in cards][:need]
@@ -464,15 +468,15 @@ class PinnedBinder:
                 raise PinnedBindError(f"blocker pod {self.namespace}/{name} did not go away")
             self._sleep(self.poll)
 
-    def _ensure_namespace(self) -> None:
+    def _create_blocker(self, manifest: Json) -> None:
+        """The binder may not create namespaces (docs/deploy.md, "Security"): a
+        missing reservation namespace is said plainly."""
         try:
-            self.kube.create(
-                path_of("", "v1", "namespaces"),
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}},
-            )
+            self.kube.create(path_of("", "v1", "pods", self.namespace), manifest)
         except KubeError as exc:
-            if exc.code != 409:
-                raise
+            if exc.code == 404:
+                raise PinnedBindError(missing_namespace(self.namespace)) from None
+            raise
 
 
 def sweep_blockers(

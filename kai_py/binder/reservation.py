@@ -144,6 +144,16 @@ def reservation_pod_manifest(
     }
 
 
+def missing_namespace(namespace: str) -> str:
+    """Why no reservation pod can be made: the namespace is not there. kai-py's chart
+    makes it; the binder may not create namespaces (docs/deploy.md, "Security")."""
+    return (
+        f"namespace {namespace} does not exist: the GPU reservation pods live there and "
+        "the binder may not create namespaces; install kai-py's chart (it makes the "
+        f"namespace), or create namespace {namespace} and the binder's Role in it"
+    )
+
+
 def reserved_uuid(pod: Mapping[str, Any]) -> str | None:
     """The card UUID the reservation pod reported, if it has."""
     value = ((pod.get("metadata") or {}).get("annotations") or {}).get(

@@ -30,6 +30,7 @@ from prometheus_client import Counter, Histogram
 
 from kai_py import metrics
 from kai_py.api import keys
+from kai_py.api.bindrequest import bind_key
 from kai_py.api.objects import meta
 from kai_py.apiclient.informer import AsyncTransport, attach_transport
 from kai_py.apiclient.kube import Kube, KubeError, list_paged, load_api_client, path_of
@@ -83,6 +84,8 @@ WARM_TIMEOUT_SECONDS: Final = 60.0
 CYCLE_SHARE: Final = 0.5
 #: BindRequests, evictions and deletions in flight at once (async requests: no threads).
 URGENT_WRITES: Final = 32
+#: The key the BindRequests are signed with (the chart's Secret; docs/deploy.md, "Security").
+_BIND_KEY: Final = bind_key(os.environ)
 #: How often the cache is checked against fresh LISTs for deletions a watch missed.
 RESYNC_SECONDS: Final = 300.0
 
@@ -509,7 +512,7 @@ async def _one_cycle(s: LoopState) -> Outcome:
     decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions, framework)
     metrics.record_searches(decisions.searches)
     closing = time.perf_counter()
-    writes = plan(view, built, decisions, now, s.recorder, s.cache)
+    writes = plan(view, built, decisions, now, s.recorder, s.cache, sign_key=_BIND_KEY)
     metrics.record_close_session(time.perf_counter() - closing)
     metrics.record_decisions(
         decisions, built.snapshot, s.cache.objects[QUEUES].values(), s.cache.partition.name

@@ -44,7 +44,7 @@ from typing import Any, Final
 
 from kai_py import metrics
 from kai_py.api import keys
-from kai_py.api.bindrequest import BindRequest, format_portion
+from kai_py.api.bindrequest import SIGNATURE_ANNOTATION, BindRequest, format_portion, signature
 from kai_py.api.objects import meta, parse_time
 from kai_py.api.quantities import ResourceAmounts, from_resource_map, to_resource_map
 from kai_py.apiclient.kube import (
@@ -102,8 +102,10 @@ def bindrequest_manifest(
     node: Node | None,
     backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
     pool_labels: Mapping[str, str] | None = None,
+    sign_key: bytes | None = None,
 ) -> Json:
-    """The BindRequest for a bind decision: named after the pod, owned by it.
+    """The BindRequest for a bind decision: named after the pod, owned by it, signed
+    with ``sign_key`` when there is one (the binder checks it).
 
     Written as a plain manifest (a burst makes thousands per cycle; the model's
     validate-and-dump took a tenth of a millisecond each); tests check that the
@@ -127,7 +129,7 @@ def bindrequest_manifest(
         spec["receivedResourceType"] = "Regular"
         spec["receivedGPU"] = {"count": gpus, "portion": format_portion(1.0 if gpus else 0.0)}
     spec["backoffLimit"] = backoff_limit
-    return {
+    manifest: Json = {
         "apiVersion": BindRequest.API_VERSION,
         "kind": BindRequest.KIND,
         "metadata": {
@@ -140,6 +142,9 @@ def bindrequest_manifest(
         },
         "spec": spec,
     }
+    if sign_key is not None:
+        manifest["metadata"]["annotations"] = {SIGNATURE_ANNOTATION: signature(sign_key, manifest)}
+    return manifest
 
 
 def event_manifest(
@@ -743,8 +748,9 @@ def plan(
     recorder: EventRecorder,
     cache: ClusterCache | None = None,
     backoff_limit: int = DEFAULT_BACKOFF_LIMIT,
+    sign_key: bytes | None = None,
 ) -> list[Write]:
-    """All writes for one cycle's decisions."""
+    """All writes for one cycle's decisions (``sign_key``: the BindRequests' signing key)."""
     nodes = {n.name: n for n in built.snapshot.nodes}
     writes: list[Write] = []
     pool, pool_labels = view.partition.name, view.partition.labels()
@@ -761,7 +767,7 @@ def plan(
         if pod is None:
             continue
         body = bindrequest_manifest(
-            task, task.uid, nodes.get(task.node_name or ""), backoff_limit, pool_labels
+            task, task.uid, nodes.get(task.node_name or ""), backoff_limit, pool_labels, sign_key
         )
         writes.append(
             Write(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 import subprocess
 import sys
@@ -49,10 +50,11 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
     # kai_py/controllers/binder.py and kai_py/binder/binding.py
     "binder": {
         KOPF_CRDS,
-        ("", "pods", "get,list,watch,create,patch,delete"),  # reservation pods, group label
+        # the group label; reservation pods are made and deleted under a Role of
+        # the reservation namespace only (no namespace is created: the chart makes it)
+        ("", "pods", "get,list,watch,patch"),
         ("", "pods/binding", "create"),
         ("", "nodes", "get"),
-        ("", "namespaces", "create"),  # the reservation namespace when missing
         ("", "configmaps", "get,create,patch,delete"),  # the GPU ConfigMaps
         ("", "persistentvolumeclaims", "get,patch"),  # volume.kubernetes.io/selected-node
         ("", "events", "create"),
@@ -167,7 +169,9 @@ def test_the_image_is_this_version_by_default(default: list[Json]) -> None:
     assert env["KAI_PY_RESERVATION_SERVICE_ACCOUNT"] == install.RESERVATION_SERVICE_ACCOUNT
 
 
-def test_rbac_per_role_is_exactly_what_the_code_calls(default: list[Json]) -> None:
+def test_rbac_per_role_is_exactly_what_the_code_calls(
+    default: list[Json], other: list[Json]
+) -> None:
     roles = by_kind(default, "ClusterRole")
     got = {name.removeprefix(f"{RELEASE}-"): _rules(role) for name, role in roles.items()}
     assert got == EXPECTED_RULES
@@ -177,6 +181,15 @@ def test_rbac_per_role_is_exactly_what_the_code_calls(default: list[Json]) -> No
         print(f"\nRBAC rules, {role}: {len(rules)}")
     reservation = by_kind(default, "Role")["kai-resource-reservation"]
     assert _rules(reservation) == {("", "pods", "patch")}
+    # The binder's pod creations and deletions: in the reservation namespace only.
+    binder_role = by_kind(default, "Role")[f"{RELEASE}-binder-reservations"]
+    assert binder_role["metadata"]["namespace"] == "kai-resource-reservation"
+    assert _rules(binder_role) == {("", "pods", "create,delete")}
+    for objects, account in ((default, "kai-py-binder"), (other, "kai-py")):
+        binding = by_kind(objects, "RoleBinding")[f"{RELEASE}-binder-reservations"]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
+        ]
 
 
 def test_every_account_used_exists_and_is_bound(default: list[Json], other: list[Json]) -> None:
@@ -454,3 +467,72 @@ def test_staggered_start_and_hami_core_reach_the_binder() -> None:
     scheduler = by_kind(render({"metrics": {"cardPods": True}}), "Deployment")["kai-py-scheduler"]
     env = {e["name"]: e.get("value") for e in scheduler["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["KAI_PY_METRICS_CARD_PODS"] == "true"
+
+
+POLICIES = {
+    "reservation-pods",
+    "gpu-configmaps",
+    "pod-metadata",
+    "scheduler-pod-status",
+    "scheduler-evictions",
+    "bindrequests",
+}
+
+
+def test_admission_policies_hold_each_role_to_its_own_work(
+    default: list[Json], other: list[Json]
+) -> None:
+    """security.yaml: each policy bound (Deny, failing closed), naming the chart's
+    accounts, image and scheduler name; tests/realapi/test_security_policies.py runs them."""
+    for objects, account, image, scheduler in (
+        (default, "kai-py-{role}", install.DEFAULT_IMAGE, "kai-scheduler"),
+        (other, "kai-py", "registry.example/kai-py:9.9.9", "my-scheduler"),
+    ):
+        policies = by_kind(objects, "ValidatingAdmissionPolicy")
+        bindings = by_kind(objects, "ValidatingAdmissionPolicyBinding")
+        assert set(policies) == set(bindings) == {f"{RELEASE}-{p}" for p in POLICIES}
+        for name, binding in bindings.items():
+            assert binding["spec"] == {"policyName": name, "validationActions": ["Deny"]}
+            assert policies[name]["spec"]["failurePolicy"] == "Fail"
+        text = {name[len(RELEASE) + 1 :]: yaml.safe_dump(p) for name, p in policies.items()}
+        user = f"system:serviceaccount:{NAMESPACE}:" + account
+        assert f"'{image}'" in text["reservation-pods"]
+        assert f"'{user.format(role='binder')}'" in text["gpu-configmaps"]
+        assert f"'{user.format(role='scheduler')}'" in text["bindrequests"]
+        assert f"'{user.format(role='podgrouper')}'" in text["pod-metadata"]
+        assert (
+            f"'{scheduler}'" in text["pod-metadata"]
+            and f"'{scheduler}'" in text["scheduler-pod-status"]
+        )
+        evictions = text["scheduler-evictions"]
+        for ns in ("kube-system", NAMESPACE, "kai-resource-reservation"):
+            assert f"'{ns}'" in evictions
+    # The keys each account may write on pods, one list per account (single mode: both).
+    single = by_kind(other, "ValidatingAdmissionPolicy")[f"{RELEASE}-pod-metadata"]
+    labels = next(v for v in single["spec"]["variables"] if v["name"] == "labelKeys")
+    assert "['runai-gpu-group','kai.scheduler/subgroup-name']" in labels["expression"]
+
+
+def test_admission_policies_can_be_left_out() -> None:
+    objects = render({"security": {"admissionPolicies": False}})
+    assert not [o for o in objects if "AdmissionPolicy" in o["kind"]]
+
+
+def test_the_scheduler_and_the_binder_share_the_bind_key(
+    default: list[Json], other: list[Json]
+) -> None:
+    """The key the scheduler signs BindRequests with and the binder checks them by:
+    a Secret of the release, given to those two roles only."""
+    for objects in (default, other):
+        secret = by_kind(objects, "Secret")[f"{RELEASE}-bind-key"]
+        assert len(base64.b64decode(secret["data"]["key"])) == 48
+        given = {
+            name
+            for name, d in by_kind(objects, "Deployment").items()
+            for c in d["spec"]["template"]["spec"]["containers"]
+            for e in c.get("env", [])
+            if e["name"] == "KAI_PY_BIND_KEY"
+            and e["valueFrom"]["secretKeyRef"] == {"name": f"{RELEASE}-bind-key", "key": "key"}
+        }
+        expected = {"kai-py"} if objects is other else {"kai-py-scheduler", "kai-py-binder"}
+        assert given == expected

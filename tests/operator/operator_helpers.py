@@ -38,8 +38,10 @@ class Operator:
         return self.log_path.read_text(errors="replace")
 
 
-def start_operator(kubeconfig: str, log_path: Path, *args: str) -> Operator:
-    env = {**os.environ, "KUBECONFIG": kubeconfig}
+def start_operator(
+    kubeconfig: str, log_path: Path, *args: str, extra_env: dict[str, str] | None = None
+) -> Operator:
+    env = {**os.environ, "KUBECONFIG": kubeconfig, **(extra_env or {})}
     for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
         env.pop(var, None)
     out = log_path.open("wb")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kai_py.api import keys
+from kai_py.api.bindrequest import SIGNATURE_ANNOTATION, signature
 from kai_py.apiclient.kube import KubeError
 from kai_py.binder import reservation as rsv
 from kai_py.binder.binding import Binder, BinderConfig
@@ -221,6 +222,7 @@ class FakeKube:
         self.calls: list[tuple[str, str]] = []
         self.bodies: list[tuple[str, str, Any]] = []
         self.on_reservation: Any = None  # called with a reservation pod when created
+        self.missing_namespaces: set[str] = set()  # a create there answers 404, as the API
 
     def add(self, path: str, obj: Json) -> None:
         self.objects[path] = obj
@@ -261,6 +263,12 @@ class FakeKube:
                     raise KubeError(409, "Conflict", "pod is already assigned to node")
                 pod["spec"]["nodeName"] = body["target"]["name"]
                 return {"kind": "Status", "status": "Success"}
+            parts = path.split("/")
+            if "namespaces" in parts and parts[parts.index("namespaces") + 1] in (
+                self.missing_namespaces
+            ):
+                ns = parts[parts.index("namespaces") + 1]
+                raise KubeError(404, "NotFound", f'namespaces "{ns}" not found')
             meta = body.get("metadata") or {}
             name = meta.get("name") or f"{meta.get('generateName')}{len(self.objects)}"
             key = f"{path}/{name}"
@@ -379,9 +387,47 @@ def test_fraction_bind_over_the_fake_api() -> None:
         "GPU_PORTION": "0.5",
     }
     assert kube.objects[BR]["status"]["phase"] == "Succeeded"
-    assert "/api/v1/namespaces/kai-resource-reservation" in kube.objects  # namespace made
+    # No namespace is made: the chart makes it, the binder may not create namespaces.
+    assert not [c for c in kube.calls if c == ("POST", "/api/v1/namespaces")]
     (bound,) = events(kube, "Bound")
     assert "n1" in bound["message"] and "GPU-abc" in bound["message"]
+
+
+def test_a_bindrequest_not_signed_by_the_scheduler_is_ignored_with_a_warning() -> None:
+    """A tenant who may create BindRequests asks for a 4-GPU bind: with the chart's key
+    set, the binder acts only on the scheduler's signed decisions."""
+    kube, br = setup(kind="Regular")
+    br["spec"]["receivedGPU"] = {"count": 4, "portion": "1"}
+    outcome = binder(kube, bind_key=b"key").reconcile(br)
+    assert (outcome.phase, outcome.retry_in) == ("Failed", None)
+    assert kube.objects[POD]["spec"].get("nodeName") is None
+    assert not [c for c in kube.calls if c[1].endswith("/binding")]
+    assert kube.objects[BR]["status"]["phase"] == "Failed"
+    (warning,) = events(kube, "BindingError")
+    assert (
+        "not made by kai-py's scheduler (metadata.annotations[kai.scheduler/bind-signature]"
+        in (warning["message"])
+    )
+    # Signed by the scheduler (the writer's manifest), the same decision is bound.
+    kube, br = setup(kind="Regular")
+    br["metadata"]["annotations"] = {SIGNATURE_ANNOTATION: signature(b"key", br)}
+    kube.add(BR, br)
+    assert binder(kube, bind_key=b"key").reconcile(br).phase == "Succeeded"
+    assert kube.objects[POD]["spec"]["nodeName"] == "n1"
+
+
+def test_a_missing_reservation_namespace_is_said_plainly_and_not_made() -> None:
+    kube, br = setup()
+    kube.missing_namespaces = {keys.RESERVATION_NAMESPACE}
+    outcome = binder(kube).reconcile(br)
+    assert outcome.phase != "Succeeded" and outcome.retry_in is not None
+    assert not [c for c in kube.calls if c == ("POST", "/api/v1/namespaces")]
+    assert kube.objects[POD]["spec"].get("nodeName") is None  # nothing bound, rolled back
+    message = str(outcome.reason)
+    assert (
+        "namespace kai-resource-reservation does not exist: the GPU reservation pods live "
+        "there and the binder may not create namespaces; install kai-py's chart" in message
+    ), message
 
 
 def test_a_shared_pod_not_wired_to_its_card_is_not_bound() -> None:

@@ -146,6 +146,30 @@ def test_bad_objects_are_refused_with_object_field_and_value(
     assert refused.value.status == 422
     assert "Pod team-a/too-much: metadata.annotations[gpu-fraction]" in refused.value.body
     assert "got '1.5'" in refused.value.body
+    # A GPU container that would see every card of its node (KAI refuses it too).
+    everything = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "all-cards", "namespace": NS},
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+                }
+            ],
+        },
+    }
+    with pytest.raises(k8s.ApiException) as refused:
+        core.create_namespaced_pod(NS, everything)
+    assert refused.value.status == 422
+    assert (
+        'pod team-a/all-cards: spec.containers[0] (main) env NVIDIA_VISIBLE_DEVICES is \\"all\\"'
+        in refused.value.body
+    ), refused.value.body
 
     # A child before its parent and a PodGroup before its queue are admitted (GitOps
     # order; the warnings are the webhook's, test_webhooks_rules.py); a loop is not.

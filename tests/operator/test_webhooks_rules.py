@@ -99,6 +99,66 @@ def test_whole_gpu_containers_keep_their_cards_and_other_schedulers_are_left_alo
     assert deviceaccess.mutate(other, "kai-scheduler") is None
 
 
+def test_a_container_may_not_choose_the_cards_it_sees() -> None:
+    """As KAI: NVIDIA_VISIBLE_DEVICES other than void/none, or read from elsewhere, is
+    refused in every container but the one that shares a card (after the mutation)."""
+    gpu = {"limits": {"nvidia.com/gpu": 1}}
+    everything = {"name": rsv.VISIBLE_DEVICES_KEY, "value": "all"}
+    pod = _pod(
+        containers=[{"name": "main", "image": "x", "resources": gpu, "env": [everything]}],
+        name="p",
+    )
+    assert deviceaccess.validate(pod) == [
+        'pod team-a/p: spec.containers[0] (main) env NVIDIA_VISIBLE_DEVICES is "all": a '
+        "container may not choose the cards it sees; only void or none may be set"
+    ]
+    pod["spec"]["initContainers"] = [
+        {
+            "name": "init",
+            "image": "x",
+            "env": [{"name": rsv.VISIBLE_DEVICES_KEY, "valueFrom": _ref("cm", "k")}],
+        }
+    ]
+    errors = deviceaccess.validate(pod)
+    assert len(errors) == 2 and "spec.initContainers[0] (init)" in errors[0]
+    assert "is read from valueFrom" in errors[0]
+    # void / none / unset are fine; so is what the mutation wires in a shared pod.
+    for value in ("void", "none", ""):
+        pod = _pod(
+            containers=[
+                {
+                    "name": "main",
+                    "image": "x",
+                    "env": [{"name": rsv.VISIBLE_DEVICES_KEY, "value": value}],
+                }
+            ],
+            name="p",
+        )
+        assert deviceaccess.validate(pod) == []
+    shared = _pod(
+        {"gpu-fraction": "0.5"},
+        containers=[
+            {"name": "main", "image": "x", "env": [everything]},
+            {"name": "side", "image": "x"},
+        ],
+        name="p",
+    )
+    mutation = deviceaccess.mutate(shared, "kai-scheduler", token=lambda: "bcdfghj")
+    assert mutation is not None
+    assert deviceaccess.validate({**shared, "spec": mutation.spec}) == []
+    # Any container but the sharing one is checked.
+    side = deviceaccess.validate(
+        {
+            **shared,
+            "spec": {
+                **shared["spec"],
+                "containers": [{"name": "side", "image": "x"}, shared["spec"]["containers"][0]],
+            },
+        }
+    )
+    assert side and "spec.containers[1] (main)" in side[0]
+
+
 def test_a_container_that_already_reads_a_configmap_keeps_it() -> None:
     """A variable read from a ConfigMap stays (the binder writes that one too); the
     rest of KAI's wiring is added, and a prefix the pod already names is kept."""

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from kai_py.api.bindrequest import BindRequest
+from kai_py.api.bindrequest import SIGNATURE_ANNOTATION, BindRequest, signature, signed
 from kai_py.api.quantities import format_quantity, parse_quantity
 from kai_py.apiclient.kube import KubeError, NotLeader
 from kai_py.scheduler.cycle import run_cycle
@@ -58,6 +59,31 @@ def test_a_whole_gpu_bind_is_a_regular_bindrequest_owned_by_the_pod() -> None:
     }
     # Valid by the model the CRD is made from, and read back unchanged.
     assert BindRequest.from_manifest(body).to_manifest() == body
+
+
+def test_a_bindrequest_is_signed_with_the_key_and_the_signature_covers_the_decision() -> None:
+    task = Task("uid-1", "ns", "p1", "job", Res(1000, 1e9, 2), node_name="n1")
+    assert "annotations" not in bindrequest_manifest(task, "uid-1", None)["metadata"]
+    body = bindrequest_manifest(task, "uid-1", None, sign_key=b"k")
+    assert signed(b"k", body) and not signed(b"other", body)
+    assert BindRequest.from_manifest(body).to_manifest() == body
+    for change in (
+        {"receivedGPU": {"count": 4, "portion": "1"}},
+        {"selectedNode": "n2"},
+        {"podName": "p2"},
+    ):
+        assert not signed(b"k", {**body, "spec": {**body["spec"], **change}})
+    other_pod = copy.deepcopy(body)
+    other_pod["metadata"]["ownerReferences"][0]["uid"] = "uid-9"
+    assert not signed(b"k", other_pod)
+    # What the API server adds (the CRD's defaults, a status) changes nothing.
+    bare = copy.deepcopy(body)
+    del bare["spec"]["receivedResourceType"]
+    bare["metadata"]["annotations"] = {SIGNATURE_ANNOTATION: signature(b"k", bare)}
+    defaulted = copy.deepcopy(bare)
+    defaulted["spec"]["receivedResourceType"] = "Regular"
+    defaulted["status"] = {"phase": "Pending"}
+    assert signed(b"k", defaulted)
 
 
 def test_a_shared_gpu_bind_is_a_fraction_with_its_gpu_groups() -> None:

@@ -340,7 +340,7 @@ class RealApiServer:
                 time.sleep(0.1)
 
     def apply_yaml(self, text: str) -> None:
-        """Create the RBAC objects (and namespaces, service accounts) of a YAML stream."""
+        """Create the RBAC objects, namespaces, accounts and admission policies of a YAML stream."""
         for doc in yaml.safe_load_all(text):
             if not doc:
                 continue
@@ -371,4 +371,6 @@ _PLURALS = {
     "ClusterRoleBinding": "clusterrolebindings",
     "Role": "roles",
     "RoleBinding": "rolebindings",
+    "ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
 }

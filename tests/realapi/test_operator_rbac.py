@@ -46,6 +46,7 @@ from realapi_backends import backend_cluster
 from realapi_server import RealApiServer
 
 from kai_py.api import keys
+from kai_py.api.bindrequest import BIND_KEY_ENV, SIGNATURE_ANNOTATION, signature
 from kai_py.controllers.settings import CONTROLLER_NAMES
 from kai_py.podgrouper.kinds import READS as OWNER_READS
 
@@ -53,6 +54,9 @@ pytestmark = pytest.mark.slow
 
 NS = "team-a"
 SYSTEM_NS = "kai-system"
+#: The scheduler signs its BindRequests with it and the binder checks them, as the
+#: chart sets them up: the signature must survive the real API server's round trip.
+BIND_KEY = "a-key-the-chart-would-make"
 Rules = dict[str, set[tuple[str, str, str]]]  # part -> {(apiGroup, resource, verb)}
 
 
@@ -94,7 +98,15 @@ def start_parts(server: RealApiServer, tmp_path: Path) -> list[Operator]:
     for part in CONTROLLER_NAMES:
         token = server.token_for(SYSTEM_NS, service_account(part))
         config = server.write_kubeconfig(str(tmp_path / f"{part}.kubeconfig"), token, part)
-        parts.append(start_operator(config, tmp_path / f"{part}.log", "--controllers", part))
+        parts.append(
+            start_operator(
+                config,
+                tmp_path / f"{part}.log",
+                "--controllers",
+                part,
+                extra_env={BIND_KEY_ENV: BIND_KEY},
+            )
+        )
     return parts
 
 
@@ -106,8 +118,9 @@ def stop_parts(parts: list[Operator]) -> str:
     return "\n".join(logs)
 
 
-def scenario(api: k8s.ApiClient, logs: Any) -> None:
-    """What the operator does in a working day, each step awaited."""
+def scenario(api: k8s.ApiClient, logs: Any, as_scheduler: k8s.ApiClient) -> None:
+    """What the operator does in a working day, each step awaited (``as_scheduler``:
+    the scheduler's own token, the one identity that may make BindRequests)."""
     core, custom, batch = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api), k8s.BatchV1Api(api)
     create_queues(custom, queue("root"), queue("team-a", parent="root"))
 
@@ -179,28 +192,25 @@ def scenario(api: k8s.ApiClient, logs: Any) -> None:
     # scheduler never makes a BindRequest of its own to race this one).
     create_pod(core, pod("lost", NS, "pg-lost", gpus=1, cpu="1000"))
     uid = core.read_namespaced_pod("lost", NS).metadata.uid
-    custom.create_namespaced_custom_object(
-        "scheduling.run.ai",
-        "v1alpha2",
-        NS,
-        "bindrequests",
-        {
-            "apiVersion": "scheduling.run.ai/v1alpha2",
-            "kind": "BindRequest",
-            "metadata": {
-                "name": "lost-manual",
-                "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "Pod", "name": "lost", "uid": uid}
-                ],
-            },
-            "spec": {
-                "podName": "lost",
-                "selectedNode": "no-such-node",
-                "receivedResourceType": "Regular",
-                "receivedGPU": {"count": 1, "portion": "1"},
-                "backoffLimit": 1,
-            },
+    manual = {
+        "apiVersion": "scheduling.run.ai/v1alpha2",
+        "kind": "BindRequest",
+        "metadata": {
+            "name": "lost-manual",
+            "namespace": NS,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "lost", "uid": uid}],
         },
+        "spec": {
+            "podName": "lost",
+            "selectedNode": "no-such-node",
+            "receivedResourceType": "Regular",
+            "receivedGPU": {"count": 1, "portion": "1"},
+            "backoffLimit": 1,
+        },
+    }
+    manual["metadata"]["annotations"] = {SIGNATURE_ANNOTATION: signature(BIND_KEY.encode(), manual)}
+    k8s.CustomObjectsApi(as_scheduler).create_namespaced_custom_object(
+        "scheduling.run.ai", "v1alpha2", NS, "bindrequests", manual
     )
 
     def failed() -> bool:
@@ -211,6 +221,8 @@ def scenario(api: k8s.ApiClient, logs: Any) -> None:
         return any("giving up" in (e.message or "") for e in events_of(core, NS, "lost"))
 
     wait_for(failed, timeout=30, what=f"the bad BindRequest Failed\n{logs()}")
+    # Failed as a bind to a node that is not there, not as a request without signature.
+    assert not [e for e in events_of(core, NS, "lost") if "not made by" in (e.message or "")]
     # The binder posts its Events from a background thread, after the status write.
     wait_for(
         lambda: [e for e in events_of(core, NS, "lost") if e.reason == "BindingError"],
@@ -250,17 +262,39 @@ def audited(server: RealApiServer) -> tuple[Rules, list[str]]:
     return dict(used), forbidden
 
 
+#: The parts' Roles besides their ClusterRoles: the binder's pods, in the reservation
+#: namespace only.
+NAMESPACED_ROLES = {f"{RELEASE}-binder-reservations": "binder"}
+
+
 def chart_cluster_roles() -> list[dict[str, Any]]:
     """The ClusterRoles of the operator's parts, as the chart renders them by default."""
     names = {f"{RELEASE}-{part}" for part in CONTROLLER_NAMES}
     return [o for o in render() if o["kind"] == "ClusterRole" and o["metadata"]["name"] in names]
 
 
+def chart_namespaced_roles() -> list[dict[str, Any]]:
+    """The parts' Roles and their RoleBindings, as the chart renders them."""
+    return [
+        o
+        for o in render()
+        if o["kind"] in ("Role", "RoleBinding") and o["metadata"]["name"] in NAMESPACED_ROLES
+    ]
+
+
+def chart_admission_policies() -> list[dict[str, Any]]:
+    """The chart's ValidatingAdmissionPolicies and their bindings (security.yaml)."""
+    return [o for o in render() if o["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
 def granted_rules() -> Rules:
-    """The (apiGroup, resource, verb) triples each part's ClusterRole grants."""
+    """The (apiGroup, resource, verb) triples each part's ClusterRole and Roles grant."""
     found: Rules = {}
-    for role in chart_cluster_roles():
-        triples = found.setdefault(role["metadata"]["name"].removeprefix(f"{RELEASE}-"), set())
+    roles = chart_cluster_roles() + [o for o in chart_namespaced_roles() if o["kind"] == "Role"]
+    for role in roles:
+        name = role["metadata"]["name"]
+        part = NAMESPACED_ROLES.get(name) or name.removeprefix(f"{RELEASE}-")
+        triples = found.setdefault(part, set())
         for rule in role.get("rules") or []:
             for group in rule.get("apiGroups", []):
                 for resource in rule.get("resources", []):
@@ -341,10 +375,14 @@ def real(tmp_path: Path) -> Iterator[RealApiServer]:
 def run_scenario_as_parts(server: RealApiServer, tmp_path: Path) -> str:
     parts = start_parts(server, tmp_path)
     api = k8s_config.new_client_from_config(config_file=server.kubeconfig_path)
+    as_scheduler = k8s_config.new_client_from_config(
+        config_file=str(tmp_path / "scheduler.kubeconfig")
+    )
     try:
-        scenario(api, lambda: "\n".join(p.log[-3000:] for p in parts))
+        scenario(api, lambda: "\n".join(p.log[-3000:] for p in parts), as_scheduler)
     finally:
         api.close()
+        as_scheduler.close()
         logs = stop_parts(parts)
     assert "Traceback" not in logs, logs
     return logs
@@ -378,7 +416,9 @@ def test_derive_what_each_part_of_the_operator_asks_of_the_api(
 def test_the_operator_works_under_its_cluster_roles_with_nothing_forbidden(
     real: RealApiServer, tmp_path: Path
 ) -> None:
-    real.apply_yaml(yaml.safe_dump_all(chart_cluster_roles()))
+    # The chart's RBAC and its admission policies: kai-py's own work passes them all.
+    real.apply_yaml(yaml.safe_dump_all(chart_cluster_roles() + chart_namespaced_roles()))
+    real.apply_yaml(yaml.safe_dump_all(chart_admission_policies()))
     for part in CONTROLLER_NAMES:
         bind(real, part, f"{RELEASE}-{part}")
     run_scenario_as_parts(real, tmp_path)

@@ -19,6 +19,12 @@ the pod read them, with KAI's names, so that what is built on KAI finds them:
   ``NVIDIA_VISIBLE_DEVICES=void``, so it sees no card at all (as KAI does);
 - a shared pod gets ``runtimeClassName`` when one is configured and the pod
   has none.
+
+``validate`` refuses, as KAI does, a container that names its own cards: an
+``NVIDIA_VISIBLE_DEVICES`` other than ``void`` or ``none``, or one read from
+elsewhere, in any container but the one that shares a card (which reads the
+binder's ConfigMap). Otherwise ``NVIDIA_VISIBLE_DEVICES=all`` would show a
+container every card of its node, whatever kai-py gave it.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ Json = dict[str, Any]
 
 #: What a container without a GPU sees: no card.
 NO_DEVICES: Final = "void"
+#: The only values a pod may give ``NVIDIA_VISIBLE_DEVICES`` itself (as KAI): no card.
+ALLOWED_VISIBLE_DEVICES: Final = ("void", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,3 +151,34 @@ def mutate(
     if new == spec and not annotations:
         return None
     return Mutation(new, annotations)
+
+
+def validate(pod: Mapping[str, Any]) -> list[str]:
+    """Why the pod may not be admitted: a container names the cards it sees (empty: none)."""
+    m = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    sharing = sharing_container_index(pod) if shares_gpu(pod) else -1
+    errors = []
+    for field_name in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(field_name) or []):
+            if field_name == "containers" and i == sharing:
+                continue  # reads the binder's ConfigMap (the binder checks how)
+            for var in container.get("env") or []:
+                if var.get("name") != VISIBLE_DEVICES_KEY:
+                    continue
+                where = (
+                    f"pod {m.get('namespace')}/{m.get('name')}: spec.{field_name}[{i}] "
+                    f"({container.get('name')}) env {VISIBLE_DEVICES_KEY}"
+                )
+                value = var.get("value")
+                if var.get("valueFrom") is not None and not value:
+                    errors.append(
+                        f"{where} is read from valueFrom: a container may not choose the "
+                        f"cards it sees; only {' or '.join(ALLOWED_VISIBLE_DEVICES)} may be set"
+                    )
+                elif value and value not in ALLOWED_VISIBLE_DEVICES:
+                    errors.append(
+                        f'{where} is "{value}": a container may not choose the cards it '
+                        f"sees; only {' or '.join(ALLOWED_VISIBLE_DEVICES)} may be set"
+                    )
+    return errors

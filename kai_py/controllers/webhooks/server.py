@@ -204,7 +204,8 @@ def pods_deviceaccess(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
 def pods_validate(body: kopf.Body, namespace: str | None, **_: Any) -> None:
     if (body.get("spec") or {}).get("schedulerName") != operator_settings.current().scheduler_name:
         return
-    _deny(validation.validate_pod_gpu(_named(body, namespace)).errors)
+    pod = _named(body, namespace)
+    _deny(validation.validate_pod_gpu(pod).errors + deviceaccess.validate(pod))
 
 
 @kopf.on.validate(
