@@ -162,7 +162,11 @@ def _tls_volume(objects: list[Json]) -> str:
 
 def test_webhook_certificates_from_a_given_secret_render_the_same_every_time() -> None:
     ca = "TUlJQ0NBIG9mIHRoZSB1c2Vy"  # any base64: the chart passes it on as it is
-    values = {"webhooks": {"tls": {"mode": "secret", "secretName": "my-tls", "caBundle": ca}}}
+    values = {
+        "webhooks": {"tls": {"mode": "secret", "secretName": "my-tls", "caBundle": ca}},
+        # The bind key is made by the chart too unless given (below).
+        "security": {"bindKeySecret": "my-bind-key"},
+    }
     first, second = render(values), render(values)
     assert first == second  # `helm template` twice: nothing for Argo CD or Flux to rotate
     hooks = [h for c in _webhook_configs(first) for h in c["webhooks"]]
@@ -180,7 +184,10 @@ def test_a_secret_without_its_ca_is_refused_naming_the_value() -> None:
 
 
 def test_webhook_certificates_from_cert_manager() -> None:
-    values = {"webhooks": {"tls": {"mode": "certManager"}}}
+    values = {
+        "webhooks": {"tls": {"mode": "certManager"}},
+        "security": {"bindKeySecret": "my-bind-key"},
+    }
     objects = render(values)
     assert objects == render(values)
     assert set(by_kind(objects, "Issuer")) == {"kai-py-selfsigned", "kai-py-webhooks-ca"}
@@ -205,3 +212,22 @@ def test_webhook_certificates_from_cert_manager() -> None:
         objects, "Issuer"
     )
     assert by_kind(objects, "Certificate")["kai-py-webhooks"]["spec"]["issuerRef"] == theirs
+
+
+def test_a_given_bind_key_secret_is_used_and_none_is_made() -> None:
+    """Without it every `helm template` makes a new bind key: a GitOps sync would give
+    the scheduler and the binder different keys as their pods restart."""
+    assert render({}) != render({})  # the made key differs per render
+    objects = render({"security": {"bindKeySecret": "my-bind-key"}})
+    assert "kai-bind-key" not in by_kind(objects, "Secret")
+    refs = {
+        name: e["valueFrom"]["secretKeyRef"]
+        for name, d in by_kind(objects, "Deployment").items()
+        for c in d["spec"]["template"]["spec"]["containers"]
+        for e in c.get("env", [])
+        if e["name"] == "KAI_PY_BIND_KEY"
+    }
+    assert refs == {
+        role: {"name": "my-bind-key", "key": "key"}
+        for role in ("kai-py-scheduler", "kai-py-binder")
+    }

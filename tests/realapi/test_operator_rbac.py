@@ -336,6 +336,9 @@ ALSO_NEEDED: Rules = {
         ("", "persistentvolumeclaims", "get"),
         ("", "persistentvolumeclaims", "patch"),
         ("scheduling.run.ai", "bindrequests", "get"),
+        # Staggered start per Queue (binder/stagger.py): a shared pod without a queue
+        # label finds its Queue through its PodGroup; the scenario's pods carry the label.
+        ("scheduling.run.ai", "podgroups", "get"),
     },
     # The grouper reads a pod it has no cached copy of, and walks owner chains:
     # a Deployment's pods through their ReplicaSet to the Deployment (podgrouping.py).
