@@ -197,7 +197,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print(f"Error: {exc.args[0]}", file=sys.stderr)
         return 1
     except KubeError as exc:
-        print(f"Error from server: {exc}", file=sys.stderr)
+        if exc.code == 0:
+            print(f"Error: no answer from the API server: {exc.message}", file=sys.stderr)
+        else:
+            print(f"Error from server: {exc}", file=sys.stderr)
         return 1
     if args.output == "json":
         print(json.dumps(view, indent=2, sort_keys=True), file=stream)

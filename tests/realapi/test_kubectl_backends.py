@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from kubernetes import client as k8s
 from operator_helpers import (
     Operator,
@@ -159,3 +165,55 @@ def test_kubectl_kai_why_queues_and_cards(
     code, table = _kai(backend, "cards", node)
     assert code == 0 and f"{NS}/half-a  0.5" in table
     assert max(len(line) for line in table.splitlines()) <= 120
+
+
+def test_kubectl_finds_the_plugin_and_passes_the_context(
+    backend: Backend, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi, tmp_path: Path
+) -> None:
+    """The real kubectl runs ``kubectl-kai`` from PATH with the arguments after ``kai``;
+    ``--context`` picks the kubeconfig's context and its namespace (the current context
+    points at nothing)."""
+    kubectl = Path(sys.executable).parent / "kubectl"
+    if not kubectl.is_file():
+        pytest.skip("kubectl is missing: install the test extras")
+    create_queues(custom, queue("root"), queue("team-a", parent="root", gpu_quota=2))
+    create_podgroup(custom, podgroup("solo", NS, "team-a"))
+    create_pod(core, pod("solo-0", NS, "solo", gpus=1))
+    config = yaml.safe_load(Path(backend.kubeconfig_path).read_text())
+    good = config["contexts"][0]
+    good["name"], good["context"]["namespace"] = "mine", NS
+    config["clusters"].append({"name": "nowhere", "cluster": {"server": "https://127.0.0.1:9"}})
+    config["contexts"].append(
+        {"name": "elsewhere", "context": {"cluster": "nowhere", "user": good["context"]["user"]}}
+    )
+    config["current-context"] = "elsewhere"
+    kubeconfig = tmp_path / "two-contexts"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    plugins = tmp_path / "bin"
+    plugins.mkdir()
+    shim = plugins / "kubectl-kai"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kai_py.kubectl "$@"\n')
+    shim.chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{plugins}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(kubeconfig),
+    }
+
+    def kubectl_kai(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(kubectl), "kai", *args], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    done = kubectl_kai("--context", "mine", "queues", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    assert [row["name"] for row in json.loads(done.stdout)][-2:] == ["root", "team-a"]
+    # No -n: the namespace is the context's.
+    done = kubectl_kai("why", "solo-0", "--context", "mine", "-o", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["podGroup"]["name"] == f"{NS}/solo"
+    # The current context reaches no server: a clear error, no traceback.
+    done = kubectl_kai("queues")
+    assert done.returncode == 1 and done.stderr.startswith(
+        "Error: no answer from the API server"
+    ), done.stderr
