@@ -11,7 +11,6 @@ sent for another reason carries the exact position (docs/kubectl.md, "Queue posi
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,18 +51,24 @@ def _waiting(job: Job) -> bool:
 def positions(order: Sequence[str], jobs: Mapping[str, Job]) -> dict[str, Position]:
     """Job uid -> its position (1-based) among the jobs still waiting, in ``order``."""
     found: dict[str, Position] = {}
-    per_queue: dict[str, list[int]] = {}  # queue -> the negated priorities seen, sorted
+    # Queue -> priority -> jobs of it seen: a cluster has few priorities (its
+    # PriorityClasses), so counting those above a job's is a short loop, not a search.
+    per_queue: dict[str, dict[int, int]] = {}
     cluster = 0
     for uid in order:
         job = jobs.get(uid)
         if job is None or not _waiting(job):
             continue
         cluster += 1
-        seen = per_queue.setdefault(job.queue, [])
-        # Jobs seen with a higher priority: negated priorities strictly below this one's.
-        higher = bisect.bisect_left(seen, -job.priority)
-        found[uid] = Position(len(seen) + 1, cluster, higher)
-        bisect.insort(seen, -job.priority)
+        seen = per_queue.setdefault(job.queue, {})
+        mine = job.priority
+        ahead = higher = 0
+        for priority, count in seen.items():
+            ahead += count
+            if priority > mine:
+                higher += count
+        found[uid] = Position(ahead + 1, cluster, higher)
+        seen[mine] = seen.get(mine, 0) + 1
     return found
 
 
