@@ -406,6 +406,10 @@ def _wrap(text: str, indent: str, width: int = 120) -> list[str]:
     ) or [indent]
 
 
+def _jobs(count: object) -> str:
+    return "1 job" if count == 1 else f"{count} jobs"
+
+
 def why_text(view: Json) -> list[str]:
     lines = [
         f"Pod {view['pod']}: {view['phase']}" + (f" on {view['node']}" if view["node"] else "")
@@ -432,7 +436,7 @@ def why_text(view: Json) -> list[str]:
             line = (
                 f"  Position {where.get('inQueue')} in {pg['queue']} "
                 f"({where.get('inCluster')} in the cluster); "
-                f"{where.get('higherPriorityAhead', 0)} jobs of higher priority ahead"
+                f"{_jobs(where.get('higherPriorityAhead', 0))} of higher priority ahead"
             )
             if queue is not None:
                 line += (

@@ -73,7 +73,7 @@ def test_why_names_the_limit_to_set_and_the_place_in_line() -> None:
     lines = why_text(view)
     assert max(len(line) for line in lines) <= 120
     text = " ".join(" ".join(lines).split())  # the wrapped lines as one
-    assert "Position 3 in team-a (4 in the cluster); 1 jobs of higher priority ahead" in text
+    assert "Position 3 in team-a (4 in the cluster); 1 job of higher priority ahead" in text
     assert "queue has 2 free of its fair share" in text
 
 
