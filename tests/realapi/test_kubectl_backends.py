@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,20 @@ def test_kubectl_kai_why_queues_and_cards(
     code, table = _kai(backend, "cards", node)
     assert code == 0 and f"{NS}/half-a  0.5" in table
     assert max(len(line) for line in table.splitlines()) <= 120
+
+    # The line did not move: cycles run (a node's label changed) and write no
+    # PodGroup status (the PodGroups keep their resourceVersion).
+    def versions() -> dict[str, str]:
+        listing = custom.list_namespaced_custom_object(
+            "scheduling.run.ai", "v2alpha2", NS, "podgroups"
+        )
+        return {g["metadata"]["name"]: g["metadata"]["resourceVersion"] for g in listing["items"]}
+
+    before = versions()
+    for i in range(3):
+        core.patch_node("gpu-1", {"metadata": {"labels": {"kubectl-kai-test": str(i)}}})
+        time.sleep(1.0)
+    assert versions() == before, operator.log[-3000:]
 
 
 def test_kubectl_finds_the_plugin_and_passes_the_context(
