@@ -153,14 +153,16 @@ def run_why(cluster: Cluster, namespace: str, name: str) -> Json:
     )
 
 
-def run_queues(cluster: Cluster, namespace: str | None, out: TextIO) -> list[Json]:
+def run_queues(cluster: Cluster, namespace: str | None, own: str) -> list[Json]:
+    """The tree; PodGroups of ``namespace``, or of every namespace (None), else (not
+    allowed to list them all) of the user's own namespace ``own``, said on stderr."""
     podgroups = _podgroups(cluster, namespace)
     if podgroups is None and namespace is None:
-        # Not allowed to list every namespace: what the user's own namespace holds.
+        podgroups = _podgroups(cluster, own)
         print(
-            "note: PodGroups of other namespaces are not readable; pending counts "
-            "are of this namespace only",
-            file=out,
+            f"note: PodGroups of every namespace are not readable; pending counts are of "
+            f"namespace {own} only",
+            file=sys.stderr,
         )
     return queue_rows(_queues(cluster), podgroups or [])
 
@@ -187,7 +189,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             view: Any = run_why(cluster, namespace, args.pod)
             text = why_text(view)
         elif args.command == "queues":
-            view = run_queues(cluster, args.namespace if not args.all_namespaces else None, stream)
+            view = run_queues(
+                cluster, args.namespace if not args.all_namespaces else None, namespace
+            )
             text = queues_table(view, args.resource)
         else:
             found = run_cards(cluster, args.node)

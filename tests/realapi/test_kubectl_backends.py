@@ -232,3 +232,100 @@ def test_kubectl_finds_the_plugin_and_passes_the_context(
     assert done.returncode == 1 and done.stderr.startswith(
         "Error: no answer from the API server"
     ), done.stderr
+
+
+_VIEWER = f"""
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: kai-viewer, namespace: {NS}}}
+rules:
+- apiGroups: [""]
+  resources: [pods, events]
+  verbs: [get, list]
+- apiGroups: [scheduling.run.ai]
+  resources: [podgroups]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: kai-viewer, namespace: {NS}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: kai-viewer}}
+subjects: [{{kind: ServiceAccount, name: viewer, namespace: {NS}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: kai-queue-viewer}}
+rules:
+- apiGroups: [scheduling.run.ai]
+  resources: [queues]
+  verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: kai-queue-viewer}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kai-queue-viewer}}
+subjects: [{{kind: ServiceAccount, name: viewer, namespace: {NS}}}]
+"""
+
+
+@pytest.fixture
+def real_server(backend: Backend) -> Any:
+    """The real API server (RBAC with ServiceAccount tokens), asked for before the
+    operator starts, so the emulator's run is skipped before it has one to stop."""
+    if backend.server is None:
+        pytest.skip("RBAC with ServiceAccount tokens: the real API server's")
+    return backend.server
+
+
+def test_a_user_of_one_namespace_gets_what_they_may_read(
+    real_server: Any,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Under RBAC (the real API server's): a user who may read their namespace and the
+    Queues, not the nodes nor other namespaces, gets ``why`` without the node hints and
+    ``queues`` counted in their namespace (said on stderr); ``cards`` needs the nodes
+    and says the server's refusal."""
+    server = real_server
+    create_queues(custom, queue("root"), queue("team-a", parent="root", gpu_quota=2))
+    create_podgroup(custom, podgroup("solo", NS, "team-a"))
+    create_pod(core, pod("solo-0", NS, "solo", gpus=5))  # never fits: stays in line
+    wait_for(
+        lambda: (
+            custom.get_namespaced_custom_object(
+                "scheduling.run.ai", "v2alpha2", NS, "podgroups", "solo"
+            ).get("status")
+            or {}
+        ).get("queuePosition"),
+        timeout=30,
+        what=f"solo's place in line\n{operator.log}",
+    )
+    server.apply_yaml(_VIEWER)
+    token = server.token_for(NS, "viewer")
+    kubeconfig = server.write_kubeconfig(str(tmp_path / "viewer"), token, "viewer")
+
+    def kai(*args: str) -> tuple[int, str]:
+        out = io.StringIO()
+        code = main(["--kubeconfig", kubeconfig, "-n", NS, *args], out)
+        return code, out.getvalue()
+
+    code, text = kai("why", "solo-0", "-o", "json")
+    assert code == 0
+    view = json.loads(text)
+    assert view["podGroup"]["name"] == f"{NS}/solo" and view["queue"]["name"] == "team-a"
+    assert view["position"]["inQueue"] == 1
+    assert not any("node" in hint for hint in view["fit"])  # the nodes are not readable
+    capsys.readouterr()
+    # Without -n: the kubeconfig's namespace (default), where they may read nothing.
+    assert main(["--kubeconfig", kubeconfig, "queues", "-o", "json"], io.StringIO()) == 0
+    assert "pending counts are of namespace default only" in capsys.readouterr().err
+    code, text = kai("queues", "-A", "-o", "json")
+    assert code == 0 and "not readable" in capsys.readouterr().err
+    rows = {row["name"]: row for row in json.loads(text)}
+    assert rows["team-a"]["pending"] == 1  # counted in the user's namespace
+    code, _ = kai("cards")
+    assert code == 1
+    assert capsys.readouterr().err.startswith("Error from server: 403")
