@@ -100,9 +100,20 @@ def _kubeconfig_path(kubeconfig: str | None) -> str | None:
     return path
 
 
+_POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
 def kubeconfig_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
     """The namespace of the kubeconfig's context (the current one, or ``context``), as
-    kubectl takes it: "default" where the context names none."""
+    kubectl takes it: "default" where the context names none. In a pod without a
+    kubeconfig, the pod's own namespace (as ``load_api_client`` then takes the pod's
+    identity)."""
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        try:
+            with open(_POD_NAMESPACE_FILE, encoding="utf-8") as own:
+                return own.read().strip() or "default"
+        except OSError:
+            return "default"
     contexts, current = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
         config_file=_kubeconfig_path(kubeconfig)
     )

@@ -183,8 +183,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         api = load_api_client(args.kubeconfig, pool_size=4, context=args.context)
-        cluster = Cluster(Kube(api, timeout=30.0))
         namespace = args.namespace or kubeconfig_namespace(args.kubeconfig, args.context)
+    except Exception as exc:  # the client raises ConfigException, OSError, TypeError ...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"Error: no usable kubeconfig: {reason}", file=sys.stderr)
+        return 1
+    cluster = Cluster(Kube(api, timeout=30.0))
+    try:
         if args.command == "why":
             view: Any = run_why(cluster, namespace, args.pod)
             text = why_text(view)
