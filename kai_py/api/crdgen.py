@@ -70,6 +70,7 @@ CRDS: Final[tuple[CrdInfo, ...]] = (
             _column("GPU-Limit", ".spec.resources.gpu.limit", "number"),
             # Status maps are keyed by resource name; the dot in it is escaped.
             _column("GPUs-Allocated", ".status.allocated.nvidia\\.com/gpu", "string"),
+            _column("GPUs-FairShare", ".status.fairShare.nvidia\\.com/gpu", "string", priority=1),
             _column("Children", ".status.childQueues", "string", priority=1),
             _column("DisplayName", ".spec.displayName", "string", priority=1),
             _AGE,
@@ -90,6 +91,8 @@ CRDS: Final[tuple[CrdInfo, ...]] = (
                 ".status.schedulingConditions[0].reasons[0].reason",
                 "string",
             ),
+            # kai-py's own: a pending group's place in its queue (docs/kubectl.md).
+            _column("Position", ".status.queuePosition.inQueue", "integer"),
             _column("Priority", ".spec.priorityClassName", "string", priority=1),
             _AGE,
         ),

@@ -275,6 +275,21 @@ class ResourcesStatus(KubeModel):
     requested: ResourceMap | None = None
 
 
+class QueuePosition(KubeModel):
+    """Where a pending group stands in line, as the scheduler last took jobs up
+    (kai-py's own field; docs/kubectl.md). Rewritten only when it moves by a step."""
+
+    in_queue: NonNegativeInt32 = Field(
+        description="1 = the next job of its queue the scheduler tries."
+    )
+    in_cluster: NonNegativeInt32 = Field(
+        description="1 = the next job of the cluster (its node pool) the scheduler tries."
+    )
+    higher_priority_ahead: NonNegativeInt32 = Field(
+        default=0, description="Jobs of its queue ahead of it with a higher priority."
+    )
+
+
 class PodGroupStatus(KubeModel):
     """Observed state, written by kai-py."""
 
@@ -286,6 +301,7 @@ class PodGroupStatus(KubeModel):
     resources_status: ResourcesStatus | None = None
     conditions: list[PodGroupCondition] | None = None
     scheduling_conditions: list[SchedulingCondition] | None = None
+    queue_position: QueuePosition | None = None
 
 
 class PodGroup(KubeObject):

@@ -157,6 +157,9 @@ class QueueStatus(KubeModel):
     allocated: ResourceMap | None = None
     allocated_non_preemptible: ResourceMap | None = None
     requested: ResourceMap | None = None
+    # kai-py's own: the share the scheduler computed for the queue in its last cycle
+    # (quota, then the over-quota share by weight), so `kubectl kai queues` can show it.
+    fair_share: ResourceMap | None = None
     conditions: list[Condition] | None = None
 
 

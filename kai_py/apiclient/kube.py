@@ -72,23 +72,56 @@ CONNECTION_POOL_SIZE = 64
 
 
 def load_api_client(
-    kubeconfig: str | None = None, pool_size: int = CONNECTION_POOL_SIZE
+    kubeconfig: str | None = None,
+    pool_size: int = CONNECTION_POOL_SIZE,
+    context: str | None = None,
 ) -> k8s.ApiClient:
-    """In-cluster config when running in a pod, else the kubeconfig ($KUBECONFIG or ~/.kube)."""
+    """In-cluster config when running in a pod, else the kubeconfig ($KUBECONFIG or
+    ~/.kube) at its current context, or ``context``."""
     configuration = k8s.Configuration()
     configuration.connection_pool_maxsize = max(
         int(configuration.connection_pool_maxsize or 0), pool_size
     )
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
         k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
-        path = kubeconfig or os.environ.get("KUBECONFIG") or None
-        if path and os.pathsep in path:
-            path = path.split(os.pathsep)[0]
         k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=path, client_configuration=configuration
+            config_file=_kubeconfig_path(kubeconfig),
+            context=context,
+            client_configuration=configuration,
         )
     return k8s.ApiClient(configuration)
+
+
+def _kubeconfig_path(kubeconfig: str | None) -> str | None:
+    path = kubeconfig or os.environ.get("KUBECONFIG") or None
+    if path and os.pathsep in path:
+        path = path.split(os.pathsep)[0]
+    return path
+
+
+_POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def kubeconfig_namespace(kubeconfig: str | None = None, context: str | None = None) -> str:
+    """The namespace of the kubeconfig's context (the current one, or ``context``), as
+    kubectl takes it: "default" where the context names none. In a pod without a
+    kubeconfig, the pod's own namespace (as ``load_api_client`` then takes the pod's
+    identity)."""
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        try:
+            with open(_POD_NAMESPACE_FILE, encoding="utf-8") as own:
+                return own.read().strip() or "default"
+        except OSError:
+            return "default"
+    contexts, current = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+        config_file=_kubeconfig_path(kubeconfig)
+    )
+    chosen = current
+    if context is not None:
+        chosen = next((c for c in contexts or [] if c.get("name") == context), None)
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"
 
 
 # What ``quote`` leaves as it is: Kubernetes names always are, and a plan makes a path

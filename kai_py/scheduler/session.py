@@ -121,6 +121,9 @@ class Decisions:
     # says it in full; the pod's event may only point to the PodGroup)
     pending_reasons: dict[str, str] = field(default_factory=dict)
     searches: SearchCounts = field(default_factory=lambda: SearchCounts())
+    # Job uids in the order the (first) allocate action took them up: the line the
+    # pending jobs stand in, which the controllers write as each PodGroup's position.
+    order: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -74,6 +74,7 @@ from kai_py.state.builder import Built
 from kai_py.state.cache import BINDREQUESTS, PODGROUPS, PODS, QUEUES, ClusterCache, View
 from kai_py.state.partition import DEFAULT_POOL_NAME
 from kai_py.state.passmemo import PassMemo
+from kai_py.writes.positions import Position, exact, position_patch, positions
 
 log = logging.getLogger(__name__)
 Json = dict[str, Any]
@@ -300,6 +301,7 @@ def queue_status_patch(
             "allocated": _resource_map(figures.allocated),
             "allocatedNonPreemptible": _resource_map(figures.allocated_non_preemptible),
             "requested": _resource_map(figures.requested),
+            "fairShare": _resource_map(figures.fair_share),
         }
         same_children = list(status.get("childQueues") or []) == list(children)
         if not (same_children and all(_same_map(status.get(k), v) for k, v in wanted.items())):
@@ -389,7 +391,11 @@ def job_resources(job: Job, nodes: Mapping[str, Node]) -> JobResources:
 
 
 def status_key(
-    podgroup: Mapping[str, Any], reasons: list[Reason], resources: JobResources, phase: str | None
+    podgroup: Mapping[str, Any],
+    reasons: list[Reason],
+    resources: JobResources,
+    phase: str | None,
+    position_moved: bool = False,
 ) -> tuple[object, ...] | None:
     """What a PodGroup's wanted status depends on; None when the PodGroup has no
     resourceVersion to tell its versions apart.
@@ -408,7 +414,9 @@ def status_key(
         for r in (resources.allocated, resources.allocated_non_preemptible, resources.requested)
     )
     why = tuple((r.code, r.message, repr(r.details)) for r in reasons)
-    return (version, why, figures, phase)
+    # The position is in the key only as "moved by a step": a line that shifts a little
+    # every cycle must not make every waiting PodGroup miss the memo.
+    return (version, why, figures, phase, position_moved)
 
 
 def _queue_details(details: Mapping[str, Any]) -> Json | None:
@@ -486,6 +494,7 @@ def podgroup_status_patch(
     now: float,
     phase: str | None = None,
     node_pool: str = DEFAULT_NODE_POOL,
+    position: Position | None = None,
 ) -> Json | None:
     status = podgroup.get("status") or {}
     wanted_conditions = scheduling_conditions(reasons, now, node_pool)
@@ -508,6 +517,11 @@ def podgroup_status_patch(
         patch["resourcesStatus"] = wanted_resources
     if phase is not None and status.get("phase") != phase:
         patch["phase"] = phase
+    stored = status.get("queuePosition")
+    moved, value = position_patch(stored, position)
+    # A write sent anyway carries the exact position; by itself it waits for a step.
+    if moved or (patch and not exact(stored, position)):
+        patch["queuePosition"] = value
     return with_uid({"status": patch}, podgroup) if patch else None
 
 
@@ -730,6 +744,7 @@ def _still_needed(
     now: float,
     phase: str | None,
     node_pool: str,
+    position: Position | None,
 ) -> Json | None:
     """``patch``, made again against the PodGroup as the cache holds it now: the view is
     as old as the cycle, and the answer of the last cycle's write for it (the very
@@ -737,7 +752,7 @@ def _still_needed(
     current = cache.get(PODGROUPS, ns, name)
     if current is None or current is pg or meta(current).get("uid") != meta(pg).get("uid"):
         return patch
-    return podgroup_status_patch(current, reasons, resources, now, phase, node_pool)
+    return podgroup_status_patch(current, reasons, resources, now, phase, node_pool, position)
 
 
 def plan(
@@ -854,22 +869,28 @@ def plan(
     jobs = {j.uid: j for j in built.snapshot.jobs}
     # Kept across cycles by the cache; a view without one (simulate) remembers nothing.
     memo = view.status_memo if view.status_memo is not None else PassMemo()
+    in_line = positions(decisions.order, jobs)
     for uid, pg in view.podgroups.items():
         job = jobs.get(uid)
         if job is None:
             continue
         reasons = decisions.reasons.get(uid, [])
         resources, phase = job_resources(job, nodes), podgroup_phase(job)
+        position = in_line.get(uid)
+        stored = pg.get("status")
+        moved = position_patch(
+            stored.get("queuePosition") if isinstance(stored, Mapping) else None, position
+        )[0]
         # The key is made only to compare with one kept, or to keep it: a first cycle
         # (nothing kept yet) patches most PodGroups and needs none.
         found = memo.get(uid)
-        key = status_key(pg, reasons, resources, phase) if found is not None else None
+        key = status_key(pg, reasons, resources, phase, moved) if found is not None else None
         if key is not None and found == key:
             patch = None
         else:
-            patch = podgroup_status_patch(pg, reasons, resources, now, phase, pool)
+            patch = podgroup_status_patch(pg, reasons, resources, now, phase, pool, position)
             if patch is None and key is None:
-                key = status_key(pg, reasons, resources, phase)
+                key = status_key(pg, reasons, resources, phase, moved)
         if patch is None and key is not None:
             memo.keep(uid, key)
         stale_patch = (
@@ -881,7 +902,9 @@ def plan(
             continue  # the common case: nothing to write, no name needed
         ns, name = str(meta(pg).get("namespace") or ""), str(meta(pg).get("name") or "")
         if patch is not None and cache is not None:
-            patch = _still_needed(cache, pg, ns, name, patch, reasons, resources, now, phase, pool)
+            patch = _still_needed(
+                cache, pg, ns, name, patch, reasons, resources, now, phase, pool, position
+            )
         if patch is not None:
             writes.append(
                 Write(

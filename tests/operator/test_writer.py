@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -205,7 +206,7 @@ def test_nominated_node_only_when_it_changes() -> None:
 def test_queue_status_in_kai_units_only_when_changed() -> None:
     figures = QueueFigures(
         deserved=Res(),
-        fair_share=Res(),
+        fair_share=Res(2000, 3e9, 2.5),
         allocated=Res(1500, 2e9, 1.5),
         allocated_non_preemptible=Res(),
         requested=Res(3000, 4e9, 3),
@@ -216,11 +217,17 @@ def test_queue_status_in_kai_units_only_when_changed() -> None:
             "allocated": {"nvidia.com/gpu": "1.5", "cpu": 1500, "memory": 2000},
             "allocatedNonPreemptible": {"nvidia.com/gpu": 0, "cpu": 0, "memory": 0},
             "requested": {"nvidia.com/gpu": 3, "cpu": 3000, "memory": 4000},
+            # kai-py's own: what `kubectl kai queues` shows as the fair share.
+            "fairShare": {"nvidia.com/gpu": "2.5", "cpu": 2000, "memory": 3000},
         }
     }
     # As the API server returns it (strings for all): no change, no write.
     stored = {k: {r: str(v) for r, v in m.items()} for k, m in patch["status"].items()}
     assert queue_status_patch({"status": stored}, figures) is None
+    # A new fair share alone is written.
+    moved = dataclasses.replace(figures, fair_share=Res(2000, 3e9, 3))
+    again = queue_status_patch({"status": stored}, moved)
+    assert again is not None and again["status"]["fairShare"]["nvidia.com/gpu"] == 3
 
 
 def test_an_orphan_queue_gets_kais_orphan_condition_until_its_parent_exists() -> None:

@@ -171,7 +171,14 @@ def allocate(session: Session, placer: Placer) -> None:
     # Jobs pipelined last cycle first: what was freed for them (often by evicting
     # someone) must not go to whoever comes first in queue order, or evictions repeat.
     nominated = [j for j in ready if _nominated(j)]
+    # The line is told once, by the first allocate of a cycle: a job in it once, where
+    # it was first taken up (an elastic job that grows goes back in line, not again).
+    order = session.decisions.order if not session.decisions.order else None
+    taken: set[str] = set()
     for job in sorted(nominated, key=session.framework.job_order):
+        if order is not None:
+            order.append(job.uid)
+            taken.add(job.uid)
         count = needed(job)
         if count == 0:
             continue
@@ -186,6 +193,9 @@ def allocate(session: Session, placer: Placer) -> None:
     picker = JobPicker(session, ready, lambda j: demand(session, j))
     while (picked := picker.pop()) is not None:
         job = picked
+        if order is not None and job.uid not in taken:
+            order.append(job.uid)
+            taken.add(job.uid)
         count = needed(job)
         if count == 0:  # a job with sub-groups whose pending pods no sub-group takes now
             continue
