@@ -23,6 +23,7 @@ from typing import Any, Final
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 from kai_py.scheduler.model import Snapshot
+from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Decisions, Op, Session
 
 NAMESPACE: Final = "kai"
@@ -54,6 +55,13 @@ ACTION_LATENCY: Final = Gauge(
     "Action scheduling latency in milliseconds, as a gauge",
     ["action"],
     namespace=NAMESPACE,
+)
+#: Time-based fair share's Prometheus queries (failed ones too), as KAI's histogram.
+USAGE_QUERY_LATENCY: Final = Histogram(
+    "usage_query_latency_milliseconds",
+    "Usage database query latency histogram in milliseconds",
+    namespace=NAMESPACE,
+    buckets=TASK_BUCKETS,
 )
 TASK_SCHEDULING_LATENCY: Final = Histogram(
     "task_scheduling_latency_milliseconds",
@@ -305,6 +313,22 @@ def _number(value: object) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return 0.0
+
+
+CLUSTER_CAPACITY: Final = Gauge(
+    "kai_py_cluster_capacity",
+    "What the ready nodes of this scheduler's pool can give, by resource (GPUs in "
+    "devices, CPU in cores, memory in bytes; resource names as kube-state-metrics "
+    "writes them): the capacity time-based fair share divides usage by when no "
+    "kube-state-metrics is scraped",
+    ["resource"],
+)
+
+
+def record_capacity(total: Res) -> None:
+    CLUSTER_CAPACITY.labels("nvidia_com_gpu").set(total.gpu)
+    CLUSTER_CAPACITY.labels("cpu").set(total.cpu / 1000.0)
+    CLUSTER_CAPACITY.labels("memory").set(total.memory)
 
 
 def record_cycle(seconds: float, ok: bool) -> None:
