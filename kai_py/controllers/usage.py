@@ -69,7 +69,8 @@ def queries(params: UsageDB, now: float) -> dict[str, tuple[str, str]]:
     """resource -> (usage query, capacity query), as KAI builds them, at ``now``."""
     resolution = params.extra.get("queryResolution", "1m")
     if params.window_type == "tumbling":
-        start = params.tumbling_start if params.tumbling_start is not None else now
+        # No start time: windows counted from the epoch, as the embedded source does.
+        start = params.tumbling_start if params.tumbling_start is not None else 0.0
         reset = (
             now
             if now <= start
