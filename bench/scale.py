@@ -73,10 +73,12 @@ from figures import MinMedian
 
 from kai_py.api import collector, jsoncodec, keys
 from kai_py.api.objects import meta
+from kai_py.controllers.usage import UsageSource
 from kai_py.scheduler import build_name
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 from kai_py.scheduler.model import Config
 from kai_py.scheduler.resources import Res
+from kai_py.scheduler.timeshare.settings import UsageDB
 from kai_py.state.cache import (
     BINDREQUESTS,
     NODES,
@@ -708,11 +710,15 @@ def churn(c: Cluster, share: float) -> int:
 class Runner:
     """One operator cycle's stages, as ``kai_py.controllers.scheduling`` runs them."""
 
-    def __init__(self, cache: ClusterCache, config: Config) -> None:
+    def __init__(
+        self, cache: ClusterCache, config: Config, usage: UsageSource | None = None
+    ) -> None:
         self.cache = cache
         self.config = config
         self.recorder = EventRecorder()
         self.gate = IdleGate()
+        #: Time-based fair share's source, as the operator's loop runs it (--time-based-fairshare).
+        self.usage = usage
 
     def cycle(self, now: float) -> tuple[dict[str, float], list[Write], dict[str, int]]:
         with paused_gc():  # as the operator runs a cycle
@@ -727,10 +733,17 @@ class Runner:
         built = view.build(now, self.config)
         t["build"] = time.perf_counter() - mark
         mark = time.perf_counter()
+        queues = self.cache.objects[QUEUES]
+        if self.usage is not None:
+            by_name = {meta(q).get("name", ""): q for q in queues.values()}
+            self.usage.load(by_name)
+            self.usage.apply(built.snapshot, now)
         decisions = run_cycle(built.snapshot, configured_actions(self.config))
         t["run_cycle"] = time.perf_counter() - mark
         mark = time.perf_counter()
         writes = plan(view, built, decisions, now, self.recorder, None)
+        if self.usage is not None:
+            writes.extend(self.usage.after(built.snapshot, now, by_name))
         t["plan"] = time.perf_counter() - mark
         t["total"] = time.perf_counter() - start
         # The process's CPU: on a shared machine, what the cycle costs whatever else runs.
@@ -862,10 +875,7 @@ def run_warm_up(args: argparse.Namespace) -> dict[str, Any]:
         "nodes": args.nodes,
         "pods": args.pods,
         "pages": len(pages),
-        **{
-            way: {k: MinMedian(v) for k, v in f.items()}
-            for way, f in figures.items()
-        },
+        **{way: {k: MinMedian(v) for k, v in f.items()} for way, f in figures.items()},
     }
 
 
@@ -969,6 +979,52 @@ def run_topology(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def run_time_based_fairshare(args: argparse.Namespace) -> dict[str, Any]:
+    """The full cycle of the same cluster without and with time-based fair share (the
+    embedded usage source, each queue with a usage over a one-week window, written back
+    to the Queues' status in the measured cycles), both caches filled first and their
+    cycles taken in turn, so that a load elsewhere on the machine weighs on both alike."""
+    runners: dict[str, Runner] = {}
+    made: dict[str, dict[str, int]] = {}
+    keep = []
+    params = UsageDB(fetch_interval=1.0)  # KAI's defaults; a status write every cycle
+    for way in ("without", "with"):
+        cache = ClusterCache(SCHEDULER)
+        c = Cluster(cache, args.seed)
+        made[way] = fill_as_asked(c, args)
+        keep.append(c)
+        config = replace(Config(), placement="binpack")
+        usage = None
+        if way == "with":
+            config.usage_db = params
+            usage = UsageSource.make(params)
+            assert usage.history is not None
+            # A week of history: each queue held a random share of the GPUs, in turn.
+            names = [meta(q).get("name", "") for q in cache.objects[QUEUES].values()]
+            capacity = Res(gpu=float(args.nodes * args.gpus))
+            for hour in range(7 * 24, 0, -6):
+                held = {n: Res(gpu=c.rng.random() * args.gpus) for n in names}
+                usage.history.record(NOW - hour * 3600.0, held, capacity)
+        runners[way] = Runner(cache, config, usage)
+    gc.collect()
+    runs: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
+    info: dict[str, dict[str, int]] = {}
+    for i in range(3):
+        for way, runner in runners.items():
+            t, _writes, info[way] = runner.cycle(NOW + i * 2.0)
+            runs[way].append(t)
+    out: dict[str, Any] = {
+        way: {"seconds": summarize(runs[way]), **info[way], **made[way]} for way in runners
+    }
+    out["ratio_min"] = min(r["total"] for r in runs["with"]) / min(
+        r["total"] for r in runs["without"]
+    )
+    out["ratio_median"] = (
+        sorted(r["total"] for r in runs["with"])[1] / sorted(r["total"] for r in runs["without"])[1]
+    )
+    return out
+
+
 def _kinds(writes: list[Write]) -> dict[str, int]:
     out: dict[str, int] = {}
     for w in writes:
@@ -1026,6 +1082,12 @@ def main() -> int:
         action="store_true",
         help="the full cycle with block/rack constraints on the pending gangs beside the "
         "same cluster without (see above)",
+    )
+    parser.add_argument(
+        "--time-based-fairshare",
+        action="store_true",
+        help="the full cycle with time-based fair share on (embedded usage, every queue "
+        "with a usage) beside the same cluster without",
     )
     parser.add_argument(
         "--pool",
@@ -1102,8 +1164,33 @@ def main() -> int:
                 f"{w['full_collections']['median']:.0f} full collections during it, one full "
                 f"collection after it {w['full_collection_after_s']} s"
             )
-        ratio = warm["collector_on"]["seconds"]["min"] / warm["paused_then_frozen"]["seconds"]["min"]
+        ratio = (
+            warm["collector_on"]["seconds"]["min"] / warm["paused_then_frozen"]["seconds"]["min"]
+        )
         print(f"  collector on / paused then frozen (min): {ratio:.2f}x")
+        return 0
+    if args.time_based_fairshare:
+        compared = run_time_based_fairshare(args)
+        if args.json:
+            print(json.dumps(compared))
+            return 0
+        print(
+            f"time-based fair share at {args.nodes} nodes, {args.pods} pods ({args.pending} "
+            f"pending, {args.queues} queues); scheduler {build_name()}; full cycle, seconds, "
+            "min / median of 3:"
+        )
+        for way in ("without", "with"):
+            r = compared[way]
+            print(
+                f"  {way:8} time-based fair share  {r['seconds']['total']}  (view "
+                f"{r['seconds']['view']}, build {r['seconds']['build']}, run_cycle "
+                f"{r['seconds']['run_cycle']}, plan {r['seconds']['plan']}); {r['binds']} "
+                f"binds, {r['writes']} writes"
+            )
+        print(
+            f"  with / without: {compared['ratio_min']:.3f}x (min), "
+            f"{compared['ratio_median']:.3f}x (median)"
+        )
         return 0
     if args.topology:
         compared = run_topology(args)

@@ -79,6 +79,27 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the label key of node pools (default: %(default)s)",
     )
     sim.add_argument(
+        "--over-time",
+        default=None,
+        metavar="DURATION",
+        help="run cycles over DURATION of simulated time (e.g. 2h): pods annotated "
+        "kai-py.dev/duration finish, evicted pods come back; prints the GPUs each queue "
+        "holds over time",
+    )
+    sim.add_argument(
+        "--step",
+        default=None,
+        metavar="DURATION",
+        help="with --over-time: simulated time between cycles (default: a 500th of it)",
+    )
+    sim.add_argument(
+        "--plot",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="with --over-time: also draw the GPUs per queue over time as an SVG picture",
+    )
+    sim.add_argument(
         "--recreate-evicted",
         action="store_true",
         help="between cycles, evicted pods come back as new Pending pods of the same name",
@@ -166,7 +187,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_operator(args_list[1:])
     args = _build_parser().parse_args(args_list)
+    if args.command == "simulate" and args.over_time is not None:
+        from kai_py.simulate import overtime
+
+        return overtime.run_cli(
+            paths=args.paths,
+            over_time=args.over_time,
+            step=args.step,
+            plot=args.plot,
+            now=args.now,
+            placement=args.placement,
+            actions=args.actions,
+            config_file=args.config,
+        )
     if args.command == "simulate":
+        if args.step is not None or args.plot is not None:
+            print("kai-py simulate: --step and --plot go with --over-time", file=sys.stderr)
+            return 2
         from kai_py.simulate.simulation import run_cli
 
         return run_cli(

@@ -26,6 +26,7 @@ from prometheus_client.registry import Collector
 
 from kai_py.scheduler.framework import Framework
 from kai_py.scheduler.model import Config, Snapshot
+from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Decisions, Op, SearchCounts, Session
 
 NAMESPACE: Final = "kai"
@@ -57,6 +58,13 @@ ACTION_LATENCY: Final = Gauge(
     "Action scheduling latency in milliseconds, as a gauge",
     ["action"],
     namespace=NAMESPACE,
+)
+#: Time-based fair share's Prometheus queries (failed ones too), as KAI's histogram.
+USAGE_QUERY_LATENCY: Final = Histogram(
+    "usage_query_latency_milliseconds",
+    "Usage database query latency histogram in milliseconds",
+    namespace=NAMESPACE,
+    buckets=TASK_BUCKETS,
 )
 TASK_SCHEDULING_LATENCY: Final = Histogram(
     "task_scheduling_latency_milliseconds",
@@ -152,12 +160,6 @@ SCENARIOS_FILTERED: Final = Gauge(
     "Count of scenarios filtered per action",
     ["action"],
     namespace=NAMESPACE,
-)
-USAGE_QUERY_LATENCY: Final = Histogram(
-    "usage_query_latency_milliseconds",
-    "Usage database query latency histogram in milliseconds",
-    namespace=NAMESPACE,
-    buckets=TASK_BUCKETS,
 )
 SEARCH_JOBS: Final = Counter(
     "scenario_search_jobs",  # exported as kai_scenario_search_jobs_total
@@ -504,6 +506,22 @@ def _number(value: object) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     return 0.0
+
+
+CLUSTER_CAPACITY: Final = Gauge(
+    "kai_py_cluster_capacity",
+    "What the ready nodes of this scheduler's pool can give, by resource (GPUs in "
+    "devices, CPU in cores, memory in bytes; resource names as kube-state-metrics "
+    "writes them): the capacity time-based fair share divides usage by when no "
+    "kube-state-metrics is scraped",
+    ["resource"],
+)
+
+
+def record_capacity(total: Res) -> None:
+    CLUSTER_CAPACITY.labels("nvidia_com_gpu").set(total.gpu)
+    CLUSTER_CAPACITY.labels("cpu").set(total.cpu / 1000.0)
+    CLUSTER_CAPACITY.labels("memory").set(total.memory)
 
 
 def record_cycle(seconds: float, ok: bool) -> None:

@@ -149,6 +149,18 @@ class QueueSpec(KubeModel):
         return parse_duration(self.reclaim_min_runtime) if self.reclaim_min_runtime else 0.0
 
 
+class QueueUsageHistory(KubeModel):
+    """Time-based fair share's usage, kept by the scheduler when no Prometheus is used:
+    rows of [bucket, GPU, CPU, memory] resource-seconds held in each bucket, for this
+    queue (used) and for the cluster (capacity)."""
+
+    bucket_seconds: float
+    origin: float = 0.0
+    until: float | None = None
+    used: list[list[float]] = Field(default_factory=list)
+    capacity: list[list[float]] = Field(default_factory=list)
+
+
 class QueueStatus(KubeModel):
     """Observed state. Resource maps are keyed nvidia.com/gpu, cpu and memory,
     in KAI units: GPUs in devices, CPU in millicores, memory in MB."""
@@ -161,6 +173,7 @@ class QueueStatus(KubeModel):
     # (quota, then the over-quota share by weight), so `kubectl kai queues` can show it.
     fair_share: ResourceMap | None = None
     conditions: list[Condition] | None = None
+    usage_history: QueueUsageHistory | None = None
 
 
 class Queue(KubeObject):

@@ -17,6 +17,7 @@ from kai_py.api import keys
 from kai_py.api.durations import parse_duration
 from kai_py.api.kaiconfig import ConfigSpec, SchedulingShardSpec
 from kai_py.scheduler.model import DEFAULT_ACTIONS, Config
+from kai_py.scheduler.timeshare.settings import parse_k_value, parse_usage_db
 
 #: KAI's action priorities (higher runs first); a shard's ``actions`` reorders by them.
 ACTION_PRIORITIES: Final = {name: 500 - 100 * i for i, name in enumerate(DEFAULT_ACTIONS)}
@@ -122,11 +123,7 @@ def shard_settings(spec: SchedulingShardSpec, base: Config, node_pool: str) -> S
             if value is not None:
                 _min_runtime(value, attr, f"spec.minRuntime.{name}", out)
     if spec.k_value is not None:
-        skip(
-            NotApplied(
-                "spec.kValue", _show(spec.k_value), "kai-py's proportion plugin has no kValue"
-            )
-        )
+        _k_value(spec.k_value, "spec.kValue", out)
     for name, value in (
         ("goMemLimitRatio", spec.go_mem_limit_ratio),
         ("goMemLimit", spec.go_mem_limit),
@@ -134,13 +131,10 @@ def shard_settings(spec: SchedulingShardSpec, base: Config, node_pool: str) -> S
         if value is not None:
             skip(NotApplied(f"spec.{name}", _show(value), _NOT_GO))
     if spec.usage_db_config is not None:
-        skip(
-            NotApplied(
-                "spec.usageDBConfig",
-                _show(spec.usage_db_config),
-                "kai-py has no usage database (time-based fair share)",
-            )
-        )
+        try:
+            config.usage_db = parse_usage_db(spec.usage_db_config, "spec.usageDBConfig")
+        except ValueError as exc:
+            skip(NotApplied("spec.usageDBConfig", _show(spec.usage_db_config), f"invalid: {exc}"))
     if spec.scenario_search_budgets is not None:
         skip(
             NotApplied(
@@ -212,6 +206,13 @@ def _arg(flag: str, value: str, out: ShardSettings) -> None:
         out.not_applied.append(NotApplied(where, value, str(exc.args[0])))
 
 
+def _k_value(value: object, where: str, out: ShardSettings) -> None:
+    try:
+        out.config.k_value = parse_k_value(value, where)
+    except ValueError as exc:
+        out.not_applied.append(NotApplied(where, _show(value), f"invalid: {exc}"))
+
+
 def _bool(value: str) -> bool:
     # Go's strconv.ParseBool, which KAI's flags use.
     if value in ("1", "t", "T", "true", "TRUE", "True"):
@@ -256,6 +257,8 @@ def _plugin(
     elif name in CARD_PLUGINS and enabled is not False:
         # KAI's card order for shared pods; a pod's own HAMi policy still comes first.
         out.config.card_placement = CARD_PLUGINS[name]
+    elif name == "proportion" and "kValue" in args:
+        _k_value(args.pop("kValue"), f"{where}.arguments.kValue", out)
     elif name == "minruntime":
         for key, attr in (
             ("defaultPreemptMinRuntime", "preempt_min_runtime"),

@@ -28,6 +28,7 @@ import yaml
 from kai_py.api.durations import parse_duration
 from kai_py.conf.kaiconfig import CARD_PLUGINS, KAI_PLUGINS
 from kai_py.scheduler.model import DEFAULT_ACTIONS, Config
+from kai_py.scheduler.timeshare.settings import parse_k_value, parse_usage_db
 from kai_py.state.documents import InputError
 
 _KNOWN_ACTIONS = frozenset(DEFAULT_ACTIONS)
@@ -35,7 +36,6 @@ _KNOWN_ACTIONS = frozenset(DEFAULT_ACTIONS)
 # KAI settings kai-py accepts but does not apply (with why, for the warning).
 _IGNORED = {
     "queueDepthPerAction": "kai-py considers every job of every queue",
-    "usageDBConfig": "kai-py has no usage database (time-based fair share)",
     "scenarioSearchBudgets": "kai-py's victim search has its own bounds",
     "schedulerName": "use kai-py run --scheduler-name",
     "partitionParams": "node pools are not implemented",
@@ -117,6 +117,11 @@ def parse_config(
             elif key == "globalDefaultStalenessGracePeriod":
                 seconds = parse_duration(str(value))
                 config.staleness_grace = None if seconds < 0 else seconds
+            elif key == "usageDBConfig":
+                try:
+                    config.usage_db = parse_usage_db(value, "usageDBConfig")
+                except ValueError as exc:
+                    raise InputError([f"{where}: {exc}"]) from None
             elif key in _IGNORED:
                 warnings.append(f"{where}: {key} is not applied by kai-py: {_IGNORED[key]}")
             else:
@@ -167,6 +172,9 @@ def _tiers(value: Any, config: Config, warnings: list[str], where: str) -> None:
                         [f"{where}: {at}: gpupack and gpuspread together; list one of them"]
                     )
                 config.card_placement = card
+            if name == "proportion" and "kValue" in args:
+                config.k_value = parse_k_value(args["kValue"], f"{at}.arguments.kValue")
+                args = {k: v for k, v in args.items() if k != "kValue"}
             if name not in KAI_PLUGINS:
                 # A typo, another scheduler's plugin, or one of KAI's kai-py lacks (numa).
                 warnings.append(

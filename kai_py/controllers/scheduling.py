@@ -37,8 +37,10 @@ from kai_py.apiclient.kube import Kube, KubeError, list_paged, load_api_client, 
 from kai_py.apiclient.leader import Leadership
 from kai_py.controllers import kaiconfig, leadership, watches
 from kai_py.controllers.settings import OperatorSettings, current
+from kai_py.controllers.usage import UsageSource, capacity_of
 from kai_py.gpu import cards
 from kai_py.scheduler.cycle import configured_actions, run_cycle
+from kai_py.scheduler.model import Config
 from kai_py.scheduler.plugins import PLUGINS
 from kai_py.state.cache import (
     BINDREQUESTS,
@@ -124,6 +126,8 @@ class LoopState:
     write_seconds: float = 0.0
     #: The version of KAI's Config / SchedulingShard the last cycle ran with.
     kai_config_version: int = 0
+    #: Time-based fair share's usage (None while usageDBConfig is not set).
+    usage: UsageSource | None = None
 
 
 _state: LoopState | None = None
@@ -411,6 +415,8 @@ async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
             await asyncio.sleep(s.settings.schedule_period)
         if not lead.is_leader or lead.term != term:
             return
+    if s.usage is not None:
+        s.usage.new_term()
     next_resync = time.monotonic() + RESYNC_SECONDS
     while lead.is_leader and lead.term == term:
         started = time.monotonic()
@@ -434,6 +440,16 @@ async def _lead_term(s: LoopState, lead: Leadership, term: int) -> None:
         metrics.record_cycle(elapsed, ok=s.last_error is None)
         metrics.record_cache({kind: len(objs) for kind, objs in s.cache.objects.items()})
         await asyncio.sleep(pause_after(elapsed, s.write_seconds, s.settings.schedule_period))
+
+
+def _usage_source(s: LoopState, config: Config) -> None:
+    """Keep the usage source in step with the configuration's usageDBConfig."""
+    wanted = config.usage_db
+    if s.usage is not None and s.usage.params == wanted:
+        return
+    if s.usage is not None:
+        s.usage.close()
+    s.usage = UsageSource.make(wanted) if wanted is not None else None
 
 
 def pause_after(elapsed: float, write_seconds: float, period: float) -> float:
@@ -486,6 +502,10 @@ async def _one_cycle(s: LoopState) -> Outcome:
         s.idle.generation = None  # new settings: decide again over the same cluster
     if not live.scheduling:
         return Outcome()  # KAI's Config switched the scheduler off
+    config = kaiconfig.scheduler_config(s.settings)
+    _usage_source(s, config)
+    if s.usage is not None and s.usage.due(now):
+        s.idle.generation = None  # usage moved the fair shares: decide again
     if not s.idle.due(s.cache.generation, now):
         return Outcome()  # nothing changed since a cycle that decided nothing
     view = s.cache.view(now)
@@ -495,7 +515,6 @@ async def _one_cycle(s: LoopState) -> Outcome:
         await writer.apply(cleanup)
         s.write_seconds += time.monotonic() - waited
         view = s.cache.view(now)
-    config = kaiconfig.scheduler_config(s.settings)
     opened = time.perf_counter()
     try:
         built = await asyncio.to_thread(view.build, now, config)
@@ -507,12 +526,23 @@ async def _one_cycle(s: LoopState) -> Outcome:
     metrics.record_left_out(
         [*(kind for kind, _, _ in built.left_out), *("Queue" for _ in view.left_out)]
     )
+    queues = s.cache.objects[QUEUES]
+    if s.usage is not None:
+        s.usage.load({meta(q).get("name", ""): q for q in queues.values()})
+        s.usage.apply(built.snapshot, now)
     actions = metrics.timed_actions(configured_actions(config))
     framework = metrics.timed_framework(config, PLUGINS)
     decisions = await asyncio.to_thread(run_cycle, built.snapshot, actions, framework)
     metrics.record_searches(decisions.searches)
     closing = time.perf_counter()
     writes = plan(view, built, decisions, now, s.recorder, s.cache, sign_key=_BIND_KEY)
+    if s.usage is not None:
+        metrics.record_capacity(capacity_of(built.snapshot))
+        writes.extend(
+            s.usage.after(
+                built.snapshot, now, {meta(q).get("name", ""): q for q in queues.values()}
+            )
+        )
     metrics.record_close_session(time.perf_counter() - closing)
     metrics.record_decisions(
         decisions, built.snapshot, s.cache.objects[QUEUES].values(), s.cache.partition.name

@@ -16,9 +16,12 @@ from collections.abc import Mapping, Sequence
 
 from kai_py.scheduler.model import Queue
 from kai_py.scheduler.resources import EPS, INF, RESOURCE_NAMES, Res
+from kai_py.scheduler.timeshare import over_quota_weights
 
 
-def compute_fair_shares(queues: Mapping[str, Queue], roots: Sequence[str], total: Res) -> None:
+def compute_fair_shares(
+    queues: Mapping[str, Queue], roots: Sequence[str], total: Res, k_value: float = 1.0
+) -> None:
     """Set ``deserved`` and ``fair_share`` on every queue (``request`` must be set).
 
     Level by level with a list of parents still to divide, not by recursion: a queue
@@ -29,12 +32,12 @@ def compute_fair_shares(queues: Mapping[str, Queue], roots: Sequence[str], total
         todo: list[tuple[Sequence[str], float]] = [(roots, total.get(name))]
         while todo:
             names, amount = todo.pop()
-            for child in _divide(queues, names, amount, name):
+            for child in _divide(queues, names, amount, name, k_value):
                 todo.append((child.children, child.fair_share.get(name)))
 
 
 def _divide(
-    queues: Mapping[str, Queue], names: Sequence[str], amount: float, res: str
+    queues: Mapping[str, Queue], names: Sequence[str], amount: float, res: str, k_value: float
 ) -> list[Queue]:
     """Divide ``amount`` among the queues ``names`` (siblings); returns them."""
     children = [queues[n] for n in names]
@@ -51,7 +54,7 @@ def _divide(
         if remaining <= EPS:
             break
         bucket = [c for c in children if c.priority == priority]
-        remaining = _over_quota(bucket, shares, remaining, res)
+        remaining = _over_quota(bucket, shares, remaining, res, k_value)
     for child in children:
         setattr(child.fair_share, res, shares[child.name])
     return children
@@ -61,14 +64,23 @@ def _requestable(queue: Queue, res: str) -> float:
     return min(queue.request.get(res), queue.limit.get(res))
 
 
-def _over_quota(bucket: list[Queue], shares: dict[str, float], remaining: float, res: str) -> float:
+def _over_quota(
+    bucket: list[Queue], shares: dict[str, float], remaining: float, res: str, k_value: float
+) -> float:
     def unmet(q: Queue) -> float:
         return _requestable(q, res) - shares[q.name]
 
     active = [q for q in bucket if q.weight.get(res) > 0 and unmet(q) > EPS]
     while remaining > EPS and active:
-        total_weight = sum(q.weight.get(res) for q in active)
-        offers = {q.name: remaining * q.weight.get(res) / total_weight for q in active}
+        # Past usage (time-based fair share) reweighs the queues still asking, each round.
+        weights = [q.weight.get(res) for q in active]
+        weights = over_quota_weights(weights, [q.usage for q in active], res, k_value) or weights
+        total_weight = sum(weights)
+        if total_weight <= EPS:
+            break  # every queue asking has used up its weight's worth: nothing over quota
+        offers = {
+            q.name: remaining * w / total_weight for q, w in zip(active, weights, strict=True)
+        }
         satisfied = [q for q in active if unmet(q) <= offers[q.name] + EPS]
         if satisfied:
             for q in satisfied:

@@ -17,6 +17,7 @@ from typing import Final
 
 from kai_py.api.keys import CPU_WORKER_NODE_LABEL, GPU_WORKER_NODE_LABEL
 from kai_py.scheduler.resources import EPS, INF, Res
+from kai_py.scheduler.timeshare.settings import UsageDB
 
 
 class TaskStatus(enum.Enum):
@@ -816,6 +817,9 @@ class Queue:
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
     children: list[str] = field(default_factory=list)
+    # Time-based fair share: usage over the window, normalised to the cluster's capacity
+    # over it (``scheduler/timeshare``); None = not known, weights apply as given.
+    usage: Res | None = None
     # session state (subtree totals)
     allocated: Res = field(default_factory=Res)
     allocated_non_preemptible: Res = field(default_factory=Res)
@@ -858,6 +862,12 @@ class Config:
     restrict_node_scheduling: bool = False
     gpu_worker_label: str = GPU_WORKER_NODE_LABEL
     cpu_worker_label: str = CPU_WORKER_NODE_LABEL
+    # The proportion plugin's kValue: how much a queue's past usage lowers its over-quota
+    # share (time-based fair share, when queues carry a usage).
+    k_value: float = 1.0
+    # KAI's usageDBConfig: where queues' past usage comes from; None = time-based fair
+    # share off (the operator and ``simulate`` fill ``Queue.usage`` from it).
+    usage_db: UsageDB | None = None
 
 
 @dataclass(slots=True, frozen=True)

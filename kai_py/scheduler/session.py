@@ -200,7 +200,7 @@ class Session:
                     self.total.add(role_capacity(node, config))
                 else:
                     self.total.add(node.allocatable)
-        compute_fair_shares(self.queues, self.roots, self.total)
+        compute_fair_shares(self.queues, self.roots, self.total, config.k_value)
 
     # ----------------------------------------------------------- set-up
     def _reset_state(self) -> None:

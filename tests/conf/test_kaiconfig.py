@@ -59,7 +59,7 @@ def test_what_is_not_applied_is_named_with_its_value() -> None:
         {
             "placementStrategy": {"gpu": "binpack", "cpu": "spread"},
             "partitionLabelValue": "pool-b",
-            "kValue": 1.5,
+            "kValue": -1,
             "args": {"qps": "50"},
             "plugins": {"topology": {"enabled": False}, "my-plugin": {"priority": 5}},
             "actions": {"drain": {"enabled": True}},
@@ -70,13 +70,43 @@ def test_what_is_not_applied_is_named_with_its_value() -> None:
         "strategy (binpack)",
         "spec.partitionLabelValue=pool-b: this scheduler serves the pool (no label) given at "
         "its start (--node-pool); a shard's pool changes with a restart",
-        "spec.kValue=1.5: kai-py's proportion plugin has no kValue",
+        "spec.kValue=-1.0: invalid: spec.kValue: must be 0 or more, got -1.0",
         "spec.args.qps=50: not a scheduler flag kai-py applies",
         'spec.plugins.my-plugin={"priority": 5}: kai-py has no plugin of this name',
         "spec.plugins.topology.enabled=false: kai-py's plugins are always on",
         'spec.actions.drain={"enabled": true}: kai-py has no action of this name (it has '
         + ", ".join(DEFAULT_ACTIONS)
         + ")",
+    ]
+
+
+def test_kvalue_and_usage_db_config_are_applied() -> None:
+    spec = {
+        "kValue": 0.5,
+        "usageDBConfig": {
+            "clientType": "prometheus",
+            "connectionString": "http://prometheus:9090",
+            "usageParams": {"windowSize": "1d", "halfLifePeriod": "10m"},
+        },
+        "plugins": {"proportion": {"arguments": {"kValue": "2"}}},
+    }
+    got = shard_settings(_shard(spec).spec, Config(), "")
+    assert got.not_applied == []
+    # The plugin's argument is read after spec.kValue, as KAI's shard renders it.
+    assert got.config.k_value == 2.0
+    usage = got.config.usage_db
+    assert usage is not None
+    assert (usage.client_type, usage.connection_string) == ("prometheus", "http://prometheus:9090")
+    assert (usage.window, usage.half_life) == (86400.0, 600.0)
+
+
+def test_a_bad_usage_db_config_is_named_and_not_applied() -> None:
+    spec = {"usageDBConfig": {"usageParams": {"windowType": "daily"}}}
+    got = shard_settings(_shard(spec).spec, Config(), "")
+    assert got.config.usage_db is None
+    assert [n.text() for n in got.not_applied] == [
+        'spec.usageDBConfig={"usageParams": {"windowType": "daily"}}: invalid: '
+        "spec.usageDBConfig.usageParams.windowType: expected sliding or tumbling, got 'daily'"
     ]
 
 

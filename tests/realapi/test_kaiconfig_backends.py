@@ -125,7 +125,7 @@ def test_an_unknown_plugin_is_named_in_a_not_applied_condition(
         "kind": "SchedulingShard",
         "metadata": {"name": "default"},
         "spec": {
-            "plugins": {"numa": {"enabled": True}, "proportion": {"arguments": {"kValue": "2"}}},
+            "plugins": {"numa": {"enabled": True}, "proportion": {"arguments": {"kValue": "-2"}}},
             "queueDepthPerAction": {"allocate": 10},
         },
     }
@@ -136,7 +136,8 @@ def test_an_unknown_plugin_is_named_in_a_not_applied_condition(
     assert got["reason"] == "FieldsNotApplied"
     message = got["message"]
     assert 'spec.plugins.numa={"enabled": true}: kai-py has no plugin of this name' in message
-    assert "spec.plugins.proportion.arguments.kValue=2" in message
+    # kValue is applied; a value KAI would not take is named.
+    assert "spec.plugins.proportion.arguments.kValue=-2: invalid" in message
     assert "spec.queueDepthPerAction.allocate=10" in message
     # KAI's Config: the default shard's scheduler reports on it too.
     config = {

@@ -142,6 +142,28 @@ def test_parse_config_reads_kai_shape() -> None:
     )
 
 
+def test_parse_config_applies_usage_db_config_and_kvalue() -> None:
+    loaded = parse_config(
+        {
+            "usageDBConfig": {"usageParams": {"windowSize": "2h", "windowType": "sliding"}},
+            "tiers": [{"plugins": [{"name": "proportion", "arguments": {"kValue": "0.5"}}]}],
+        },
+        "kai.yaml",
+    )
+    assert loaded.warnings == []
+    assert loaded.config.k_value == 0.5
+    assert loaded.config.usage_db is not None and loaded.config.usage_db.window == 7200.0
+    with pytest.raises(InputError) as info:
+        parse_config({"usageDBConfig": {"usageParams": {"windowSize": "soon"}}}, "kai.yaml")
+    assert info.value.problems[0].startswith(
+        "kai.yaml: usageDBConfig.usageParams.windowSize: invalid duration 'soon'"
+    )
+    with pytest.raises(InputError, match=r"tiers\[0\].plugins\[0\].arguments.kValue: expected a"):
+        parse_config(
+            {"tiers": [{"plugins": [{"name": "proportion", "arguments": {"kValue": "x"}}]}]}, "k"
+        )
+
+
 def test_parse_actions_refuses_repeats() -> None:
     with pytest.raises(InputError, match="twice"):
         parse_actions("allocate,allocate")
