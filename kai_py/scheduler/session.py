@@ -140,6 +140,9 @@ class Session:
         self.framework = framework
         self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
         self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
+        #: Some queue limits its namespaces, priority classes or cards (``tenancy/``):
+        #: without one, no job pays for the checks.
+        self.tenancy = any(q.tenancy is not None for q in snapshot.queues)
         self.jobs: dict[str, Job] = {j.uid: j for j in snapshot.jobs}
         self.committed: list[Record] = []
         self.decisions = Decisions()
