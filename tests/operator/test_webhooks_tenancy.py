@@ -93,6 +93,12 @@ def test_a_podgroup_without_a_priority_class_is_checked_with_the_default() -> No
         'PodGroup "team-a/g": spec.queue: queue "team-b" does not take namespace "team-a": '
         'spec.namespaces of queue "team-b" allows team-b'
     ]
+    # An update that keeps the queue and the class is not checked (a list set after the
+    # group was made must not refuse its label or annotation writes); one that moves it is.
+    moved = {**group, "metadata": {**group["metadata"], "labels": {"x": "y"}}}
+    assert tenancy.podgroup_errors(moved, TREE, old=group) == []
+    into = {**group, "spec": {**group["spec"], "queue": "team-a"}}
+    assert tenancy.podgroup_errors(group, TREE, old=into) == errors
     group["spec"]["queue"] = "team-a"
     assert tenancy.podgroup_errors(group, TREE) == []
     tree = tenancy.queue_tree([_queue("team-a", priorityClasses=["build"])])

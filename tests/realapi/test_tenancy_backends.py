@@ -135,6 +135,22 @@ def test_a_tenant_may_not_use_another_teams_queue(
     )
     # Its own queue still takes it.
     core.create_namespaced_pod(NS, pod("own", NS, "g"), dry_run="All")
+    # A group made before its queue's list changed still takes writes that keep its
+    # queue (the scheduler holds it instead); moving it to a queue it may not use is not.
+    mine = {**group, "metadata": {"name": "mine", "namespace": NS}, "spec": {"queue": "team-a"}}
+    custom.create_namespaced_custom_object(GROUP, "v2alpha2", NS, "podgroups", mine)
+    custom.patch_cluster_custom_object(
+        GROUP, VERSION, "queues", "team-a", {"spec": {"namespaces": ["team-c"]}}
+    )
+    custom.patch_namespaced_custom_object(
+        GROUP, "v2alpha2", NS, "podgroups", "mine", {"metadata": {"labels": {"x": "y"}}}
+    )
+    message = _refusal(
+        lambda: custom.patch_namespaced_custom_object(
+            GROUP, "v2alpha2", NS, "podgroups", "mine", {"spec": {"queue": "team-b"}}
+        )
+    )
+    assert 'PodGroup "team-a/mine": spec.queue: queue "team-b" does not take namespace' in message
 
 
 @pytest.mark.parametrize("priority_class", ["inference", "system-cluster-critical"])

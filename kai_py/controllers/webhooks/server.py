@@ -198,7 +198,12 @@ def podgroups_validate(
         update=kwargs.get("operation") == "UPDATE",
     )
     warnings.extend(verdict.warnings)
-    _deny(verdict.errors + (tenancy.podgroup_errors(group, tree) if tree is not None else []))
+    before = kwargs.get("old") if kwargs.get("operation") == "UPDATE" else None
+    if tree is not None:
+        verdict.errors.extend(
+            tenancy.podgroup_errors(group, tree, dict(before) if before else None)
+        )
+    _deny(verdict.errors)
 
 
 @kopf.on.validate(

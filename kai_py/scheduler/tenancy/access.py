@@ -120,10 +120,17 @@ def who(kind: str, obj: Json) -> str:
     return f'{kind} "{m.get("namespace") or "default"}/{m.get("name")}"'
 
 
-def podgroup_errors(group: Json, tree: Tree) -> list[str]:
+def podgroup_errors(group: Json, tree: Tree, old: Json | None = None) -> list[str]:
     """The PodGroup's queue against its namespace and its priority class (unset: the
-    default, ``train``, as the scheduler reads it) against that queue."""
+    default, ``train``, as the scheduler reads it) against that queue. An update
+    (``old``) that changes neither is not checked: a list set after the group was made
+    must not refuse the writes it still gets (labels, the scheduler's annotations);
+    the scheduler holds such a group instead."""
     spec = group.get("spec") or {}
+    if old is not None:
+        before = old.get("spec") or {}
+        if all(before.get(k) == spec.get(k) for k in ("queue", "priorityClassName")):
+            return []
     queue = spec.get("queue") or keys.DEFAULT_QUEUE
     chain = chain_of(str(queue), tree)
     name = who("PodGroup", group)
