@@ -39,12 +39,8 @@ def matches(entry: OwnedCards, node: str, card: Card | None) -> bool:
     if entry.node is not None and entry.node != node:
         return False
     if card is None:
-        return (
-            entry.node is not None
-            and entry.uuid is None
-            and entry.index is None
-            and (entry.model is None)
-        )
+        whole_node = entry.uuid is None and entry.index is None and entry.model is None
+        return entry.node is not None and whole_node
     if entry.uuid is not None and entry.uuid != card.uuid:
         return False
     if entry.index is not None and entry.index != card.index:
