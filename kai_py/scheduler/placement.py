@@ -65,7 +65,13 @@ class Placer:
         )
         # Cards owned by queues (kai_py/scheduler/tenancy/cards.py): checked after the
         # predicates, and only when some queue owns one.
-        self.owned = Ownership.of(session) if session.tenancy else None
+        self.owned = (
+            Ownership.of(
+                session.queues.values(), session.nodes.values(), session.jobs, session.ancestors
+            )
+            if session.tenancy
+            else None
+        )
         if self.owned is not None:
             self.predicates = OwnedCardsCheck(self.predicates, self.owned)
         self.spread = session.framework.placement == "spread"

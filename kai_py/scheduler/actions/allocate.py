@@ -128,17 +128,11 @@ def tenancy_refusal(session: Session, job: Job) -> Reason | None:
     does not allow, stays pending: the webhook refuses both, but a pod or PodGroup made
     while it was down (or before the Queue's lists were set) is still held here."""
     chain = [(q.name, q.tenancy) for q in session.ancestors(job.queue)]
+    why = access.job_refusal(chain, job.queue, job.namespace, job.priority_class)
+    if why is None:
+        return None
     where = f"{job.source}: " if job.source else ""
-    why = access.namespace_refusal(chain, job.queue, job.namespace)
-    if why is not None:
-        return Reason(access.NOT_ALLOWED, f"{where}PodGroup {job.key}: spec.queue: {why}")
-    if job.priority_class:
-        why = access.priority_refusal(chain, job.queue, job.priority_class)
-        if why is not None:
-            return Reason(
-                access.NOT_ALLOWED, f"{where}PodGroup {job.key}: spec.priorityClassName: {why}"
-            )
-    return None
+    return Reason(access.NOT_ALLOWED, f"{where}PodGroup {job.key}: {why}")
 
 
 def has_pending(job: Job) -> bool:

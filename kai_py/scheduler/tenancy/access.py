@@ -98,6 +98,19 @@ def priority_refusal(chain: Chain, queue: str, priority_class: str) -> str | Non
     )
 
 
+def job_refusal(chain: Chain, queue: str, namespace: str, priority_class: str) -> str | None:
+    """Why a job may not be in ``queue``, with the field at fault; None if it may.
+    ``priority_class`` "" (a pod without a PodGroup spec): not checked."""
+    why = namespace_refusal(chain, queue, namespace)
+    if why is not None:
+        return f"spec.queue: {why}"
+    if priority_class:
+        why = priority_refusal(chain, queue, priority_class)
+        if why is not None:
+            return f"spec.priorityClassName: {why}"
+    return None
+
+
 def queue_tree(queues: Iterable[Json]) -> Tree:
     """Queue manifests -> name -> (parent, tenancy). A Queue the model refuses (stored
     before a rule) is kept with its parent and no tenancy read from it."""

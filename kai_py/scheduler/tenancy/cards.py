@@ -17,14 +17,22 @@ then): the common pod of a cluster without owners pays nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from kai_py.scheduler.model import RELEASING, Card, Node, OwnedCards, QueueTenancy, Task
+from kai_py.scheduler.model import (
+    RELEASING,
+    Card,
+    Job,
+    Node,
+    OwnedCards,
+    Queue,
+    QueueTenancy,
+    Task,
+)
 from kai_py.scheduler.predicates import PredicateCache
 from kai_py.scheduler.resources import EPS
-from kai_py.scheduler.session import Session
 
 ALL_OWNED: Final = "node(s) had only GPUs owned by another queue"
 NO_FREE_OWN: Final = (
@@ -70,44 +78,53 @@ class NodeCards:
     total: int
 
 
+#: A queue and its ancestors (``Session.ancestors``).
+Ancestors = Callable[[str], list[Queue]]
+
+
 class Ownership:
     """The owned cards of a session's nodes, and which queues may use them."""
 
-    def __init__(self, session: Session, nodes: dict[str, NodeCards]) -> None:
-        self._session = session
+    def __init__(
+        self, nodes: dict[str, NodeCards], jobs: Mapping[str, Job], ancestors: Ancestors
+    ) -> None:
         self.nodes = nodes
+        self._jobs = jobs
+        self._ancestors = ancestors
         self._chains: dict[str, frozenset[str]] = {}
 
     @staticmethod
-    def of(session: Session) -> Ownership | None:
-        """None when no queue owns a card, or no card is owned and kept from others."""
-        queues = [
-            (q.name, q.tenancy)
-            for q in session.queues.values()
-            if q.tenancy is not None and q.tenancy.cards
-        ]
-        if not queues:
+    def of(
+        queues: Iterable[Queue],
+        nodes: Iterable[Node],
+        jobs: Mapping[str, Job],
+        ancestors: Ancestors,
+    ) -> Ownership | None:
+        """A session's (its queues, nodes, jobs by uid); None when no queue owns a card,
+        or no card is owned and kept from others."""
+        owning = [(q.name, q.tenancy) for q in queues if q.tenancy is not None and q.tenancy.cards]
+        if not owning:
             return None
-        nodes: dict[str, NodeCards] = {}
-        for node in session.nodes.values():
+        found: dict[str, NodeCards] = {}
+        for node in nodes:
             cards: list[Card | None] = list(node.cards) or [None] * int(node.allocatable.gpu)
             owned = []
             for card in cards:
-                owners, lent = owners_of(queues, node.name, card)
+                owners, lent = owners_of(owning, node.name, card)
                 if owners and not lent:
                     owned.append(OwnedCard(card.uuid if card is not None else "", owners))
             if owned:
-                nodes[node.name] = NodeCards(tuple(owned), len(cards))
-        return Ownership(session, nodes) if nodes else None
+                found[node.name] = NodeCards(tuple(owned), len(cards))
+        return Ownership(found, jobs, ancestors) if found else None
 
     def queue_of(self, task: Task) -> str:
-        job = self._session.jobs.get(task.job_uid)
+        job = self._jobs.get(task.job_uid)
         return job.queue if job is not None else ""
 
     def _chain(self, queue: str) -> frozenset[str]:
         found = self._chains.get(queue)
         if found is None:
-            found = frozenset(q.name for q in self._session.ancestors(queue))
+            found = frozenset(q.name for q in self._ancestors(queue))
             self._chains[queue] = found
         return found
 
