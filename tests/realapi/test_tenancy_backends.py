@@ -189,3 +189,48 @@ def test_a_pod_pinned_to_another_queues_card_is_refused(
     # Another card of the same node, owned by nobody, may be pinned.
     pinned["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] = gpu_uuid("gpu-1", 1)
     core.create_namespaced_pod(NS, pinned, dry_run="All")
+
+
+def test_without_the_webhook_the_scheduler_holds_a_job_its_queue_does_not_take(
+    operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    # No webhook (it was down): a team-a tenant's PodGroup in team-b's queue is stored,
+    # and the scheduler keeps its pod pending with a Warning naming the queue and list,
+    # while a pod of team-a's own queue runs.
+    _tenant_queues(custom)
+    group = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "stolen", "namespace": NS},
+        "spec": {"minMember": 1, "queue": "team-b"},
+    }
+    custom.create_namespaced_custom_object(GROUP, "v2alpha2", NS, "podgroups", group)
+    core.create_namespaced_pod(NS, pod("stolen-0", NS, "stolen"))
+    own = {**group, "metadata": {"name": "own", "namespace": NS}, "spec": {"queue": "team-a"}}
+    custom.create_namespaced_custom_object(GROUP, "v2alpha2", NS, "podgroups", own)
+    core.create_namespaced_pod(NS, pod("own-0", NS, "own"))
+
+    def told() -> list[Any] | None:
+        found = [
+            e
+            for e in core.list_namespaced_event(NS).items
+            if 'queue "team-b" does not take namespace "team-a"' in (e.message or "")
+        ]
+        return found or None
+
+    (event, *_) = wait_for(told, timeout=30, what=f"the scheduler's Warning\n{operator.log}")
+    assert event.type == "Warning"
+    assert 'spec.namespaces of queue "team-b" allows team-b' in event.message
+    wait_for(
+        lambda: core.read_namespaced_pod("own-0", NS).spec.node_name,
+        timeout=30,
+        what=f"team-a's own pod bound\n{operator.log}",
+    )
+    assert core.read_namespaced_pod("stolen-0", NS).spec.node_name is None
+    conditions = custom.get_namespaced_custom_object(GROUP, "v2alpha2", NS, "podgroups", "stolen")
+    reasons = [
+        r["reason"]
+        for c in conditions.get("status", {}).get("schedulingConditions", [])
+        for r in c.get("reasons", [])
+    ]
+    assert "NotAllowedInQueue" in reasons, conditions
