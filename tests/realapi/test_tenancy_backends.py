@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from operator_helpers import Operator, pod, queue, start_operator, stop_operator, wait_for
+from operator_helpers import (
+    Operator,
+    events_of,
+    pod,
+    queue,
+    start_operator,
+    stop_operator,
+    wait_for,
+)
 from realapi_backends import Backend
 
 from kai_py.emulator.cluster_spec import gpu_uuid
@@ -234,3 +242,24 @@ def test_without_the_webhook_the_scheduler_holds_a_job_its_queue_does_not_take(
         for r in c.get("reasons", [])
     ]
     assert "NotAllowedInQueue" in reasons, conditions
+
+
+def test_the_pod_grouper_makes_no_podgroup_in_a_queue_the_namespace_may_not_use(
+    operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    _tenant_queues(custom)
+    body = pod("lost", NS, "unused")
+    del body["metadata"]["annotations"]["pod-group-name"]  # the pod-grouper groups it
+    body["metadata"]["labels"]["kai.scheduler/queue"] = "team-b"
+    core.create_namespaced_pod(NS, body)
+
+    def warned() -> list[Any]:
+        return [e for e in events_of(core, NS, "lost") if e.reason == "PodGroupNotCreated"]
+
+    (event,) = wait_for(warned, timeout=30, what=f"the pod's Warning\n{operator.log}")
+    assert event.type == "Warning"
+    assert 'as its queue does not allow it: PodGroup "team-a/pg-lost-' in event.message
+    assert 'spec.queue: queue "team-b" does not take namespace "team-a"' in event.message
+    groups = custom.list_namespaced_custom_object(GROUP, "v2alpha2", NS, "podgroups")["items"]
+    assert groups == []
+    assert "pod-group-name" not in (core.read_namespaced_pod("lost", NS).metadata.annotations or {})
