@@ -3,14 +3,21 @@ over-quota weights per resource, arranged in a tree by ``parentQueue``."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import AfterValidator, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    AfterValidator,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from kai_py.api import keys
 from kai_py.api.common import (
     NO_SERVER_DEFAULT,
     Condition,
+    FieldValueError,
     KubeModel,
     KubeObject,
     NonNegativeDuration,
@@ -121,6 +128,37 @@ class QueueResources(KubeModel):
         return [("gpu", self.gpu), ("cpu", self.cpu), ("memory", self.memory)]
 
 
+#: A namespace name (a DNS label), the shape the API server gives namespaces.
+_DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: A PriorityClass name (a DNS subdomain).
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
+class QueueCard(KubeModel):
+    """GPU cards a queue owns (kai-py's own; KAI has no such field): every card that
+    matches all the fields given. ``node`` alone: all the node's cards."""
+
+    node: str | None = Field(default=None, description="Node name; alone: all its cards.")
+    uuid: str | None = Field(default=None, description="The card's UUID (GPU-...).")
+    index: int | None = Field(default=None, ge=0, description="The card's index on `node`.")
+    model: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Product name, matched case-insensitively as a part of the card's "
+        "(A100 matches NVIDIA-A100-SXM4-80GB).",
+    )
+
+    @model_validator(mode="after")
+    def _check_entry(self) -> Self:
+        if self.index is not None and self.node is None:
+            raise FieldValueError(
+                "index", f"{self.index} needs node: an index names a card of one node"
+            )
+        if self.node is None and self.uuid is None and self.model is None:
+            raise ValueError("give node, uuid or model (an empty entry owns nothing)")
+        return self
+
+
 class QueueSpec(KubeModel):
     """Desired state of a Queue."""
 
@@ -139,6 +177,30 @@ class QueueSpec(KubeModel):
     )
     display_name: str | None = None
     resources: QueueResources = Field(default_factory=QueueResources)
+    # Tenancy (kai-py's own fields; KAI has none): unset = anyone, as in KAI. A queue
+    # without a list takes its nearest ancestor's (docs/deploy.md, "Tenancy").
+    namespaces: list[Annotated[str, Field(pattern=_DNS_LABEL, max_length=63)]] | None = Field(
+        default=None,
+        description="Namespaces whose pods and PodGroups may use this queue (and the queues "
+        "under it that set none). Unset: any namespace.",
+    )
+    priority_classes: list[Annotated[str, Field(pattern=_DNS_SUBDOMAIN, max_length=253)]] | None = (
+        Field(
+            default=None,
+            description="PriorityClasses this queue's pods and PodGroups may name (and the queues "
+            "under it that set none). Unset: any.",
+        )
+    )
+    cards: list[QueueCard] | None = Field(
+        default=None,
+        description="GPU cards this queue (and the queues under it) owns: other queues' pods "
+        "do not use them unless lendCards is true.",
+    )
+    lend_cards: bool | None = Field(
+        default=None,
+        description="Let other queues' pods use this queue's idle cards while it does not; "
+        "such pods are over-quota use, reclaimed like any other. Unset: false.",
+    )
 
     @property
     def preempt_min_runtime_seconds(self) -> float:

@@ -43,6 +43,7 @@ from kai_py.podgrouper.rules import (
     group_pod,
     related_objects,
 )
+from kai_py.scheduler.tenancy import access
 
 Json = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -276,6 +277,10 @@ def warning_ref(warning: GrouperWarning) -> Json:
     return ref
 
 
+#: The Queues' resource (the pod-grouper lists them before it makes a PodGroup).
+QUEUES: Final = "queues"
+#: ``GroupingOutcome.skipped`` of a pod whose PodGroup its queue does not allow.
+NOT_ALLOWED: Final = "not allowed in its queue"
 #: The reason of the Warning on a pod whose workload cannot be grouped.
 POD_WAITS_REASON: Final = "PodGroupNotCreated"
 #: The reason of the one Warning per owner kind the pod-grouper cannot read.
@@ -354,7 +359,8 @@ class PodGrouperService:
         except KubeError:
             self._pending.put(uid, (ns, name, True))
             raise
-        if outcome.skipped != "grouping failed":
+        # Tried again later: a fixed Job or Queue does not make its pods change.
+        if outcome.skipped not in ("grouping failed", NOT_ALLOWED):
             self._pending.drop(uid)
         return outcome
 
@@ -454,6 +460,11 @@ class PodGrouperService:
             outcome.skipped = "left alone"
             return outcome
         manifest = result.pod_group.to_manifest()
+        if self._groups.get((ns, result.group_name)) is None and not await self._allowed(
+            pod, ns, uid, manifest
+        ):
+            outcome.skipped = NOT_ALLOWED
+            return outcome
         try:
             outcome.created, outcome.resized = await self._ensure_group(ns, manifest)
         except KubeError as exc:
@@ -480,6 +491,31 @@ class PodGrouperService:
             outcome.annotated = True
         self._done.put(uid, ((ns, result.group_name), result.group_name))
         return outcome
+
+    async def _allowed(self, pod: Mapping[str, Any], ns: str, uid: str, manifest: Json) -> bool:
+        """Whether the PodGroup's queue takes its namespace and priority class (the
+        webhook's rules, ``scheduler/tenancy``); if not, no PodGroup is made and the pod
+        says why. Asked only before a group is made, so the Queues are read then only."""
+        try:
+            listing = await send(self.kube, "GET", path_of(keys.GROUP, keys.QUEUE_VERSION, QUEUES))
+        except KubeError as exc:
+            # The PodGroup webhook and the scheduler still hold a job its queue does not take.
+            log.warning("pod-grouper: cannot list queues to check a PodGroup's queue: %s", exc)
+            return True
+        errors = access.podgroup_errors(manifest, access.queue_tree(listing.get("items") or []))
+        if not errors:
+            return True
+        name, group = str(meta(pod).get("name")), manifest["metadata"]["name"]
+        await self._warn(
+            GrouperWarning(
+                ObjectRef("v1", "Pod", name, ns, uid),
+                f'metadata.annotations["{keys.POD_GROUP_ANNOTATION}"]',
+                f"not set, so the pod is not scheduled: its PodGroup {ns}/{group} is not "
+                f"made, as its queue does not allow it: {'; '.join(errors)}",
+            ),
+            POD_WAITS_REASON,
+        )
+        return False
 
     async def _ensure_group(self, namespace: str, manifest: Json) -> tuple[bool, bool]:
         """Make the group if it is missing; (created, resized). A group that exists

@@ -805,6 +805,27 @@ class Unit:
     tasks: list[Task]
 
 
+@dataclass(slots=True, frozen=True)
+class OwnedCards:
+    """Cards matched by all the given fields (``node`` alone: all its cards)."""
+
+    node: str | None = None
+    uuid: str | None = None
+    index: int | None = None
+    model: str | None = None  # a case-insensitive part of the card's product name
+
+
+@dataclass(slots=True, frozen=True)
+class QueueTenancy:
+    """What an admin gave a queue (kai-py's own Queue fields); None = not set, and a
+    queue that does not set one takes its nearest ancestor's (``tenancy/``)."""
+
+    namespaces: frozenset[str] | None = None
+    priority_classes: frozenset[str] | None = None
+    cards: tuple[OwnedCards, ...] = ()
+    lend_cards: bool = False
+
+
 @dataclass(slots=True, eq=False)
 class Queue:
     name: str
@@ -816,6 +837,7 @@ class Queue:
     created: float = 0.0
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
+    tenancy: QueueTenancy | None = None  # None for KAI's queues: anyone, any card
     children: list[str] = field(default_factory=list)
     # Time-based fair share: usage over the window, normalised to the cluster's capacity
     # over it (``scheduler/timeshare``); None = not known, weights apply as given.

@@ -28,6 +28,7 @@ from kai_py.scheduler.preferences import has_preferences
 from kai_py.scheduler.reasons import TOO_MANY_PODS, insufficient
 from kai_py.scheduler.resources import EPS
 from kai_py.scheduler.session import Session
+from kai_py.scheduler.tenancy.cards import OwnedCardsCheck, Ownership
 
 # The sort key of ``_domain_order``'s entries: all but the node itself (names are unique).
 _BY_KEY = operator.itemgetter(slice(0, 5))
@@ -62,6 +63,17 @@ class Placer:
                 session.snapshot.storage,
             )
         )
+        # Cards owned by queues (kai_py/scheduler/tenancy/cards.py): checked after the
+        # predicates, and only when some queue owns one.
+        self.owned = (
+            Ownership.of(
+                session.queues.values(), session.nodes.values(), session.jobs, session.ancestors
+            )
+            if session.tenancy
+            else None
+        )
+        if self.owned is not None:
+            self.predicates = OwnedCardsCheck(self.predicates, self.owned)
         self.spread = session.framework.placement == "spread"
         self.card_spread = session.framework.card_placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
@@ -244,7 +256,10 @@ class Placer:
         may be the one it wants beside it), which get -1."""
         if task.pin is not None or task.pod_affinity:
             return -1
-        return self._demand_ids.setdefault(fit_key(task), len(self._demand_ids))
+        key = fit_key(task)
+        if self.owned is not None:  # owned cards: where a task fits depends on its queue
+            key = (*key, self.owned.queue_of(task))
+        return self._demand_ids.setdefault(key, len(self._demand_ids))
 
     def _on_nominated(self, task: Task) -> Placement | None:
         """The nominated node, when the task fits there now."""
@@ -418,6 +433,8 @@ class Placer:
         """Why no node fits ``task``, counted per cause, as kube-scheduler words it."""
         s = self.session
         key = (*fit_key(task), s.release_generation)
+        if self.owned is not None:
+            key = (*key, self.owned.queue_of(task))
         cached = self._no_fit.get(key)
         if cached is not None:
             return cached

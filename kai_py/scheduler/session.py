@@ -38,6 +38,7 @@ from kai_py.scheduler.predicates import role_capacity
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.subgroups import tree as subgroup_tree
+from kai_py.scheduler.tenancy import access
 
 if TYPE_CHECKING:
     from kai_py.scheduler.framework import Framework
@@ -160,6 +161,9 @@ class Session:
         self.framework = framework
         self.nodes: dict[str, Node] = {n.name: n for n in snapshot.nodes}
         self.queues: dict[str, Queue] = {q.name: q for q in snapshot.queues}
+        #: Some queue limits its namespaces, priority classes or cards (``tenancy/``):
+        #: without one, no job pays for the checks.
+        self.tenancy = any(q.tenancy is not None for q in snapshot.queues)
         self.jobs: dict[str, Job] = {j.uid: j for j in snapshot.jobs}
         self.committed: list[Record] = []
         self.decisions = Decisions()
@@ -230,9 +234,16 @@ class Session:
         pending_at_start = self.pending_at_start
         pending_at_start.clear()  # filled below, as every other total is
         self.gated_at_start = [job for job in self.jobs.values() if job.gated]
+        tenancy = self.tenancy
         for job in self.jobs.values():
             chain = self.ancestors(job.queue)
             counts = not job.errors
+            if tenancy and counts:
+                # A job its queue does not take (``tenancy/``) is held, and its request
+                # must not raise the queue's demand, hence fair share, either.
+                rule_chain = [(q.name, q.tenancy) for q in chain]
+                why = access.job_refusal(rule_chain, job.queue, job.namespace, job.priority_class)
+                counts = why is None
             non_preemptible = not job.preemptible
             pending = False
             for task in job.tasks:

@@ -50,6 +50,7 @@ from kai_py.scheduler.model import (
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.session import Event
 from kai_py.scheduler.subgroups import tree
+from kai_py.scheduler.tenancy import access
 from kai_py.scheduler.topology.constraint import resolve as resolve_topology
 from kai_py.state.convert import (
     claim_from_manifest,
@@ -467,6 +468,7 @@ def queue_from_model(q: QueueModel) -> Queue:
         reclaim_min_runtime=q.spec.reclaim_min_runtime_seconds
         if q.spec.reclaim_min_runtime
         else None,
+        tenancy=access.of_spec(q.spec),
     )
 
 

@@ -193,6 +193,19 @@ def test_queue_fields_and_units() -> None:
         ),
         ({"priority": "high"}, 'Queue "team-a": spec.priority: '),
         ({"resources": {"gpu": {"quota": "two"}}}, 'Queue "team-a": spec.resources.gpu.quota: '),
+        # Tenancy (kai-py's own fields)
+        ({"namespaces": ["team-a", "Team_B"]}, 'Queue "team-a": spec.namespaces[1]: '),
+        ({"priorityClasses": [""]}, 'Queue "team-a": spec.priorityClasses[0]: '),
+        (
+            {"cards": [{"index": 0}]},
+            'Queue "team-a": spec.cards[0].index: 0 needs node: an index names a card of one node',
+        ),
+        (
+            {"cards": [{"node": "n1"}, {}]},
+            'Queue "team-a": spec.cards[1]: give node, uuid or model (an empty entry owns nothing)',
+        ),
+        ({"cards": [{"node": "n1", "index": -1}]}, 'Queue "team-a": spec.cards[0].index: '),
+        ({"lendCards": "maybe"}, 'Queue "team-a": spec.lendCards: '),
     ],
 )
 def test_queue_validation_names_object_and_field(spec: dict[str, Any], message: str) -> None:

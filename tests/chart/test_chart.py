@@ -70,6 +70,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("", "events", "create"),
         # get: a 409 on create is read back; patch: a scaled workload's gang fields
         ("scheduling.run.ai", "podgroups", "get,list,watch,create,patch"),
+        # a queue's tenancy (namespaces, priority classes) before a PodGroup is made
+        ("scheduling.run.ai", "queues", "list"),
         # owners of pods, and what each kind's grouper reads besides (kai_py/podgrouper/kinds)
         *((group, ",".join(resources), "get") for group, resources in OWNER_READS.items()),
         # kai_py/controllers/poolwarnings.py: the pools the shards serve, the label key
@@ -77,7 +79,12 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
     },
     # kai_py/controllers/webhooks/validation.py: a Queue's parent and the tree above it
     # and Kopf's CRD scan at start-up
-    "webhooks": {KOPF_CRDS, ("scheduling.run.ai", "queues", "get,list")},
+    "webhooks": {
+        KOPF_CRDS,
+        ("scheduling.run.ai", "queues", "get,list"),
+        # kai_py/controllers/webhooks/tenancy.py: the cards a pinned pod's pin allows
+        ("", "nodes", "list"),
+    },
     # kai_py/gpu/nodeagent.py: reads its Node, patches the inventory annotation
     "node-agent": {("", "nodes", "get,patch")},
     # kai_py/apiclient/crds.py, the CRD hook Job: kai-py's own CRDs (by name) only

@@ -660,3 +660,80 @@ def test_an_api_error_on_create_is_not_told_to_the_pod() -> None:
     with pytest.raises(KubeError):
         run(service(kube).handle(job_pod()))
     assert not kube.writes("POST", "/events")
+
+
+QUEUES_PATH = "/apis/scheduling.run.ai/v2/queues"
+
+
+def _queue(name: str, **spec: Any) -> Json:
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def test_no_podgroup_in_a_queue_the_namespace_may_not_use_and_the_pod_says_why() -> None:
+    # A tenant of namespace ns labels its Job for team-b's queue: no PodGroup is made
+    # (the pod is never charged to team-b), and the pod's Warning names the queue, the
+    # namespace and the namespaces the queue takes.
+    labelled = job()
+    labelled["metadata"]["labels"] = {keys.QUEUE_LABEL: "team-b"}
+    kube = FakeKube(
+        {
+            JOB_PATH: labelled,
+            "/api/v1/namespaces/ns/pods/train-0": job_pod(),
+            QUEUES_PATH: {"items": [_queue("team-b", namespaces=["team-b"])]},
+        }
+    )
+    grouper = service(kube)
+    for _ in range(2):  # tried again: still one Event
+        assert run(grouper.handle(job_pod())).skipped == "not allowed in its queue"
+    assert not kube.writes("POST", "/podgroups")
+    assert not kube.writes("PATCH")
+    (event,) = [body for _m, _p, body in kube.writes("POST", "/events")]
+    assert event["type"] == "Warning" and event["reason"] == "PodGroupNotCreated"
+    assert event["involvedObject"]["name"] == "train-0"
+    assert event["message"].endswith(
+        "its PodGroup ns/pg-train-job-uid is not made, as its queue does not allow it: "
+        'PodGroup "ns/pg-train-job-uid": spec.queue: queue "team-b" does not take namespace '
+        '"ns": spec.namespaces of queue "team-b" allows team-b'
+    )
+    # The admin gives the namespace the queue: the next retry makes the group, with no
+    # pod event needed.
+    kube.objects[QUEUES_PATH]["items"][0]["spec"]["namespaces"].append("ns")
+    (outcome,) = run(grouper.retry_pending())
+    assert outcome.created and outcome.annotated
+
+
+def test_no_podgroup_with_a_priority_class_its_queue_does_not_allow() -> None:
+    labelled = job()
+    labelled["metadata"]["labels"] = {
+        keys.QUEUE_LABEL: "team-a",
+        keys.PRIORITY_CLASS_LABEL: "system-cluster-critical",
+    }
+    queues = [
+        _queue("org", priorityClasses=["train", "build"]),
+        _queue("team-a", parentQueue="org"),
+    ]
+    kube = FakeKube(
+        {
+            JOB_PATH: labelled,
+            "/api/v1/namespaces/ns/pods/train-0": job_pod(),
+            QUEUES_PATH: {"items": queues},
+        }
+    )
+    assert run(service(kube).handle(job_pod())).skipped == "not allowed in its queue"
+    assert not kube.writes("POST", "/podgroups")
+    (event,) = [body for _m, _p, body in kube.writes("POST", "/events")]
+    assert (
+        'spec.priorityClassName: priority class "system-cluster-critical" is not allowed in '
+        'queue "team-a": spec.priorityClasses of queue "org" (an ancestor of "team-a", which '
+        "sets none) allows build, train"
+    ) in event["message"]
+    # Allowed by the list (in the namespace list too): the group is made as before.
+    labelled["metadata"]["labels"][keys.PRIORITY_CLASS_LABEL] = "build"
+    kube.objects[QUEUES_PATH]["items"][1]["spec"]["namespaces"] = ["ns"]
+    outcome = run(service(kube).handle(job_pod()))
+    assert outcome.created, outcome

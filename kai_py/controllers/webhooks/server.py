@@ -41,7 +41,7 @@ import kopf
 from kai_py.api import keys
 from kai_py.apiclient.kube import Kube, KubeError, load_api_client, path_of
 from kai_py.controllers import settings as operator_settings
-from kai_py.controllers.webhooks import deviceaccess, hami, validation
+from kai_py.controllers.webhooks import deviceaccess, hami, tenancy, validation
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +175,27 @@ def _named(body: Mapping[str, Any], namespace: str | None) -> dict[str, Any]:
     return obj
 
 
+def _queue_tree() -> tenancy.Tree | None:
+    """The Queues' tree and tenancy fields, or None when they cannot be read (the
+    scheduler still holds a job its queue does not take, with an Event)."""
+    try:
+        listing = _api().get(_QUEUES)
+    except KubeError as exc:
+        log.warning("cannot list queues to check a queue's tenancy: %s", exc)
+        return None
+    return tenancy.queue_tree(listing.get("items") or [])
+
+
+def _nodes() -> list[Mapping[str, Any]]:
+    """The Nodes (their GPU inventories), for a pinned pod while some queue owns cards;
+    none when they cannot be read (the scheduler still keeps the pod off owned cards)."""
+    try:
+        return list(_api().get("/api/v1/nodes").get("items") or [])
+    except KubeError as exc:
+        log.warning("cannot list nodes to check a pinned pod's cards: %s", exc)
+        return []
+
+
 def _deny(errors: list[str]) -> None:
     if errors:
         raise kopf.AdmissionError("; ".join(errors), code=422)
@@ -205,7 +226,14 @@ def pods_validate(body: kopf.Body, namespace: str | None, **_: Any) -> None:
     if (body.get("spec") or {}).get("schedulerName") != operator_settings.current().scheduler_name:
         return
     pod = _named(body, namespace)
-    _deny(validation.validate_pod_gpu(pod).errors + deviceaccess.validate(pod))
+    errors = validation.validate_pod_gpu(pod).errors + deviceaccess.validate(pod)
+    if tenancy.needs_queues(pod):
+        tree = _queue_tree()  # read only for a pod that names a queue
+        if tree is not None:
+            errors.extend(tenancy.pod_errors(pod, tree))
+        if tree is not None and tenancy.needs_nodes(pod, tree):
+            errors.extend(tenancy.pin_errors(pod, tree, _nodes()))
+    _deny(errors)
 
 
 @kopf.on.validate(
@@ -245,22 +273,20 @@ def queues_validate(body: kopf.Body, warnings: list[str], **_: Any) -> None:
 def podgroups_validate(
     body: kopf.Body, namespace: str | None, warnings: list[str], **kwargs: Any
 ) -> None:
-    def queue_exists(name: str) -> bool:
-        try:
-            _api().get(path_of(keys.GROUP, keys.QUEUE_VERSION, "queues", None, name))
-        except KubeError as exc:
-            if exc.code == 404:
-                return False
-            log.warning(
-                "cannot read the Queue to check a PodGroup",
-                extra={"queue": name, "error": str(exc)},
-            )
-        return True
-
+    # One read of the Queues: whether the queue exists, and its tenancy up the tree.
+    tree = _queue_tree()
+    group = _named(body, namespace)
     verdict = validation.validate_podgroup(
-        _named(body, namespace), queue_exists, update=kwargs.get("operation") == "UPDATE"
+        group,
+        lambda name: tree is None or name in tree,
+        update=kwargs.get("operation") == "UPDATE",
     )
     warnings.extend(verdict.warnings)
+    before = kwargs.get("old") if kwargs.get("operation") == "UPDATE" else None
+    if tree is not None:
+        verdict.errors.extend(
+            tenancy.podgroup_errors(group, tree, dict(before) if before else None)
+        )
     _deny(verdict.errors)
 
 

@@ -15,6 +15,7 @@ from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.session import Session
 from kai_py.scheduler.subgroups import tree
+from kai_py.scheduler.tenancy import access
 
 
 def gate(session: Session, job: Job) -> Reason | None:
@@ -24,6 +25,10 @@ def gate(session: Session, job: Job) -> Reason | None:
     queue = session.queues.get(job.queue)
     if queue is None or queue.children:
         return _bad_queue(job, queue is None)
+    if session.tenancy:
+        refused = tenancy_refusal(session, job)
+        if refused is not None:
+            return refused
     if job.subgroups is not None:
         missing = tree.not_ready(job)
         return None if missing is None else _subgroups_not_ready(job, missing)
@@ -116,6 +121,18 @@ def _bad_queue(job: Job, missing: bool) -> Reason:
         f"only leaf queues hold jobs",
         {"queue": job.queue},
     )
+
+
+def tenancy_refusal(session: Session, job: Job) -> Reason | None:
+    """A job whose namespace may not use its queue, or whose priority class the queue
+    does not allow, stays pending: the webhook refuses both, but a pod or PodGroup made
+    while it was down (or before the Queue's lists were set) is still held here."""
+    chain = [(q.name, q.tenancy) for q in session.ancestors(job.queue)]
+    why = access.job_refusal(chain, job.queue, job.namespace, job.priority_class)
+    if why is None:
+        return None
+    where = f"{job.source}: " if job.source else ""
+    return Reason(access.NOT_ALLOWED, f"{where}PodGroup {job.key}: {why}")
 
 
 def has_pending(job: Job) -> bool:
