@@ -116,7 +116,7 @@ def _float(value: object) -> float:
         return 0.0
 
 
-def _gpus(pod: Mapping[str, Any]) -> int:
+def whole_gpus(pod: Mapping[str, Any]) -> float:
     """Whole GPUs a pod asks for (its containers' nvidia.com/gpu, limits over requests)."""
     total = 0.0
     for container in (pod.get("spec") or {}).get("containers") or []:
@@ -129,7 +129,7 @@ def _gpus(pod: Mapping[str, Any]) -> int:
                 total += parse_quantity(value)
             except ValueError:
                 continue
-    return int(total)
+    return total
 
 
 def _pin_text(pod: Mapping[str, Any]) -> str:
@@ -236,7 +236,7 @@ def cluster_cards(
         uuids = pins.reported_uuids(pod)
         for uuid in uuids:
             row(node, uuid).holders.append(Holder(ns, name, 1.0, "1", pin=pin))
-        missing = _gpus(pod) - len(uuids)
+        missing = int(whole_gpus(pod)) - len(uuids)
         if missing > 0:
             unplaced.setdefault(node, []).append(
                 Holder(ns, name, float(missing), str(missing), pin=pin)
