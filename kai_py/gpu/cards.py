@@ -216,10 +216,10 @@ def cluster_cards(
                     f"reservation pod {ns}/{name} holds a card not yet reported"
                 )
             continue
-        pin = _pin_text(pod)
         fraction = ann.get(keys.GPU_FRACTION_ANNOTATION)
         memory = ann.get(keys.GPU_MEMORY_ANNOTATION)
         if fraction or memory:
+            pin = _pin_text(pod)
             amount = str(fraction) if fraction else f"{memory}MiB"
             share = _float(fraction or 0)
             for group in groups.shared_pod_groups(pod) or [""]:
@@ -234,9 +234,12 @@ def cluster_cards(
                 card.holders.append(Holder(ns, name, share or by_memory, amount, group, pin))
             continue
         uuids = pins.reported_uuids(pod)
+        missing = int(whole_gpus(pod)) - len(uuids)
+        if not uuids and missing <= 0:
+            continue  # no GPU (most pods): read no further
+        pin = _pin_text(pod)
         for uuid in uuids:
             row(node, uuid).holders.append(Holder(ns, name, 1.0, "1", pin=pin))
-        missing = int(whole_gpus(pod)) - len(uuids)
         if missing > 0:
             unplaced.setdefault(node, []).append(
                 Holder(ns, name, float(missing), str(missing), pin=pin)
