@@ -74,7 +74,7 @@ class CardRow:
 
     @property
     def allocated(self) -> float:
-        return sum(h.share for h in self.holders)
+        return sum((h.share for h in self.holders), 0.0)
 
     @property
     def pinned(self) -> bool:
