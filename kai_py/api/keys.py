@@ -21,6 +21,11 @@ HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 TOPOLOGY_ANNOTATION: Final = "kai.scheduler/topology"
 TOPOLOGY_REQUIRED_ANNOTATION: Final = "kai.scheduler/topology-required-placement"
 TOPOLOGY_PREFERRED_ANNOTATION: Final = "kai.scheduler/topology-preferred-placement"
+# A replica group cut into segments (LeaderWorkerSet, PyTorchJob): pods per segment,
+# and each segment's placement levels (the topology's name as above).
+SEGMENT_SIZE_ANNOTATION: Final = "kai.scheduler/segment-size"
+SEGMENT_REQUIRED_ANNOTATION: Final = "kai.scheduler/segment-topology-required-placement"
+SEGMENT_PREFERRED_ANNOTATION: Final = "kai.scheduler/segment-topology-preferred-placement"
 # KAI's configuration objects (Config, SchedulingShard): their own group, as in KAI.
 KAI_CONFIG_GROUP: Final = "kai.scheduler"
 KAI_CONFIG_VERSION: Final = "v1"

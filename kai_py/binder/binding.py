@@ -530,16 +530,8 @@ class Binder:
         """Raise ``_Waiting`` while another pod bound to one of the request's cards is
         not Ready and within the timeout. Read from the cluster each time, so a restart
         continues the same wait. Returns the pod waited for up to the timeout, if any."""
-        pods = list_all(
-            self.kube,
-            path_of("", "v1", "pods"),
-            query=[
-                ("labelSelector", keys.GPU_GROUP_LABEL),
-                ("fieldSelector", f"spec.nodeName={req.node}"),
-            ],
-        )
         found = stagger.blockers(
-            pods.get("items") or [],
+            self._shared_pods_on(req.node),
             req.node,
             req.groups,
             f"{req.namespace}/{req.pod_name}",
@@ -960,8 +952,8 @@ class Binder:
 
     # ---- clean-up --------------------------------------------------------------------
 
-    def group_in_use(self, node: str, group: str, ignore_request: str | None = None) -> bool:
-        """Does a shared pod on ``node``, or a pending BindRequest, use ``group``'s card?"""
+    def _shared_pods_on(self, node: str) -> list[Json]:
+        """The pods on ``node`` that carry a GPU group (shared pods, reservation pods)."""
         pods = list_all(
             self.kube,
             path_of("", "v1", "pods"),
@@ -970,7 +962,11 @@ class Binder:
                 ("fieldSelector", f"spec.nodeName={node}"),
             ],
         )
-        for pod in pods.get("items") or []:
+        return list(pods.get("items") or [])
+
+    def group_in_use(self, node: str, group: str, ignore_request: str | None = None) -> bool:
+        """Does a shared pod on ``node``, or a pending BindRequest, use ``group``'s card?"""
+        for pod in self._shared_pods_on(node):
             if (pod.get("metadata") or {}).get("namespace") == self.config.reservation_namespace:
                 continue
             if rsv.holds_card(pod) and groups.uses_group(pod, group):

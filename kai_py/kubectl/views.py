@@ -16,6 +16,7 @@ from typing import Any
 
 from kai_py.api import keys
 from kai_py.api.quantities import from_resource_map, parse_quantity
+from kai_py.gpu.cards import whole_gpus
 
 Json = dict[str, Any]
 RESOURCES = ("gpu", "cpu", "memory")
@@ -181,17 +182,7 @@ def queues_table(rows: Sequence[Json], resource: str = "gpu") -> list[str]:
 # ------------------------------------------------------------------ why
 def _pod_gpus(pod: Mapping[str, Any], shares: bool = True) -> float:
     """GPUs a pod asks for: whole ones, and its shares (``shares``) as fractions."""
-    total = 0.0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        res = container.get("resources") or {}
-        value = (res.get("limits") or {}).get(keys.GPU_RESOURCE) or (res.get("requests") or {}).get(
-            keys.GPU_RESOURCE
-        )
-        if value is not None:
-            try:
-                total += parse_quantity(value)
-            except ValueError:
-                continue
+    total = whole_gpus(pod)
     ann = _meta(pod).get("annotations") or {}
     fraction = ann.get(keys.GPU_FRACTION_ANNOTATION)
     if fraction and shares:

@@ -41,6 +41,7 @@ from kai_py.podgrouper.kinds.common import (
     no_related,
 )
 from kai_py.podgrouper.kinds.kubeflow import KUBEFLOW_REPLICA_SPECS
+from kai_py.podgrouper.kinds.topology import annotated_constraint
 
 __all__ = [
     "KUBEFLOW_REPLICA_SPECS",
@@ -302,7 +303,11 @@ def _group_constraint(top: Obj, plan: Plan) -> TopologyConstraint | None:
     """The PodGroup's own constraint; a workload's topology name without a placement
     level serves its segments when they have a constraint (segments may take the
     name from the workload), so it is then no constraint of the whole PodGroup."""
-    found = topology_constraint(top)
+    # Copied as KAI's pod-grouper copies it (the pod's own annotations when it has no
+    # owner), even without the topology's name: the scheduler then says in a Warning on
+    # the PodGroup that it is not applied. Whether the Topology and its levels exist is
+    # the scheduler's to say too (the job waits).
+    found = annotated_constraint(top.annotations)
     if (
         found is not None
         and not found.required_topology_level
@@ -311,21 +316,6 @@ def _group_constraint(top: Obj, plan: Plan) -> TopologyConstraint | None:
     ):
         return None
     return found
-
-
-def topology_constraint(top: Obj) -> TopologyConstraint | None:
-    """The PodGroup's spec.topologyConstraint from the top owner's annotations (the pod's
-    own when it has no owner), as KAI's pod-grouper copies them; None without any.
-    Whether the Topology and its levels exist is the scheduler's to say (the job waits)."""
-    annotations = top.annotations
-    topology = annotations.get(keys.TOPOLOGY_ANNOTATION) or None
-    required = annotations.get(keys.TOPOLOGY_REQUIRED_ANNOTATION) or None
-    preferred = annotations.get(keys.TOPOLOGY_PREFERRED_ANNOTATION) or None
-    if topology is None and required is None and preferred is None:
-        return None
-    return TopologyConstraint(
-        topology=topology, required_topology_level=required, preferred_topology_level=preferred
-    )
 
 
 def node_pool_label(top: Obj, pod: Obj, label: str = keys.NODE_POOL_LABEL) -> dict[str, str]:

@@ -285,8 +285,6 @@ NOT_ALLOWED: Final = "not allowed in its queue"
 POD_WAITS_REASON: Final = "PodGroupNotCreated"
 #: The reason of the one Warning per owner kind the pod-grouper cannot read.
 OWNER_UNREADABLE_REASON: Final = "PodGrouperOwnerUnreadable"
-#: The pod label naming its subgroup (KAI's key; the scheduler reads it).
-SUBGROUP_LABEL: Final = keys.SUBGROUP_LABEL
 
 
 class PodGrouperService:
@@ -475,12 +473,14 @@ class PodGrouperService:
                 await self._warn(_group_refused(pod, ns, uid, manifest, exc), POD_WAITS_REASON)
             raise
         sub_group = result.sub_group
-        labelled = sub_group is None or (m.get("labels") or {}).get(SUBGROUP_LABEL) == sub_group
+        labelled = (
+            sub_group is None or (m.get("labels") or {}).get(keys.SUBGROUP_LABEL) == sub_group
+        )
         if annotation != result.group_name or not labelled:
             patch: Json = {"annotations": {keys.POD_GROUP_ANNOTATION: result.group_name}}
             if sub_group is not None:
                 # The pod's subgroup in its PodGroup, as KAI's pod-grouper labels it.
-                patch["labels"] = {SUBGROUP_LABEL: sub_group}
+                patch["labels"] = {keys.SUBGROUP_LABEL: sub_group}
             await send(
                 self.kube,
                 "PATCH",

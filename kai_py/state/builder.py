@@ -752,15 +752,19 @@ def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, bu
                 unapplied.append((f"{path}.podAffinityTerm.namespaceSelector", no_selectors))
     for path, why in unapplied:
         built.events.append(
-            Event(
+            _not_applied(
                 "Pod",
                 ns,
                 name,
-                "Warning",
-                "NotApplied",
                 f"{source}: Pod {ns}/{name}: {path} is not applied by kai-py ({why})",
             )
         )
+
+
+def _not_applied(kind: str, ns: str, name: str, message: str) -> Event:
+    """The Warning on an object a field of which kai-py does not apply (the object is
+    used without it): said on the object, never dropped silently."""
+    return Event(kind, ns, name, "Warning", "NotApplied", message)
 
 
 def topology_from_model(model: TopologyModel) -> Topology:
@@ -819,12 +823,10 @@ def _topology_constraint(
         if required or preferred:
             # KAI applies no constraint without a Topology; said, not dropped silently.
             events.append(
-                Event(
+                _not_applied(
                     "PodGroup",
                     ns,
                     name,
-                    "Warning",
-                    "NotApplied",
                     f"{who}: {at} names a level "
                     f"({required or preferred!r}) but no topology: it is not applied; set "
                     f"{at}.topology to the Topology's name",
@@ -994,12 +996,10 @@ def _job_from_podgroup(doc: Document, classes: dict[str, int], events: list[Even
         events.append(Event("PodGroup", ns, name, "Warning", "InvalidPodGroup", message))
     if spec is not None and spec.scheduling_backoff is not None:
         events.append(
-            Event(
+            _not_applied(
                 "PodGroup",
                 ns,
                 name,
-                "Warning",
-                "NotApplied",
                 f"{who}: spec.schedulingBackoff is not applied by kai-py: a job that does not "
                 f"fit is tried again in every cycle",
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kai_py.api import keys
-from kai_py.podgrouper.rules import Grouped, group_pod
+from kai_py.podgrouper.rules import Grouped, GroupingFailed, group_pod
 
 NS = "team-a"
 ANNOTATIONS = {
@@ -78,3 +78,36 @@ def test_a_bare_pod_carries_its_own_and_the_pods_are_not_read_under_an_owner() -
     assert isinstance(owned, Grouped)
     assert owned.pod_group.spec.topology_constraint is None
     assert "topologyConstraint" not in owned.pod_group.to_manifest()["spec"]
+
+
+def test_a_level_without_the_topologys_name_is_copied_for_the_workload_refused_in_a_template() -> (
+    None
+):
+    # The workload's own: copied as written, name missing (the scheduler then says in a
+    # Warning on the PodGroup that it is not applied).
+    bare = group_pod(_pod({keys.TOPOLOGY_REQUIRED_ANNOTATION: "rack"}))
+    assert isinstance(bare, Grouped)
+    constraint = bare.pod_group.spec.topology_constraint
+    assert constraint is not None
+    assert (constraint.topology, constraint.required_topology_level) == (None, "rack")
+    # A sub-group's, from a JobSet's pod template: refused, naming the template's field.
+    template = {
+        "metadata": {"annotations": {keys.TOPOLOGY_PREFERRED_ANNOTATION: "rack"}},
+        "spec": {"parallelism": 1},
+    }
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "js", "namespace": NS, "uid": "u-js"},
+        "spec": {"replicatedJobs": [{"name": "w", "replicas": 1, "template": template}]},
+    }
+    pod = _pod(owner=jobset)
+    pod["metadata"]["labels"] = {
+        "jobset.sigs.k8s.io/replicatedjob-name": "w",
+        "jobset.sigs.k8s.io/job-index": "0",
+    }
+    refused = group_pod(pod, [jobset])
+    assert isinstance(refused, GroupingFailed), refused
+    [warning] = refused.warnings
+    assert "spec.replicatedJobs[0].template.metadata.annotations" in str(warning)
+    assert keys.TOPOLOGY_ANNOTATION in str(warning) and "is required" in str(warning)

@@ -141,3 +141,24 @@ def test_the_card_metrics_keep_pods_out_unless_asked() -> None:
         assert ({**card0, "namespace": "ml", "pod": "engine-b"}, 0.45) in per_pod
     finally:
         metrics.watch_cards(None)
+
+
+def test_only_the_given_nodes_have_rows() -> None:
+    # A scheduling shard's cache holds every reservation pod, its pool's nodes only:
+    # another pool's shared card is that pool's shard's to export.
+    nodes = [node("n1", 81920)]
+    pods = [
+        pod("elsewhere", "n2", {keys.GPU_FRACTION_ANNOTATION: "0.5"}, {keys.GPU_GROUP_LABEL: "g"})
+    ]
+    reserved = cards.reservation_cards([reservation("n2", "g", "GPU-n2-0")])
+    rows = cards.card_rows(nodes, pods, reserved)
+    assert [(r.node, r.uuid) for r in rows] == [("n1", "GPU-n1-0")]
+
+
+def test_a_blank_pin_annotation_pins_nothing() -> None:
+    # HAMi and kai-py read a blank pin as no constraint: the card is not pinned.
+    nodes = [node("n1", 81920)]
+    blank = {keys.GPU_UUIDS_ANNOTATION: "GPU-n1-0", keys.USE_GPU_UUID_ANNOTATION: " "}
+    [row] = cards.card_rows(nodes, [pod("blank", "n1", blank)], {})
+    assert not row.pinned
+    assert [(h.pod, h.pin) for h in row.holders] == [("blank", "")]

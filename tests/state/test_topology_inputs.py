@@ -125,3 +125,32 @@ def test_a_constraint_on_a_topology_left_out_waits_with_a_warning() -> None:
     (reason,) = decisions.reasons["pg"]
     assert reason.code == "PodSchedulingErrors"
     assert "Topology 'broken' does not exist" in reason.message
+
+
+def test_a_level_without_a_topology_and_a_backoff_are_said_not_applied_on_the_podgroup() -> None:
+    cache = _cache("")
+    cache.observe(
+        PODGROUPS,
+        "MODIFIED",
+        {
+            "metadata": {"name": "pg", "namespace": "ns", "uid": "pg", "resourceVersion": "2"},
+            "spec": {
+                "minMember": 3,
+                "queue": "q",
+                "schedulingBackoff": 1,
+                "topologyConstraint": {"requiredTopologyLevel": "rack"},
+            },
+        },
+    )
+    built = cache.view(NOW).build(NOW)
+    (job,) = built.snapshot.jobs
+    assert job.topology is None
+    said = [(e.kind, e.namespace, e.name, e.type) for e in built.events if e.reason == "NotApplied"]
+    assert said == [("PodGroup", "ns", "pg", "Warning")] * 2
+    messages = [e.message for e in built.events if e.reason == "NotApplied"]
+    assert any(
+        "spec.topologyConstraint names a level ('rack') but no topology: it is not applied; "
+        "set spec.topologyConstraint.topology to the Topology's name" in m
+        for m in messages
+    )
+    assert any("spec.schedulingBackoff is not applied by kai-py" in m for m in messages)

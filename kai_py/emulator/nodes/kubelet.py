@@ -426,16 +426,7 @@ class Kubelet:
             record.start_time = rfc3339(now)
         record.started = now
         record.ready = not (_float_annotation(pod, ann.READY_SECONDS) or 0.0) > 0
-        status = running_status(
-            pod,
-            host_ip=self.host_ip,
-            pod_ip=record.pod_ip,
-            start_time=record.start_time,
-            now=rfc3339(now),
-            devices=record.devices,
-            restart_counts=record.restarts,
-            ready=record.ready,
-        )
+        status = self._running_status(pod, record, now, ready=record.ready)
         patch: Json = {"status": {**status, "reason": None, "message": None}}
         if visible and _annotations(pod).get(ann.VISIBLE_DEVICES) != visible:
             # In the same pods/status write (which takes metadata too, as on a real
@@ -532,23 +523,25 @@ class Kubelet:
             if left <= 0:
                 record.ready = True
                 pod = await self._patch_status(
-                    pod,
-                    {
-                        "status": running_status(
-                            pod,
-                            host_ip=self.host_ip,
-                            pod_ip=record.pod_ip,
-                            start_time=record.start_time,
-                            now=rfc3339(now),
-                            devices=record.devices,
-                            restart_counts=record.restarts,
-                        )
-                    },
+                    pod, {"status": self._running_status(pod, record, now)}
                 )
             else:
                 waits.append(left)
         if waits:
             self._set_timer(record, min(waits))
+
+    def _running_status(self, pod: Json, record: PodRecord, now: float, ready: bool = True) -> Json:
+        """The pod's running status from what this kubelet keeps of it."""
+        return running_status(
+            pod,
+            host_ip=self.host_ip,
+            pod_ip=record.pod_ip,
+            start_time=record.start_time,
+            now=rfc3339(now),
+            devices=record.devices,
+            restart_counts=record.restarts,
+            ready=ready,
+        )
 
     async def _restart_containers(self, pod: Json, record: PodRecord) -> None:
         now = self.clock.time()
@@ -557,15 +550,7 @@ class Kubelet:
             record.restarts[name] = record.restarts.get(name, 0) + 1
         record.started = now
         record.restart_at = None
-        status = running_status(
-            pod,
-            host_ip=self.host_ip,
-            pod_ip=record.pod_ip,
-            start_time=record.start_time,
-            now=rfc3339(now),
-            devices=record.devices,
-            restart_counts=record.restarts,
-        )
+        status = self._running_status(pod, record, now)
         await self._patch_status(pod, {"status": status})
         run_for = _float_annotation(pod, ann.RUN_SECONDS)
         if run_for is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kai_py.api import keys
 from kai_py.api.podgroup import SubGroup
 from kai_py.podgrouper.kinds.common import (
     GrouperWarning,
@@ -21,7 +22,7 @@ from kai_py.podgrouper.kinds.common import (
     needs_manifest,
     non_negative_int,
 )
-from kai_py.podgrouper.kinds.lws import MAX_SEGMENTS, SEGMENT_SIZE_ANNOTATION, segment_topology
+from kai_py.podgrouper.kinds.lws import MAX_SEGMENTS, segment_topology
 
 # Kubeflow training-operator kinds -> the prefix of their `<x>ReplicaSpecs` field.
 KUBEFLOW_REPLICA_SPECS: Final[dict[str, str]] = {
@@ -107,14 +108,15 @@ def _pytorch_segments(
     top, pod = workload.top, workload.pod
     specs = mapping(top.spec().get("pytorchReplicaSpecs"))
     template = _worker_template_annotations(specs)
-    if pod.annotations.get(SEGMENT_SIZE_ANNOTATION):
-        where, raw = annotation_path(SEGMENT_SIZE_ANNOTATION), pod.annotations[SEGMENT_SIZE_ANNOTATION]
+    if pod.annotations.get(keys.SEGMENT_SIZE_ANNOTATION):
+        where = annotation_path(keys.SEGMENT_SIZE_ANNOTATION)
+        raw = pod.annotations[keys.SEGMENT_SIZE_ANNOTATION]
         size_of: Obj = pod
-    elif template.get(SEGMENT_SIZE_ANNOTATION):
+    elif template.get(keys.SEGMENT_SIZE_ANNOTATION):
         where = "spec.pytorchReplicaSpecs.Worker.template." + annotation_path(
-            SEGMENT_SIZE_ANNOTATION
+            keys.SEGMENT_SIZE_ANNOTATION
         )
-        raw, size_of = template[SEGMENT_SIZE_ANNOTATION], top
+        raw, size_of = template[keys.SEGMENT_SIZE_ANNOTATION], top
     else:
         return None
     size = non_negative_int(raw, size_of, where, minimum=1)

@@ -27,10 +27,6 @@ from kai_py.podgrouper.kinds.common import (
 SIZE_ANNOTATION: Final = "leaderworkerset.sigs.k8s.io/size"
 GROUP_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX_LABEL: Final = "leaderworkerset.sigs.k8s.io/worker-index"
-SEGMENT_SIZE_ANNOTATION: Final = "kai.scheduler/segment-size"
-SEGMENT_REQUIRED: Final = "kai.scheduler/segment-topology-required-placement"
-SEGMENT_PREFERRED: Final = "kai.scheduler/segment-topology-preferred-placement"
-TOPOLOGY: Final = keys.TOPOLOGY_ANNOTATION
 #: More segments than this in one replica group is refused (as KAI refuses it).
 MAX_SEGMENTS: Final = 10_000
 LEADER: Final = "leader"
@@ -101,17 +97,17 @@ def _segment_size(top: Obj, template: Mapping[str, Any], size: int) -> int | Non
     policy = mapping(template.get("subGroupPolicy"))
     if "subGroupSize" in policy:
         where, raw = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize", policy["subGroupSize"]
-    elif SEGMENT_SIZE_ANNOTATION in top.annotations:
-        where = annotation_path(SEGMENT_SIZE_ANNOTATION)
-        raw = top.annotations[SEGMENT_SIZE_ANNOTATION]
+    elif keys.SEGMENT_SIZE_ANNOTATION in top.annotations:
+        where = annotation_path(keys.SEGMENT_SIZE_ANNOTATION)
+        raw = top.annotations[keys.SEGMENT_SIZE_ANNOTATION]
     else:
         worker_annotations = _worker_annotations(template)
-        if SEGMENT_SIZE_ANNOTATION not in worker_annotations:
+        if keys.SEGMENT_SIZE_ANNOTATION not in worker_annotations:
             return None
         where = "spec.leaderWorkerTemplate.workerTemplate." + annotation_path(
-            SEGMENT_SIZE_ANNOTATION
+            keys.SEGMENT_SIZE_ANNOTATION
         )
-        raw = worker_annotations[SEGMENT_SIZE_ANNOTATION]
+        raw = worker_annotations[keys.SEGMENT_SIZE_ANNOTATION]
     segment = non_negative_int(raw, top, where, minimum=2)
     if segment > size:
         raise invalid(top, where, f"({segment}) is above the replica group's size ({size})")
@@ -144,15 +140,18 @@ def segment_topology(
     def value(key: str) -> str:
         return str(pod.get(key) or worker.get(key) or "")
 
-    required, preferred = value(SEGMENT_REQUIRED), value(SEGMENT_PREFERRED)
+    required = value(keys.SEGMENT_REQUIRED_ANNOTATION)
+    preferred = value(keys.SEGMENT_PREFERRED_ANNOTATION)
     if not required and not preferred:
         return None
-    topology = value(TOPOLOGY) or workload.top.annotations.get(TOPOLOGY, "")
+    topology = value(keys.TOPOLOGY_ANNOTATION) or workload.top.annotations.get(
+        keys.TOPOLOGY_ANNOTATION, ""
+    )
     if not topology:
         warnings.append(
             GrouperWarning(
                 workload.top.event_ref(),
-                annotation_path(TOPOLOGY),
+                annotation_path(keys.TOPOLOGY_ANNOTATION),
                 f"is not set on the pod, its {template} or the {workload.top.kind}: "
                 "the segments' placement annotations are ignored",
             )
