@@ -138,6 +138,14 @@ class QueueSpec(KubeModel):
         description='Minimum runtime before a job of this queue can be reclaimed ("5m").',
     )
     display_name: str | None = None
+    # Queue-admission gating (docs/autoscaling.md): KAI's proposed field.
+    admission_gating: bool | None = Field(
+        default=None,
+        description="Hold this queue's new pods with the scheduling gate "
+        "kai.scheduler/queue-admission until their job fits within the queue's quota and "
+        "limit (operator flag --queue-admission-gating=queues); false keeps the queue out "
+        "under --queue-admission-gating=all.",
+    )
     resources: QueueResources = Field(default_factory=QueueResources)
 
     @property

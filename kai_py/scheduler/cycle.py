@@ -11,6 +11,7 @@ from kai_py.scheduler.actions.preempt import preempt
 from kai_py.scheduler.actions.reclaim import reclaim
 from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.actions.victims import MOVED_SUFFIX
+from kai_py.scheduler.admission.ungate import ungate
 from kai_py.scheduler.framework import Framework
 from kai_py.scheduler.model import (
     ALLOCATED,
@@ -72,6 +73,9 @@ def run_cycle(snapshot: Snapshot, actions: list[tuple[str, Action]] | None = Non
         actions = configured_actions(snapshot.config)
     for _, action in actions:
         action(session, placer)
+    # Not one of KAI's configurable actions: pods left at kai-py's queue-admission gate
+    # must be let go even when the gating is turned off, whatever the action list says.
+    ungate(session)
     return close(session)
 
 

@@ -479,6 +479,9 @@ class Task:
     # spec.schedulingGates (names) of a pending pod: the API server refuses its Binding
     # until they are removed, so the builder keeps it out of ``Job.tasks`` (``Job.gated``).
     gates: tuple[str, ...] = ()
+    # When kai-py lifted its queue-admission gate from this pending pod (its annotation):
+    # its demand stays reserved in its queue for a while (``scheduler/admission``).
+    admitted_at: float | None = None
     # Host ports, ConfigMaps, PersistentVolumeClaims: None for the common pod, so that
     # its checks cost one test (``PredicateCache.check``).
     needs: PodNeeds | None = None
@@ -526,6 +529,7 @@ class Task:
         new.pin = self.pin
         new.gpu_uuids = self.gpu_uuids
         new.gates = self.gates
+        new.admitted_at = self.admitted_at
         new.needs = self.needs
         new.preferred_affinity = self.preferred_affinity
         new.preferred_pod_affinity = self.preferred_pod_affinity
@@ -795,6 +799,7 @@ class Queue:
     created: float = 0.0
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
+    admission_gating: bool | None = None  # spec.admissionGating; None = not set
     children: list[str] = field(default_factory=list)
     # session state (subtree totals)
     allocated: Res = field(default_factory=Res)
@@ -835,6 +840,13 @@ class Config:
     restrict_node_scheduling: bool = False
     gpu_worker_label: str = GPU_WORKER_NODE_LABEL
     cpu_worker_label: str = CPU_WORKER_NODE_LABEL
+    # Queue-admission gating (``scheduler/admission``): "off", "queues" (queues with
+    # spec.admissionGating: true) or "all" (every queue but those with false); how long
+    # an admitted pod that is still pending keeps its demand reserved in its queue; how
+    # many pods one cycle lifts the gate of at most.
+    queue_admission_gating: str = "off"
+    admission_reservation: float = 600.0
+    max_admissions_per_cycle: int = 500
 
 
 @dataclass(slots=True, frozen=True)

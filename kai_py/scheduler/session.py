@@ -119,6 +119,8 @@ class Decisions:
     # "namespace/name" of a pending pod -> its job's whole reason (the pod's condition
     # says it in full; the pod's event may only point to the PodGroup)
     pending_reasons: dict[str, str] = field(default_factory=dict)
+    # Pods whose queue-admission gate is to be lifted (``scheduler/admission``), a gang's together
+    ungated: list[Task] = field(default_factory=list)
 
 
 @dataclass(slots=True, frozen=True)

@@ -466,6 +466,7 @@ def queue_from_model(q: QueueModel) -> Queue:
         reclaim_min_runtime=q.spec.reclaim_min_runtime_seconds
         if q.spec.reclaim_min_runtime
         else None,
+        admission_gating=q.spec.admission_gating,
     )
 
 
