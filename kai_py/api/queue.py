@@ -121,6 +121,35 @@ class QueueResources(KubeModel):
         return [("gpu", self.gpu), ("cpu", self.cpu), ("memory", self.memory)]
 
 
+class GpuModelQuota(KubeModel):
+    """Quota and limit of the GPUs of one model (kai-py's; docs/quota-per-model.md)."""
+
+    model: str = Field(
+        min_length=1,
+        description="GPU model as nodes name it: label nvidia.com/gpu.product, e.g. "
+        "NVIDIA-H100-80GB-HBM3.",
+    )
+    quota: QuotaNumber = Field(
+        default=0.0, description="Deserved GPUs of this model. -1 = unlimited."
+    )
+    # Unlike the GPU limit, unset is no limit: an entry that only sets a quota must not
+    # forbid the model.
+    limit: QuotaNumber = Field(
+        default=UNLIMITED,
+        description="Most GPUs of this model the queue and its children may hold. -1 or "
+        "unset = no limit.",
+    )
+
+
+def _unique_models(entries: list[GpuModelQuota]) -> list[GpuModelQuota]:
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.model in seen:
+            raise ValueError(f"model {entry.model!r} is listed twice")
+        seen.add(entry.model)
+    return entries
+
+
 class QueueSpec(KubeModel):
     """Desired state of a Queue."""
 
@@ -147,6 +176,11 @@ class QueueSpec(KubeModel):
         "under --queue-admission-gating=all.",
     )
     resources: QueueResources = Field(default_factory=QueueResources)
+    # Quota per GPU model (docs/quota-per-model.md): kai-py's, beside the GPU one.
+    gpu_models: Annotated[list[GpuModelQuota], AfterValidator(_unique_models)] | None = Field(
+        default=None,
+        description="Quota and limit per GPU model, beside the GPU ones (kai-py).",
+    )
 
     @property
     def preempt_min_runtime_seconds(self) -> float:

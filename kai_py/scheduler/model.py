@@ -800,6 +800,9 @@ class Queue:
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
     admission_gating: bool | None = None  # spec.admissionGating; None = not set
+    # spec.gpuModels: model -> (deserved quota, limit) of its GPUs, INF = none
+    # (``scheduler/gpumodels``); None for a queue without it, as KAI's.
+    gpu_models: dict[str, tuple[float, float]] | None = None
     children: list[str] = field(default_factory=list)
     # session state (subtree totals)
     allocated: Res = field(default_factory=Res)

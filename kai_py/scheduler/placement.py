@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kai_py.scheduler import pinning, preferences
+from kai_py.scheduler.gpumodels.limits import GpuModelCache, model_usage
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 from kai_py.scheduler.predicates import PredicateCache, RoleRestrictedCache
@@ -62,6 +63,12 @@ class Placer:
                 session.snapshot.storage,
             )
         )
+        usage = model_usage(session)
+        # Per-model limits (docs/quota-per-model.md) make where a task fits depend on its
+        # queue: the caches of failed demands and reasons are then per job.
+        self._per_queue = usage is not None
+        if usage is not None:
+            self.predicates = GpuModelCache(self.predicates, usage)
         self.spread = session.framework.placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
         # Demands that found no node, with the session's release generation then: a
@@ -230,7 +237,7 @@ class Placer:
         nothing is freed (as a number, the same for the same demand): not for pinned
         tasks (their cards are chosen one by one) nor for pod affinity (a pod placed
         may be the one it wants beside it), which get -1."""
-        if task.pin is not None or task.pod_affinity:
+        if task.pin is not None or task.pod_affinity or self._per_queue:
             return -1
         return self._demand_ids.setdefault(fit_key(task), len(self._demand_ids))
 
@@ -396,7 +403,7 @@ class Placer:
     def explain(self, task: Task) -> str:
         """Why no node fits ``task``, counted per cause, as kube-scheduler words it."""
         s = self.session
-        key = (*fit_key(task), s.release_generation)
+        key = (*fit_key(task), s.release_generation, task.job_uid if self._per_queue else "")
         cached = self._no_fit.get(key)
         if cached is not None:
             return cached
