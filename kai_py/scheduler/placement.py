@@ -65,7 +65,7 @@ class Placer:
         )
         usage = model_usage(session)
         # Per-model limits (docs/quota-per-model.md) make where a task fits depend on its
-        # queue: the caches of failed demands and reasons are then per job.
+        # queue: failed demands and reasons are then remembered per queue.
         self._per_queue = usage is not None
         if usage is not None:
             self.predicates = GpuModelCache(self.predicates, usage)
@@ -237,9 +237,13 @@ class Placer:
         nothing is freed (as a number, the same for the same demand): not for pinned
         tasks (their cards are chosen one by one) nor for pod affinity (a pod placed
         may be the one it wants beside it), which get -1."""
-        if task.pin is not None or task.pod_affinity or self._per_queue:
+        if task.pin is not None or task.pod_affinity:
             return -1
-        return self._demand_ids.setdefault(fit_key(task), len(self._demand_ids))
+        key = fit_key(task)
+        if self._per_queue:  # a model's limit is the queue's: same demand, other answer
+            job = self.session.jobs.get(task.job_uid)
+            key = (*key, job.queue if job is not None else "")
+        return self._demand_ids.setdefault(key, len(self._demand_ids))
 
     def _on_nominated(self, task: Task) -> Placement | None:
         """The nominated node, when the task fits there now."""
@@ -403,7 +407,11 @@ class Placer:
     def explain(self, task: Task) -> str:
         """Why no node fits ``task``, counted per cause, as kube-scheduler words it."""
         s = self.session
-        key = (*fit_key(task), s.release_generation, task.job_uid if self._per_queue else "")
+        key: tuple[object, ...] = (*fit_key(task), s.release_generation)
+        if self._per_queue:  # the reason names the queue's use of a model: per its figures
+            job = s.jobs.get(task.job_uid)
+            if job is not None:
+                key = (*key, *((q.name, q.version) for q in s.ancestors(job.queue)))
         cached = self._no_fit.get(key)
         if cached is not None:
             return cached

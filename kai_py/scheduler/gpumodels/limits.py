@@ -35,46 +35,66 @@ def _show(amount: float) -> str:
 
 
 class ModelUsage:
-    """What each queue holds of each model, computed when a queue's totals changed."""
+    """What each queue holds of each model. A queue's figures are recounted when its
+    totals changed (``Queue.version``), from each job's own figures, which are
+    recounted only when one of its pods changed (``Job.version``)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.models = {name: node_model(node) for name, node in session.nodes.items()}
-        self._jobs: dict[str, list[Job]] = {}
+        own: dict[str, list[Job]] = {}
         for job in session.jobs.values():
-            self._jobs.setdefault(job.queue, []).append(job)
-        # queue -> (its version when counted, what it held then)
+            own.setdefault(job.queue, []).append(job)
+        # The jobs of each queue with bounds and of the queues below it, listed once.
+        self._jobs: dict[str, list[Job]] = {}
+        for queue in session.queues.values():
+            if queue.gpu_models:
+                jobs: list[Job] = []
+                pending = [queue.name]
+                while pending:
+                    name = pending.pop()
+                    below = session.queues.get(name)
+                    if below is not None:
+                        pending.extend(below.children)
+                    jobs.extend(own.get(name, ()))
+                self._jobs[queue.name] = jobs
+        # queue -> (its version when counted, what it held then); job uid -> the same
         self._memo: dict[str, tuple[int, Held]] = {}
+        self._of_job: dict[str, tuple[int, dict[str, float]]] = {}
+        # (queue, model, GPUs asked, preemptible) -> (versions up the tree, answer)
+        self._verdicts: dict[tuple[str, str, float, bool], tuple[tuple[int, ...], str | None]] = {}
 
     def held(self, queue: Queue) -> Held:
         found = self._memo.get(queue.name)
         if found is not None and found[0] == queue.version:
             return found[1]
         held: Held = ({}, {})
-        pending = [queue.name]
-        while pending:  # the queue and every queue below it
-            name = pending.pop()
-            below = self.session.queues.get(name)
-            if below is not None:
-                pending.extend(below.children)
-            for job in self._jobs.get(name, ()):
-                for task in job.tasks:
-                    self._count(job, task, held)
+        every, non_preemptible = held
+        for job in self._jobs.get(queue.name, ()):
+            for model, gpu in self._job_held(job).items():
+                every[model] = every.get(model, 0.0) + gpu
+                if not job.preemptible:
+                    non_preemptible[model] = non_preemptible.get(model, 0.0) + gpu
         self._memo[queue.name] = (queue.version, held)
         return held
 
-    def _count(self, job: Job, task: Task, held: Held) -> None:
-        if not (task.status.is_placed or task.status is RELEASING) or task.shadow:
-            return
-        model = self.models.get(task.node_name or "")
-        if model is None:
-            return
-        gpu = self.session.task_gpu(task, self.session.nodes.get(task.node_name or ""))
-        if gpu <= EPS:
-            return
-        held[0][model] = held[0].get(model, 0.0) + gpu
-        if not job.preemptible:
-            held[1][model] = held[1].get(model, 0.0) + gpu
+    def _job_held(self, job: Job) -> dict[str, float]:
+        found = self._of_job.get(job.uid)
+        if found is not None and found[0] == job.version:
+            return found[1]
+        held: dict[str, float] = {}
+        session = self.session
+        for task in job.tasks:
+            if not (task.status.is_placed or task.status is RELEASING) or task.shadow:
+                continue
+            model = self.models.get(task.node_name or "")
+            if model is None:
+                continue
+            gpu = session.task_gpu(task, session.nodes.get(task.node_name or ""))
+            if gpu > EPS:
+                held[model] = held.get(model, 0.0) + gpu
+        self._of_job[job.uid] = (job.version, held)
+        return held
 
     def refusal(self, task: Task, node: Node) -> str | None:
         """Why placing ``task`` on ``node`` would take a queue up its tree past its limit
@@ -89,7 +109,20 @@ class ModelUsage:
         gpu = session.task_gpu(task, node)
         if gpu <= EPS:
             return None
-        for queue in session.ancestors(job.queue):
+        # The same answer for every node of the model until a queue up the tree changes:
+        # the placer asks it of each node it tries.
+        chain = session.ancestors(job.queue)
+        stamp = tuple(q.version for q in chain)
+        key = (job.queue, model, gpu, job.preemptible)
+        found = self._verdicts.get(key)
+        if found is not None and found[0] == stamp:
+            return found[1]
+        verdict = self._verdict(chain, job, model, gpu)
+        self._verdicts[key] = (stamp, verdict)
+        return verdict
+
+    def _verdict(self, chain: list[Queue], job: Job, model: str, gpu: float) -> str | None:
+        for queue in chain:
             bounds = queue.gpu_models
             if not bounds or model not in bounds:
                 continue
