@@ -95,3 +95,20 @@ def test_writes_per_cycle_are_bounded_but_a_gang_is_never_split() -> None:
     assert len(cycle(queues, singles, max_admissions_per_cycle=3).ungated) == 3
     big = gated_job("big", "q", 4, 1)
     assert len(cycle(queues, [big], max_admissions_per_cycle=3).ungated) == 4
+
+
+def test_a_job_that_selects_a_gpu_model_waits_while_its_model_limit_is_reached() -> None:
+    h100 = "NVIDIA-H100-80GB-HBM3"
+    label = {keys.GPU_PRODUCT_NODE_LABEL: h100}
+    q = queue("q", "root")
+    q.gpu_models = {h100: (0.0, 4.0)}
+    held = job("held", "q", [running("h", gpu=4)])
+    picky = gated_job("picky", "q", 1, 1, created=1.0)
+    picky.gated[0].node_selector = label
+    anywhere = gated_job("anywhere", "q", 1, 1, created=2.0)
+    snap = snapshot([node("h", gpus=8, labels=label)], [queue("root"), q], [held, picky, anywhere])
+    snap.config = replace(snap.config, queue_admission_gating="all")
+    d = run_cycle(snap)
+    assert names(d.ungated) == ["anywhere-0"]
+    [why] = [r for r in d.reasons[picky.uid] if r.code == "OverLimit"]
+    assert f"queue q may use 4 GPUs (limit for {h100}); 4 GPUs in use" in why.message

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from kai_py.api import keys
 from kai_py.scheduler import reasons
+from kai_py.scheduler.gpumodels.limits import ModelUsage, model_usage
 from kai_py.scheduler.model import PENDING, Job, Queue, Task
 from kai_py.scheduler.reasons import Reason
 from kai_py.scheduler.resources import EPS, RESOURCE_NAMES, Res, format_quantity
@@ -48,6 +49,16 @@ class _Held:
 
     all: dict[str, Res] = field(default_factory=dict)
     non_preemptible: dict[str, Res] = field(default_factory=dict)
+    # (queue, GPU model) -> GPUs, for pods that select a model (docs/quota-per-model.md)
+    models: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def hold(self, session: Session, job: Job, asked: Res, model: str | None) -> None:
+        for q in session.ancestors(job.queue):
+            self.of(q.name).add(asked)
+            if not job.preemptible:
+                self.of(q.name, True).add(asked)
+            if model is not None:
+                self.models[q.name, model] = self.models.get((q.name, model), 0.0) + asked.gpu
 
     def of(self, name: str, non_preemptible: bool = False) -> Res:
         table = self.non_preemptible if non_preemptible else self.all
@@ -64,6 +75,7 @@ def ungate(session: Session) -> None:
         return
     mode = session.config.queue_admission_gating
     held = _reserved(session, mode)
+    usage = model_usage(session)
     budget = session.config.max_admissions_per_cycle
     # A job with pods already let go first (a gang half ungated when the operator
     # stopped), then by priority and age, as jobs are tried in allocate.
@@ -97,14 +109,13 @@ def ungate(session: Session) -> None:
                 asked = Res()
                 for task in unit:
                     asked.add(session.task_res(task, None))
-                why = _refusal(session, job, asked, held)
+                why = _refusal(session, job, asked, held) or _model_refusal(
+                    session, usage, job, unit, asked, held
+                )
                 if why is not None:
                     session.explain(job, why)
                     break
-                for q in session.ancestors(job.queue):
-                    held.of(q.name).add(asked)
-                    if not job.preemptible:
-                        held.of(q.name, True).add(asked)
+                held.hold(session, job, asked, selected_model(unit))
             out.extend(unit)
             budget -= len(unit)
             let_go += len(unit)
@@ -147,12 +158,53 @@ def _reserved(session: Session, mode: str) -> _Held:
             if task.status is PENDING and task.admitted_at is not None:
                 if task.admitted_at < horizon:
                     continue
-                res = session.task_res(task, None)
-                for q in session.ancestors(job.queue):
-                    held.of(q.name).add(res)
-                    if not job.preemptible:
-                        held.of(q.name, True).add(res)
+                held.hold(session, job, session.task_res(task, None), selected_model([task]))
     return held
+
+
+def selected_model(tasks: list[Task]) -> str | None:
+    """The GPU model the pods select with a nodeSelector on the product label, if any
+    (a pod that selects none may land on any model: admission cannot tell which)."""
+    for task in tasks:
+        model = task.node_selector.get(keys.GPU_PRODUCT_NODE_LABEL)
+        if model:
+            return model
+    return None
+
+
+def _model_refusal(
+    session: Session,
+    usage: ModelUsage | None,
+    job: Job,
+    unit: list[Task],
+    asked: Res,
+    held: _Held,
+) -> Reason | None:
+    """OverLimit when the pods select a GPU model whose limit a queue up the tree has
+    reached, counting what is admitted but not yet running."""
+    model = selected_model(unit) if usage is not None else None
+    if usage is None or model is None or asked.gpu <= EPS:
+        return None
+    for queue in session.ancestors(job.queue):
+        bounds = queue.gpu_models
+        if not bounds or model not in bounds:
+            continue
+        limit = bounds[model][1]
+        used = usage.held(queue)[0].get(model, 0.0)
+        kept = held.models.get((queue.name, model), 0.0)
+        if used + kept + asked.gpu > limit + EPS:
+            return _reason(
+                reasons.OVER_LIMIT,
+                job,
+                queue,
+                "gpu",
+                f"limit for {model}",
+                limit,
+                used,
+                kept,
+                asked.gpu,
+            )
+    return None
 
 
 def _refusal(session: Session, job: Job, asked: Res, held: _Held) -> Reason | None:
