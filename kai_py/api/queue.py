@@ -199,6 +199,10 @@ class QueueStatus(KubeModel):
     allocated: ResourceMap | None = None
     allocated_non_preemptible: ResourceMap | None = None
     requested: ResourceMap | None = None
+    # kai-py's, for a queue with spec.gpuModels: GPUs held per model (quota-per-model.md).
+    allocated_by_gpu_model: dict[str, Number] | None = Field(
+        default=None, description="GPUs the queue holds per GPU model (kai-py)."
+    )
     conditions: list[Condition] | None = None
 
 

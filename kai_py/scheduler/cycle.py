@@ -13,6 +13,7 @@ from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.actions.victims import MOVED_SUFFIX
 from kai_py.scheduler.admission.ungate import ungate
 from kai_py.scheduler.framework import Framework
+from kai_py.scheduler.gpumodels.limits import model_usage
 from kai_py.scheduler.model import (
     ALLOCATED,
     DEFAULT_ACTIONS,
@@ -62,7 +63,9 @@ def configured_actions(config: Config) -> list[tuple[str, Action]]:
 def open_session(snapshot: Snapshot, framework: Framework | None = None) -> Session:
     """A session over ``snapshot`` with ``framework``, else the built-in plugins as the
     snapshot's config sets them up (KAI's ``OpenSession``)."""
-    return Session(snapshot, framework if framework is not None else default_framework(snapshot.config))
+    return Session(
+        snapshot, framework if framework is not None else default_framework(snapshot.config)
+    )
 
 
 def run_cycle(snapshot: Snapshot, actions: list[tuple[str, Action]] | None = None) -> Decisions:
@@ -111,8 +114,7 @@ def close(session: Session) -> Decisions:
         if task.status is ALLOCATED:
             d.binds.append(task)
             message = (
-                f"Successfully assigned pod {task.namespace}/{task.name} to node "
-                f"{task.node_name}"
+                f"Successfully assigned pod {task.namespace}/{task.name} to node {task.node_name}"
             )
             if avoided and task.uid in avoided:  # first a cheap check: this runs per bind
                 message += f" ({avoided[task.uid]})"
@@ -158,6 +160,7 @@ def close(session: Session) -> Decisions:
         for task in job.gated:
             emit(Event("Pod", task.namespace, task.name, "Normal", "SchedulingGated", _gated(task)))
     d.events.extend(events)
+    usage = model_usage(session)  # None unless a queue has spec.gpuModels
     for q in session.queues.values():
         d.queues[q.name] = QueueFigures(
             q.deserved.copy(),
@@ -165,6 +168,7 @@ def close(session: Session) -> Decisions:
             q.allocated.copy(),
             q.allocated_non_preemptible.copy(),
             q.request.copy(),
+            dict(usage.held(q)[0]) if usage is not None and q.gpu_models else None,
         )
     return d
 
@@ -246,4 +250,3 @@ def eviction_message(session: Session, action: str, task: Task, by: Job | None) 
         f"Pod {pod} was evicted to be placed again elsewhere (consolidation), so that "
         f"workload {by.key} fits"
     )
-

@@ -132,6 +132,8 @@ class QueueFigures:
     allocated: Res
     allocated_non_preemptible: Res
     requested: Res
+    # GPUs held per model, for a queue with spec.gpuModels (docs/quota-per-model.md)
+    gpu_models: dict[str, float] | None = None
 
 
 class Session:

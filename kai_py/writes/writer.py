@@ -301,6 +301,13 @@ def queue_status_patch(
             patch.update(wanted)
             if not same_children:
                 patch["childQueues"] = list(children) or None  # null removes the field
+        by_model = (
+            {m: round(g, 6) for m, g in sorted(figures.gpu_models.items())}
+            if figures.gpu_models
+            else None
+        )
+        if status.get("allocatedByGpuModel") != by_model:
+            patch["allocatedByGpuModel"] = by_model  # null removes it (gpuModels gone)
     conditions = _orphan_conditions(status, orphan, now)
     if conditions is not None:
         patch["conditions"] = conditions or None  # null removes the field
