@@ -13,6 +13,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from kai_py.api.keys import QUEUE_ADMISSION_GATE
 from kai_py.scheduler import pinning
 from kai_py.scheduler.fairshare import compute_fair_shares
 from kai_py.scheduler.model import (
@@ -284,6 +285,14 @@ class Session:
                     total.cpu += cpu
                     total.memory += memory
                     total.gpu += gpu
+        for job in self.gated_at_start:  # usually none
+            if not job.errors:
+                for task in job.gated:
+                    # Pods held by kai-py's queue-admission gate ask as pending pods do,
+                    # so fair shares are the same with gating on as off (docs/autoscaling.md).
+                    # Other gates are not kai-py's to judge: their pods ask for nothing, as in KAI.
+                    if task.gates == (QUEUE_ADMISSION_GATE,):
+                        self._queue_request(job, task, None)
 
     def ancestors(self, queue_name: str) -> list[Queue]:
         """The queue itself, then its parents up to the root."""

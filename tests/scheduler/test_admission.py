@@ -112,3 +112,13 @@ def test_a_job_that_selects_a_gpu_model_waits_while_its_model_limit_is_reached()
     assert names(d.ungated) == ["anywhere-0"]
     [why] = [r for r in d.reasons[picky.uid] if r.code == "OverLimit"]
     assert f"queue q may use 4 GPUs (limit for {h100}); 4 GPUs in use" in why.message
+
+
+def test_pods_at_kai_py_gate_ask_for_their_share_as_pending_pods_do() -> None:
+    queues = [queue("root"), queue("q", "root", gpu_limit=0)]
+    mine = gated_job("mine", "q", 2, 3)
+    other = gated_job("other", "q", 1, 5)
+    other.gated[0].gates = ("example.com/approval",)  # not ours: asks for nothing, as in KAI
+    d = cycle(queues, [mine, other])
+    assert d.ungated == []  # limit 0: nothing is let go
+    assert d.queues["q"].requested.gpu == 6 and d.queues["root"].requested.gpu == 6
