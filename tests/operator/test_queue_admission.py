@@ -8,7 +8,9 @@ import argparse
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
+from kai_py import metrics
 from kai_py.api import keys
 from kai_py.conf.schedconfig import parse_config
 from kai_py.controllers.settings import OperatorSettings
@@ -119,3 +121,20 @@ def test_a_pod_let_go_is_patched_once_and_the_cache_sees_it_at_once() -> None:
     built = again.build(NOW)
     decisions = run_cycle(built.snapshot)
     assert decisions.ungated == [] and [t.name for t in decisions.binds] == ["p1"]
+
+
+def test_the_metrics_count_pods_at_the_gate_and_pods_let_go() -> None:
+    def value(name: str, queue: str) -> float:
+        return REGISTRY.get_sample_value(name, {"queue": queue}) or 0.0
+
+    cache = _cache()
+    cache.observe(PODS, "ADDED", _pod_body("p1", "u1", schedulingGates=[GATE]))
+    built = cache.view(NOW).build(NOW)
+    before = value("kai_py_queue_admission_admitted_pods_total", "q")
+    decisions = run_cycle(built.snapshot)
+    metrics.record_decisions(decisions, built.snapshot, [])
+    assert value("kai_py_queue_admission_gated_pods", "q") == 1
+    assert value("kai_py_queue_admission_admitted_pods_total", "q") == before + 1
+    built.snapshot.jobs[0].gated = []  # let go: the next cycle finds none at the gate
+    metrics.record_decisions(run_cycle(built.snapshot), built.snapshot, [])
+    assert value("kai_py_queue_admission_gated_pods", "q") == 0
