@@ -127,7 +127,12 @@ def ungate(session: Session) -> None:
                 "Normal",
                 "Admitted",
                 f"Queue admission: {let_go} pods of job {job.key} let go from the scheduling "
-                f"gate {GATE}: they fit within queue {queue.name}'s quota and limit",
+                f"gate {GATE}: "
+                + (
+                    f"they fit within queue {queue.name}'s quota and limit"
+                    if gating
+                    else f"queue {queue.name} is not gated"
+                ),
             )
         if budget <= 0:
             return
