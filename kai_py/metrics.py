@@ -24,6 +24,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_se
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from kai_py.api import keys
 from kai_py.scheduler.framework import Framework
 from kai_py.scheduler.model import Config, Snapshot
 from kai_py.scheduler.resources import Res
@@ -257,6 +258,16 @@ CACHE_OBJECTS: Final = Gauge(
     "kai_py_cache_objects", "Objects in the scheduler's watch cache, by kind", ["kind"]
 )
 CYCLES: Final = Counter("kai_py_scheduling_cycles", "Scheduling cycles, by result", ["result"])
+GATED_PODS: Final = Gauge(
+    "kai_py_queue_admission_gated_pods",
+    "Pods held by kai-py's queue-admission gate at the start of the last cycle, by queue",
+    ["queue"],
+)
+ADMITTED_PODS: Final = Counter(
+    "kai_py_queue_admission_admitted_pods",
+    "Pods whose queue-admission gate kai-py decided to lift, by queue",
+    ["queue"],
+)
 OBJECTS_LEFT_OUT: Final = Gauge(
     "kai_py_objects_left_out",
     "Objects the last cycle left out of its snapshot because they cannot be read, by kind "
@@ -466,6 +477,7 @@ def record_decisions(
     for ev in decisions.evictions:
         namespace, name = podgroup_of.get(ev.task.job_uid, (ev.task.namespace, ""))
         EVICTED_PODS.labels(name, namespace, ev.task.job_uid, node_pool, ev.action).inc()
+    _record_admission(decisions, snapshot)
     specs = {str((q.get("metadata") or {}).get("name") or ""): q.get("spec") or {} for q in queues}
     seen: set[tuple[str, str, str]] = set()
     for qname, figures in decisions.queues.items():
@@ -500,6 +512,26 @@ def record_decisions(
 
 
 _queue_labels: set[tuple[str, str, str]] = set()
+_gated_queues: set[str] = set()
+
+
+def _record_admission(decisions: Decisions, snapshot: Snapshot) -> None:
+    """Queue-admission gating (docs/autoscaling.md): pods waiting at the gate, pods let go."""
+    global _gated_queues
+    gated: dict[str, int] = {}
+    for job in snapshot.jobs:
+        if job.gated:  # most jobs: none
+            held = sum(1 for t in job.gated if keys.QUEUE_ADMISSION_GATE in t.gates)
+            if held:
+                gated[job.queue] = gated.get(job.queue, 0) + held
+    queue_of = {job.uid: job.queue for job in snapshot.jobs} if decisions.ungated else {}
+    for task in decisions.ungated:
+        ADMITTED_PODS.labels(queue_of.get(task.job_uid, "")).inc()
+    for name in _gated_queues - gated.keys():
+        GATED_PODS.labels(name).set(0)  # a queue whose pods all went reads 0, not its last count
+    for name, count in gated.items():
+        GATED_PODS.labels(name).set(count)
+    _gated_queues = set(gated)
 
 
 def _number(value: object) -> float:

@@ -147,6 +147,11 @@ PREEMPTION_DELAY_ANNOTATION: Final = "kai.scheduler/preemption-delay"
 STALENESS_GRACE_ANNOTATION: Final = "kai.scheduler/staleness-grace-period"
 SKIP_PODGROUPER_ANNOTATION: Final = "kai.scheduler/skip-podgrouper"
 TASK_PRIORITY_LABEL: Final = "kai.scheduler/task-priority"
+# Queue-admission gating (KAI's proposed names): the scheduling gate the pod webhook adds
+# to pods of gated queues, and when kai-py lifted it (the pod's quota reservation counts
+# from then; docs/autoscaling.md).
+QUEUE_ADMISSION_GATE: Final = "kai.scheduler/queue-admission"
+QUEUE_ADMITTED_ANNOTATION: Final = "kai.scheduler/queue-admitted-timestamp"
 
 #: kube-scheduler's annotation on an unbound PersistentVolumeClaim of a class that
 #: waits for the first consumer: the node its volume is to be made for (read by the

@@ -159,6 +159,35 @@ class QueueCard(KubeModel):
         return self
 
 
+class GpuModelQuota(KubeModel):
+    """Quota and limit of the GPUs of one model (kai-py's; docs/quota-per-model.md)."""
+
+    model: str = Field(
+        min_length=1,
+        description="GPU model as nodes name it: label nvidia.com/gpu.product, e.g. "
+        "NVIDIA-H100-80GB-HBM3.",
+    )
+    quota: QuotaNumber = Field(
+        default=0.0, description="Deserved GPUs of this model. -1 = unlimited."
+    )
+    # Unlike the GPU limit, unset is no limit: an entry that only sets a quota must not
+    # forbid the model.
+    limit: QuotaNumber = Field(
+        default=UNLIMITED,
+        description="Most GPUs of this model the queue and its children may hold. -1 or "
+        "unset = no limit.",
+    )
+
+
+def _unique_models(entries: list[GpuModelQuota]) -> list[GpuModelQuota]:
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.model in seen:
+            raise ValueError(f"model {entry.model!r} is listed twice")
+        seen.add(entry.model)
+    return entries
+
+
 class QueueSpec(KubeModel):
     """Desired state of a Queue."""
 
@@ -176,6 +205,14 @@ class QueueSpec(KubeModel):
         description='Minimum runtime before a job of this queue can be reclaimed ("5m").',
     )
     display_name: str | None = None
+    # Queue-admission gating (docs/autoscaling.md): KAI's proposed field.
+    admission_gating: bool | None = Field(
+        default=None,
+        description="Hold this queue's new pods with the scheduling gate "
+        "kai.scheduler/queue-admission until their job fits within the queue's quota and "
+        "limit (operator flag --queue-admission-gating=queues); false keeps the queue out "
+        "under --queue-admission-gating=all.",
+    )
     resources: QueueResources = Field(default_factory=QueueResources)
     # Tenancy (kai-py's own fields; KAI has none): unset = anyone, as in KAI. A queue
     # without a list takes its nearest ancestor's (docs/deploy.md, "Tenancy").
@@ -200,6 +237,11 @@ class QueueSpec(KubeModel):
         default=None,
         description="Let other queues' pods use this queue's idle cards while it does not; "
         "such pods are over-quota use, reclaimed like any other. Unset: false.",
+    )
+    # Quota per GPU model (docs/quota-per-model.md): kai-py's, beside the GPU one.
+    gpu_models: Annotated[list[GpuModelQuota], AfterValidator(_unique_models)] | None = Field(
+        default=None,
+        description="Quota and limit per GPU model, beside the GPU ones (kai-py).",
     )
 
     @property
@@ -234,6 +276,10 @@ class QueueStatus(KubeModel):
     # kai-py's own: the share the scheduler computed for the queue in its last cycle
     # (quota, then the over-quota share by weight), so `kubectl kai queues` can show it.
     fair_share: ResourceMap | None = None
+    # kai-py's, for a queue with spec.gpuModels: GPUs held per model (quota-per-model.md).
+    allocated_by_gpu_model: dict[str, Number] | None = Field(
+        default=None, description="GPUs the queue holds per GPU model (kai-py)."
+    )
     conditions: list[Condition] | None = None
     usage_history: QueueUsageHistory | None = None
 

@@ -27,6 +27,7 @@ import yaml
 
 from kai_py.api.durations import parse_duration
 from kai_py.conf.kaiconfig import CARD_PLUGINS, KAI_PLUGINS
+from kai_py.scheduler.admission.ungate import QUEUE_ADMISSION_MODES
 from kai_py.scheduler.model import DEFAULT_ACTIONS, Config
 from kai_py.scheduler.timeshare.settings import parse_k_value, parse_usage_db
 from kai_py.state.documents import InputError
@@ -114,6 +115,19 @@ def parse_config(
                 if not isinstance(value, bool):
                     raise ValueError(f"expected true or false, got {value!r}")
                 config.restrict_node_scheduling = value
+            elif key == "queueAdmissionGating":
+                # kai-py's own key (the operator's --queue-admission-gating sets it too):
+                # KAI proposes it as a switch of its Config object.
+                if value not in QUEUE_ADMISSION_MODES:
+                    raise ValueError(
+                        f"expected one of {', '.join(QUEUE_ADMISSION_MODES)}, got {value!r}"
+                    )
+                config.queue_admission_gating = value
+            elif key == "queueAdmissionReservation":
+                seconds = parse_duration(str(value))
+                if seconds < 0:
+                    raise ValueError(f"expected a duration >= 0, got {value!r}")
+                config.admission_reservation = seconds
             elif key == "globalDefaultStalenessGracePeriod":
                 seconds = parse_duration(str(value))
                 config.staleness_grace = None if seconds < 0 else seconds

@@ -550,7 +550,13 @@ async def _one_cycle(s: LoopState) -> Outcome:
     waited = time.monotonic()
     outcome = await writer.apply(writes)
     s.write_seconds += time.monotonic() - waited
-    quiet = not (cleanup or decisions.binds or decisions.evictions or decisions.pipelined)
+    quiet = not (
+        cleanup
+        or decisions.binds
+        or decisions.evictions
+        or decisions.pipelined
+        or decisions.ungated  # pods let go from the queue-admission gate
+    )
     s.idle.ran(view.generation, now, view.wake_at, quiet and not outcome.failed)
     s.cycles += 1
     s.last_outcome = outcome

@@ -12,6 +12,7 @@ from typing import Final
 
 from kai_py.api import keys
 from kai_py.conf.schedconfig import load_config
+from kai_py.scheduler.admission.ungate import QUEUE_ADMISSION_MODES
 from kai_py.scheduler.model import Config
 from kai_py.state.documents import InputError
 from kai_py.state.partition import Partition
@@ -159,6 +160,16 @@ class OperatorSettings:
             help="the label key of node pools (default: %(default)s)",
         )
         parser.add_argument(
+            "--queue-admission-gating",
+            choices=QUEUE_ADMISSION_MODES,
+            default=None,
+            help="hold new pods with the scheduling gate kai.scheduler/queue-admission "
+            "until their job fits within its queue's quota and limit: 'queues' = queues "
+            "with spec.admissionGating: true, 'all' = every queue but those with false "
+            "(default: off, or the --config file's queueAdmissionGating); the scheduler "
+            "and the pod webhook read it (docs/autoscaling.md)",
+        )
+        parser.add_argument(
             "--verbose",
             action="store_true",
             help="log at DEBUG level, and keep the access line of each probe, webhook "
@@ -180,6 +191,8 @@ class OperatorSettings:
                 logging.getLogger("kai_py").warning("%s", warning)
         if args.placement:
             scheduler.placement = args.placement
+        if getattr(args, "queue_admission_gating", None):
+            scheduler.queue_admission_gating = args.queue_admission_gating
         node_pool = args.node_pool or ""
         shard = args.shard or node_pool or DEFAULT_SHARD
         problem = _shard_problem(shard, node_pool, args.node_pool_label, args.controllers)

@@ -11,7 +11,9 @@ from kai_py.scheduler.actions.preempt import preempt
 from kai_py.scheduler.actions.reclaim import reclaim
 from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.actions.victims import MOVED_SUFFIX
+from kai_py.scheduler.admission.ungate import ungate
 from kai_py.scheduler.framework import Framework
+from kai_py.scheduler.gpumodels.limits import model_usage
 from kai_py.scheduler.model import (
     ALLOCATED,
     DEFAULT_ACTIONS,
@@ -61,7 +63,9 @@ def configured_actions(config: Config) -> list[tuple[str, Action]]:
 def open_session(snapshot: Snapshot, framework: Framework | None = None) -> Session:
     """A session over ``snapshot`` with ``framework``, else the built-in plugins as the
     snapshot's config sets them up (KAI's ``OpenSession``)."""
-    return Session(snapshot, framework if framework is not None else default_framework(snapshot.config))
+    return Session(
+        snapshot, framework if framework is not None else default_framework(snapshot.config)
+    )
 
 
 def run_cycle(
@@ -77,6 +81,9 @@ def run_cycle(
         actions = configured_actions(snapshot.config)
     for _, action in actions:
         action(session, placer)
+    # Not one of KAI's configurable actions: pods left at kai-py's queue-admission gate
+    # must be let go even when the gating is turned off, whatever the action list says.
+    ungate(session)
     return close(session)
 
 
@@ -112,8 +119,7 @@ def close(session: Session) -> Decisions:
         if task.status is ALLOCATED:
             d.binds.append(task)
             message = (
-                f"Successfully assigned pod {task.namespace}/{task.name} to node "
-                f"{task.node_name}"
+                f"Successfully assigned pod {task.namespace}/{task.name} to node {task.node_name}"
             )
             if avoided and task.uid in avoided:  # first a cheap check: this runs per bind
                 message += f" ({avoided[task.uid]})"
@@ -159,6 +165,7 @@ def close(session: Session) -> Decisions:
         for task in job.gated:
             emit(Event("Pod", task.namespace, task.name, "Normal", "SchedulingGated", _gated(task)))
     d.events.extend(events)
+    usage = model_usage(session)  # None unless a queue has spec.gpuModels
     for q in session.queues.values():
         d.queues[q.name] = QueueFigures(
             q.deserved.copy(),
@@ -166,6 +173,7 @@ def close(session: Session) -> Decisions:
             q.allocated.copy(),
             q.allocated_non_preemptible.copy(),
             q.request.copy(),
+            dict(usage.held(q)[0]) if usage is not None and q.gpu_models else None,
         )
     return d
 
@@ -247,4 +255,3 @@ def eviction_message(session: Session, action: str, task: Task, by: Job | None) 
         f"Pod {pod} was evicted to be placed again elsewhere (consolidation), so that "
         f"workload {by.key} fits"
     )
-

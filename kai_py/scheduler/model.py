@@ -490,6 +490,9 @@ class Task:
     # spec.schedulingGates (names) of a pending pod: the API server refuses its Binding
     # until they are removed, so the builder keeps it out of ``Job.tasks`` (``Job.gated``).
     gates: tuple[str, ...] = ()
+    # When kai-py lifted its queue-admission gate from this pending pod (its annotation):
+    # its demand stays reserved in its queue for a while (``scheduler/admission``).
+    admitted_at: float | None = None
     # Host ports, ConfigMaps, PersistentVolumeClaims: None for the common pod, so that
     # its checks cost one test (``PredicateCache.check``).
     needs: PodNeeds | None = None
@@ -538,6 +541,7 @@ class Task:
         new.policy = self.policy
         new.gpu_uuids = self.gpu_uuids
         new.gates = self.gates
+        new.admitted_at = self.admitted_at
         new.needs = self.needs
         new.preferred_affinity = self.preferred_affinity
         new.preferred_pod_affinity = self.preferred_pod_affinity
@@ -838,6 +842,10 @@ class Queue:
     preempt_min_runtime: float | None = None
     reclaim_min_runtime: float | None = None
     tenancy: QueueTenancy | None = None  # None for KAI's queues: anyone, any card
+    admission_gating: bool | None = None  # spec.admissionGating; None = not set
+    # spec.gpuModels: model -> (deserved quota, limit) of its GPUs, INF = none
+    # (``scheduler/gpumodels``); None for a queue without it, as KAI's.
+    gpu_models: dict[str, tuple[float, float]] | None = None
     children: list[str] = field(default_factory=list)
     # Time-based fair share: usage over the window, normalised to the cluster's capacity
     # over it (``scheduler/timeshare``); None = not known, weights apply as given.
@@ -890,6 +898,13 @@ class Config:
     # KAI's usageDBConfig: where queues' past usage comes from; None = time-based fair
     # share off (the operator and ``simulate`` fill ``Queue.usage`` from it).
     usage_db: UsageDB | None = None
+    # Queue-admission gating (``scheduler/admission``): "off", "queues" (queues with
+    # spec.admissionGating: true) or "all" (every queue but those with false); how long
+    # an admitted pod that is still pending keeps its demand reserved in its queue; how
+    # many pods one cycle lifts the gate of at most.
+    queue_admission_gating: str = "off"
+    admission_reservation: float = 600.0
+    max_admissions_per_cycle: int = 500
 
 
 @dataclass(slots=True, frozen=True)

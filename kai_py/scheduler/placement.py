@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kai_py.scheduler import pinning, preferences
+from kai_py.scheduler.gpumodels.limits import GpuModelCache, model_usage
 from kai_py.scheduler.model import Node, Task
 from kai_py.scheduler.podaffinity import PodAffinity
 from kai_py.scheduler.predicates import PredicateCache, RoleRestrictedCache
@@ -74,6 +75,12 @@ class Placer:
         )
         if self.owned is not None:
             self.predicates = OwnedCardsCheck(self.predicates, self.owned)
+        usage = model_usage(session)
+        # Per-model limits (docs/quota-per-model.md) make where a task fits depend on its
+        # queue: failed demands and reasons are then remembered per queue.
+        self._per_queue = usage is not None or self.owned is not None
+        if usage is not None:
+            self.predicates = GpuModelCache(self.predicates, usage)
         self.spread = session.framework.placement == "spread"
         self.card_spread = session.framework.card_placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}
@@ -257,8 +264,10 @@ class Placer:
         if task.pin is not None or task.pod_affinity:
             return -1
         key = fit_key(task)
-        if self.owned is not None:  # owned cards: where a task fits depends on its queue
-            key = (*key, self.owned.queue_of(task))
+        if self._per_queue:
+            # Owned cards and a model's limit are the queue's: same demand, other answer.
+            job = self.session.jobs.get(task.job_uid)
+            key = (*key, job.queue if job is not None else "")
         return self._demand_ids.setdefault(key, len(self._demand_ids))
 
     def _on_nominated(self, task: Task) -> Placement | None:
@@ -432,9 +441,11 @@ class Placer:
     def explain(self, task: Task) -> str:
         """Why no node fits ``task``, counted per cause, as kube-scheduler words it."""
         s = self.session
-        key = (*fit_key(task), s.release_generation)
-        if self.owned is not None:
-            key = (*key, self.owned.queue_of(task))
+        key: tuple[object, ...] = (*fit_key(task), s.release_generation)
+        if self._per_queue:  # owned cards, the queue's use of a model: per its figures
+            job = s.jobs.get(task.job_uid)
+            if job is not None:
+                key = (*key, *((q.name, q.version) for q in s.ancestors(job.queue)))
         cached = self._no_fit.get(key)
         if cached is not None:
             return cached

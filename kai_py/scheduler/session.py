@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from kai_py.api.keys import QUEUE_ADMISSION_GATE
 from kai_py.scheduler import pinning
 from kai_py.scheduler.fairshare import compute_fair_shares
 from kai_py.scheduler.model import (
@@ -125,6 +126,8 @@ class Decisions:
     # Job uids in the order the (first) allocate action took them up: the line the
     # pending jobs stand in, which the controllers write as each PodGroup's position.
     order: list[str] = field(default_factory=list)
+    # Pods whose queue-admission gate is to be lifted (``scheduler/admission``), a gang's together
+    ungated: list[Task] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -151,6 +154,8 @@ class QueueFigures:
     allocated: Res
     allocated_non_preemptible: Res
     requested: Res
+    # GPUs held per model, for a queue with spec.gpuModels (docs/quota-per-model.md)
+    gpu_models: dict[str, float] | None = None
 
 
 class Session:
@@ -311,6 +316,14 @@ class Session:
                     total.cpu += cpu
                     total.memory += memory
                     total.gpu += gpu
+        for job in self.gated_at_start:  # usually none
+            if not job.errors:
+                for task in job.gated:
+                    # Pods held by kai-py's queue-admission gate ask as pending pods do,
+                    # so fair shares are the same with gating on as off (docs/autoscaling.md).
+                    # Other gates are not kai-py's to judge: their pods ask for nothing, as in KAI.
+                    if task.gates == (QUEUE_ADMISSION_GATE,):
+                        self._queue_request(job, task, None)
 
     def ancestors(self, queue_name: str) -> list[Queue]:
         """The queue itself, then its parents up to the root."""

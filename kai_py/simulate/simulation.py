@@ -125,7 +125,7 @@ class Simulation:
             out.evictions.append(self._record(ev, out.cycles))
         out.events.extend(decisions.events)
         out.event_cycles.extend([out.cycles] * len(decisions.events))
-        changed = bool(decisions.binds or decisions.evictions)
+        changed = bool(decisions.binds or decisions.evictions or decisions.ungated)
         if decisions.pipelined and not self._same_pipelining(decisions):
             changed = True
         self._last_pipelined = {(t.uid, t.node_name) for t in decisions.pipelined}
@@ -146,6 +146,7 @@ class Simulation:
             for uid, since in self.outcome.last.stale_since.items():
                 if uid in self.jobs:
                     self.jobs[uid].stale_since = since
+            self._lift_gates(self.outcome.last.ungated)
         for job in self.jobs.values():
             kept: list[Task] = []
             for task in job.tasks:
@@ -169,6 +170,19 @@ class Simulation:
                     continue
                 kept.append(task)
             job.tasks = kept
+
+    def _lift_gates(self, ungated: list[Task]) -> None:
+        """The writer's gate removal: kai-py's gate goes (only it), the admission time is
+        noted, and a pod with no gate left joins its job's pods."""
+        for task in ungated:
+            job = self.jobs.get(task.job_uid)
+            if job is None:
+                continue
+            task.gates = tuple(g for g in task.gates if g != keys.QUEUE_ADMISSION_GATE)
+            task.admitted_at = self.now
+            if not task.gates and any(t is task for t in job.gated):
+                job.gated = [t for t in job.gated if t is not task]
+                job.tasks.append(task)
 
     def _recreate(self, task: Task) -> Task:
         self._recreated += 1

@@ -469,6 +469,13 @@ def queue_from_model(q: QueueModel) -> Queue:
         if q.spec.reclaim_min_runtime
         else None,
         tenancy=access.of_spec(q.spec),
+        admission_gating=q.spec.admission_gating,
+        gpu_models={
+            m.model: (queue_amount(m.quota, "gpu"), queue_amount(m.limit, "gpu"))
+            for m in q.spec.gpu_models
+        }
+        if q.spec.gpu_models
+        else None,
     )
 
 

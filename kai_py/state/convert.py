@@ -705,7 +705,21 @@ def task_from_pod(obj: Manifest, job_uid: str, status: TaskStatus, now: float) -
             else None
         ),
         gates=_gates(spec) if status is TaskStatus.PENDING else (),
+        admitted_at=_admitted_at(m) if status is TaskStatus.PENDING else None,
     )
+
+
+def _admitted_at(m: Mapping[str, Any]) -> float | None:
+    """When kai-py lifted the pod's queue-admission gate; None when it did not, or when
+    the annotation is not a time (then the pod reserves nothing: the allocation-time
+    quota checks still hold)."""
+    value = (m.get("annotations") or {}).get(keys.QUEUE_ADMITTED_ANNOTATION)
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
 
 
 def _gates(spec: Mapping[str, Any]) -> tuple[str, ...]:

@@ -308,6 +308,13 @@ def queue_status_patch(
             patch.update(wanted)
             if not same_children:
                 patch["childQueues"] = list(children) or None  # null removes the field
+        by_model = (
+            {m: round(g, 6) for m, g in sorted(figures.gpu_models.items())}
+            if figures.gpu_models
+            else None
+        )
+        if status.get("allocatedByGpuModel") != by_model:
+            patch["allocatedByGpuModel"] = by_model  # null removes it (gpuModels gone)
     conditions = _orphan_conditions(status, orphan, now)
     if conditions is not None:
         patch["conditions"] = conditions or None  # null removes the field
@@ -542,6 +549,19 @@ def stale_annotation_patch(podgroup: Mapping[str, Any], since: float | None) -> 
             return None
     return with_uid(
         {"metadata": {"annotations": {keys.STALE_SINCE_ANNOTATION: rfc3339(since)}}}, podgroup
+    )
+
+
+def ungate_patch(pod: Mapping[str, Any], now: float) -> Json:
+    """Removes kai-py's queue-admission gate, and only it (by its name: other gates and
+    their order stay as they are), and notes when (the pod's quota reservation counts
+    from then). The uid makes it miss a pod deleted and made again with the same name."""
+    return with_uid(
+        {
+            "metadata": {"annotations": {keys.QUEUE_ADMITTED_ANNOTATION: rfc3339(now)}},
+            "spec": {"schedulingGates": [{"name": keys.QUEUE_ADMISSION_GATE, "$patch": "delete"}]},
+        },
+        pod,
     )
 
 
@@ -843,6 +863,23 @@ def plan(
                 ok_codes=(404, 409),
                 lane=STATUS,
                 key=f"podgroup-evicted {ns}/{name}",
+            )
+        )
+    pod_written = _seen_by(cache, PODS) if decisions.ungated else None
+    for task in decisions.ungated:
+        pod = view.pods.get(task.uid)
+        if pod is None:
+            continue
+        writes.append(
+            Write(
+                f"admit {task.key} (lift {keys.QUEUE_ADMISSION_GATE})",
+                "PATCH",
+                path_of("", "v1", "pods", task.namespace, task.name),
+                ungate_patch(pod, now),
+                content_type=STRATEGIC_MERGE_PATCH,
+                ok_codes=(404, 409),
+                key=f"ungate {task.namespace}/{task.name}",
+                done=pod_written,
             )
         )
     uids = ObjectUids(view)

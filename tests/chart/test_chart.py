@@ -355,7 +355,9 @@ def test_helm_lint_is_clean(values: Json) -> None:
     assert report["errors"] == [] and problems == [], report
 
 
-def test_every_webhook_path_is_served_and_hami_goes_first(default: list[Json]) -> None:
+def test_every_webhook_path_is_served_and_hami_goes_first() -> None:
+    # Gating on: its webhook is only in the chart then (off, pod creation never waits on it).
+    default = render({"queueAdmissionGating": "all"})
     # In a process of its own: importing the server registers its handlers on Kopf's
     # default registry, which other tests' operators in this process would then serve.
     listing = subprocess.run(
@@ -381,7 +383,15 @@ def test_every_webhook_path_is_served_and_hami_goes_first(default: list[Json]) -
     # HAMi's resources become kai-py's sharing before the device-access mutation sees the pod.
     [config] = mutating.values()
     order = [h["clientConfig"]["service"]["path"] for h in config["webhooks"]]
-    assert order == ["/hami-resources", "/pods-deviceaccess"]
+    assert order == ["/hami-resources", "/pods-deviceaccess", "/pods-queue-admission"]
+
+
+def test_queue_admission_webhook_and_flag_follow_the_value(default: list[Json]) -> None:
+    [config] = by_kind(default, "MutatingWebhookConfiguration").values()
+    assert "/pods-queue-admission" not in str(config)
+    assert "--queue-admission-gating=off" in str(default)
+    gated = render({"queueAdmissionGating": "queues"})
+    assert "--queue-admission-gating=queues" in str(gated)
 
 
 def test_shards_make_schedulingshards_and_scheduler_deployments() -> None:

@@ -34,6 +34,7 @@ podgrouper: podgrouper
 - --scheduler-name={{ .Values.schedulerName }}
 - --schedule-period={{ .Values.schedulePeriod }}
 - --placement={{ .Values.placement }}
+- --queue-admission-gating={{ .Values.queueAdmissionGating }}
 - --metrics-port={{ .Values.metrics.port }}
 - --liveness=http://0.0.0.0:{{ .Values.healthPort }}/healthz
 {{- if .Values.leaderElection.enabled }}

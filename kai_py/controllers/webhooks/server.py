@@ -2,7 +2,7 @@
 
 ``kai-py run --controllers webhooks`` imports this module. Each handler's id
 is its URL path (``/hami-resources``, ``/pods-deviceaccess``,
-``/pods-validate``, ``/queues-validate``, ``/podgroups-validate``,
+``/pods-queue-admission``, ``/pods-validate``, ``/queues-validate``, ``/podgroups-validate``,
 ``/topologies-validate``), the paths
 the chart's webhook configurations name. HAMi's resources are translated
 first (``hami.py``): the pod they give is a shared-GPU pod the device-access
@@ -41,7 +41,7 @@ import kopf
 from kai_py.api import keys
 from kai_py.apiclient.kube import Kube, KubeError, load_api_client, path_of
 from kai_py.controllers import settings as operator_settings
-from kai_py.controllers.webhooks import deviceaccess, hami, tenancy, validation
+from kai_py.controllers.webhooks import admissiongate, deviceaccess, hami, tenancy, validation
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +219,35 @@ def pods_deviceaccess(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
                 patch.spec[key] = value
         for key, text in mutation.annotations.items():
             patch.metadata.annotations[key] = text
+
+
+@kopf.on.mutate(
+    "", "v1", "pods", id="pods-queue-admission", operations=["CREATE"], ignore_failures=True
+)
+def pods_queue_admission(body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+    current = operator_settings.current()
+    gates = admissiongate.gates_to_set(
+        dict(body),
+        current.scheduler_name,
+        current.scheduler.queue_admission_gating,
+        _queue_gating,
+    )
+    if gates is not None:
+        patch.spec["schedulingGates"] = gates
+
+
+def _queue_gating(name: str) -> bool | str | None:
+    """The Queue's spec.admissionGating, or MISSING. When the Queue cannot be read the
+    pod is let through ungated (the scheduler's quota checks hold either way)."""
+    try:
+        queue = _api().get(path_of(keys.GROUP, keys.QUEUE_VERSION, "queues", None, name))
+    except KubeError as exc:
+        if exc.code == 404:
+            return admissiongate.MISSING
+        log.warning("cannot read Queue %s to gate a pod: %s; the pod is not gated", name, exc)
+        return False
+    value = (queue.get("spec") or {}).get("admissionGating")
+    return value if isinstance(value, bool) else None
 
 
 @kopf.on.validate("", "v1", "pods", id="pods-validate", operations=["CREATE"], ignore_failures=True)

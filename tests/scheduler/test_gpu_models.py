@@ -1,0 +1,84 @@
+"""Quota per GPU model (``kai_py.scheduler.gpumodels``): the node's model, the limit
+and the non-preemptible quota per model up the queue tree, and nothing installed for
+queues without ``gpuModels``."""
+
+from __future__ import annotations
+
+from kai_py.api import keys
+from kai_py.controllers.webhooks.validation import validate_queue
+from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.gpumodels.limits import model_usage, node_model
+from kai_py.scheduler.model import Card, Job, Queue
+from kai_py.scheduler.placement import Placer
+from kai_py.scheduler.resources import INF
+from tests.scheduler.builders import job, node, queue, running, session, snapshot, task
+
+H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
+
+
+def nodes() -> list:  # type: ignore[type-arg]
+    return [
+        node("h", gpus=8, labels={keys.GPU_PRODUCT_NODE_LABEL: H100}),
+        node("a", gpus=8, labels={keys.GPU_PRODUCT_NODE_LABEL: A100}),
+    ]
+
+
+def with_models(q: Queue, **models: tuple[float, float]) -> Queue:
+    q.gpu_models = {name.replace("_", "-"): bounds for name, bounds in models.items()}
+    return q
+
+
+def placed_on(jobs: list[Job], queues: list[Queue]) -> dict[str, str | None]:
+    d = run_cycle(snapshot(nodes(), queues, jobs))
+    return {t.name: t.node_name for t in d.binds}
+
+
+def test_the_model_is_the_label_else_the_inventory_product() -> None:
+    assert node_model(nodes()[0]) == H100
+    bare = node("x", gpus=1)
+    assert node_model(bare) is None
+    bare.cards = (Card(0, "GPU-1", product="NVIDIA H100 80GB HBM3"),)
+    assert node_model(bare) == H100
+
+
+def test_no_gpu_models_installs_nothing() -> None:
+    s = session(snapshot(nodes(), [queue("root"), queue("q", "root")]))
+    assert model_usage(s) is None
+    assert type(Placer(s).predicates).__name__ != "GpuModelCache"
+
+
+def test_a_parent_model_limit_holds_for_its_children_and_other_models_stay_open() -> None:
+    root = with_models(queue("root"), **{H100: (INF, 2.0)})
+    held = job("held", "q", [running("h", gpu=2)])
+    # Binpack prefers the fuller H100 node; the parent's H100 limit sends it to A100.
+    new = job("new", "q", [task("new-0", gpu=1)], created=1.0)
+    assert placed_on([held, new], [root, queue("q", "root")]) == {"new-0": "a"}
+
+
+def test_non_preemptible_work_stays_within_the_model_quota() -> None:
+    plenty = {"gpu": 8, "cpu": -1, "memory": -1}
+    root = queue("root", **plenty)  # type: ignore[arg-type]
+    q = with_models(queue("q", "root", **plenty), **{H100: (1.0, INF)})  # type: ignore[arg-type]
+    pinned = {keys.GPU_PRODUCT_NODE_LABEL: H100}
+    train = job("train", "q", [task("t-0", gpu=2, node_selector=pinned)], priority=100)
+    d = run_cycle(snapshot(nodes(), [root, q], [train]))
+    assert d.binds == []
+    message = d.reasons[train.uid][0].message
+    assert f"queue q deserves 1 {H100} GPUs for non-preemptible work; 0 in use" in message
+    spare = job("spare", "q", [task("s-0", gpu=2, node_selector=pinned)], priority=50)
+    assert placed_on([spare], [root, q]) == {"s-0": "h"}
+
+
+def test_the_webhook_names_a_bad_entry() -> None:
+    manifest = {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": "team-a"},
+        "spec": {"gpuModels": [{"model": H100, "limit": 8}, {"model": H100, "quota": -2}]},
+    }
+    errors = validate_queue(manifest, None).errors
+    assert errors == ['Queue "team-a": spec.gpuModels[1].quota: must be -1 or >= 0, got -2']
+    manifest["spec"]["gpuModels"][1]["quota"] = 1  # type: ignore[index]
+    assert validate_queue(manifest, None).errors == [
+        f"Queue \"team-a\": spec.gpuModels: model '{H100}' is listed twice"
+    ]
