@@ -56,8 +56,9 @@ need() {
     command -v debootstrap >/dev/null || missing+=(debootstrap)
     if [ ${#missing[@]} -gt 0 ]; then
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            "${missing[@]}" >/dev/null
+        # With their recommends: debootstrap checks the suite's signature with
+        # debian-archive-keyring and gnupg.
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
 }
 
