@@ -20,10 +20,18 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from operator_helpers import Operator, start_operator, stop_operator
 from probes import Target
-from realapi_backends import BACKENDS, Backend, backend_cluster, require_binaries
+from realapi_backends import AHEAD, BACKENDS, Backend, backend_cluster, require_binaries
 from realapi_server import ADMIN_TOKEN, RealApiServer
 
 from kai_py.emulator.apiserver.threaded import run_in_thread
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _servers_ahead() -> Iterator[None]:
+    """Stops the real API server started ahead for a test that did not come, and waits
+    for those stopping in the background."""
+    yield
+    AHEAD.close()
 
 
 @pytest.fixture(params=BACKENDS)

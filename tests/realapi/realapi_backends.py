@@ -16,6 +16,7 @@ kai-py CRDs, and the namespaces ``team-a`` and the reservation namespace.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 from collections.abc import Iterator
@@ -143,12 +144,70 @@ class Backend:
         return self.name
 
 
+def _prepare(server: RealApiServer) -> RealApiServer:
+    """Start a server with what every cluster here has: the kai-py CRDs, the
+    reservation namespace and ``default``."""
+    server.start()
+    server.apply_crds(kai_crds())
+    for ns in (keys.RESERVATION_NAMESPACE, "default"):
+        server.namespace(ns)
+    return server
+
+
+class ServersAhead:
+    """Each test's real API server is started while the test before it runs.
+
+    Starting etcd and kube-apiserver (its post-start hooks) and establishing the CRDs
+    takes several seconds, most of a short test's time, while a test mostly waits on
+    the operator. Each test still gets a server of its own that no other test used;
+    only the moment it is started moves earlier. A server a test is done with is
+    stopped in the background too (kube-apiserver's graceful shutdown takes a second
+    or more); ``close`` (at the end of the session) waits for all of them.
+    """
+
+    def __init__(self) -> None:
+        self._next: concurrent.futures.Future[RealApiServer] | None = None
+        self._pool = concurrent.futures.ThreadPoolExecutor(2, "kai-py-real-servers")
+        self._stopping: list[concurrent.futures.Future[None]] = []
+        self._count = 0
+
+    def _submit(self, root: Path, bin_dir: Path) -> concurrent.futures.Future[RealApiServer]:
+        self._count += 1
+        server = RealApiServer(root / f"real-server-{os.getpid()}-{self._count}", bin_dir)
+        return self._pool.submit(_prepare, server)
+
+    def take(self, workdir: Path) -> RealApiServer:
+        """A started server; ``workdir`` links to its folder (logs, audit log)."""
+        bin_dir = require_binaries()
+        # Beside the tests' own folders, so pytest keeps and removes them with those.
+        root = workdir.parent.parent
+        current = self._next or self._submit(root, bin_dir)
+        self._next = self._submit(root, bin_dir)
+        server = current.result()  # a failed start raises here, in the test that needed it
+        workdir.symlink_to(server.workdir, target_is_directory=True)
+        return server
+
+    def stop_later(self, server: RealApiServer) -> None:
+        self._stopping.append(self._pool.submit(server.stop))
+
+    def close(self) -> None:
+        if self._next is not None:
+            with contextlib.suppress(Exception):
+                self._next.result().stop()
+            self._next = None
+        for stopping in self._stopping:
+            stopping.result()
+        self._stopping.clear()
+        self._pool.shutdown()
+
+
+AHEAD = ServersAhead()
+
+
 def start_real(workdir: Path, spec: ClusterSpec) -> tuple[RealApiServer, SimulatedNodes]:
-    server = RealApiServer(workdir, require_binaries())
+    server = AHEAD.take(workdir)
     try:
-        server.start()
-        server.apply_crds(kai_crds())
-        for ns in (*spec.namespaces, keys.RESERVATION_NAMESPACE, "default"):
+        for ns in spec.namespaces:
             server.namespace(ns)
         nodes = SimulatedNodes(server.url, ADMIN_TOKEN, server.ca_file, spec).start()
     except BaseException:
@@ -174,4 +233,4 @@ def backend_cluster(
         yield Backend(name, server.kubeconfig_path, server=server)
     finally:
         nodes.stop()
-        server.stop()
+        AHEAD.stop_later(server)
