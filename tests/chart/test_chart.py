@@ -84,6 +84,8 @@ EXPECTED_RULES: dict[str, set[tuple[str, str, str]]] = {
         ("scheduling.run.ai", "queues", "get,list"),
         # kai_py/controllers/webhooks/tenancy.py: the cards a pinned pod's pin allows
         ("", "nodes", "list"),
+        # kai_py/controllers/webhooks/evictions.py: the pod the scheduler evicts
+        ("", "pods", "get"),
     },
     # kai_py/gpu/nodeagent.py: reads its Node, patches the inventory annotation
     "node-agent": {("", "nodes", "get,patch")},
@@ -287,12 +289,17 @@ def test_webhooks_failure_policy_and_certificate(default: list[Json], other: lis
             *by_kind(objects, "ValidatingWebhookConfiguration").values(),
         ]
         hooks = [h for c in configs for h in c["webhooks"]]
-        assert {h["failurePolicy"] for h in hooks} == {policy}
+        # The eviction webhook is Fail whatever the value (its own test, below).
+        assert {h["failurePolicy"] for h in hooks if h["name"] != "evictions.kai-py.dev"} == {
+            policy
+        }
         secret = by_kind(objects, "Secret")["kai-py-webhooks-tls"]
         assert {h["clientConfig"]["caBundle"] for h in hooks} == {secret["data"]["ca.crt"]}
         # Only pods for kai-py's scheduler are sent to the pod webhooks.
         scheduler = "kai-scheduler" if objects is default else "my-scheduler"
         for hook in hooks:
+            if hook["name"] == "evictions.kai-py.dev":
+                continue
             if hook["rules"][0]["resources"] == ["pods"]:
                 assert hook["matchConditions"] == [
                     {
@@ -315,6 +322,54 @@ def test_webhooks_failure_policy_and_certificate(default: list[Json], other: lis
         ][0]["env"]
     }
     assert env["KAI_PY_FRACTION_RUNTIME_CLASS"] == "nvidia"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"shards": [{"name": "default"}, {"name": "pool-b", "partitionLabelValue": "b"}]},
+        {**OTHER_VALUES, "webhooks": {"failurePolicy": "Ignore"}},
+    ],
+    ids=["per-role-with-shards", "single"],
+)
+def test_only_the_schedulers_evictions_go_to_the_eviction_webhook(values: Json) -> None:
+    objects = render(values)
+    [config] = by_kind(objects, "ValidatingWebhookConfiguration").values()
+    [hook] = [h for h in config["webhooks"] if h["name"] == "evictions.kai-py.dev"]
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods/eviction"],
+            "operations": ["CREATE"],
+            "scope": "Namespaced",
+        }
+    ]
+    assert hook["clientConfig"]["service"]["path"] == "/pods-eviction"
+    # An eviction the webhook could not check does not pass, even with Ignore elsewhere.
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["timeoutSeconds"] <= 5
+    # Every Deployment that runs a scheduler (each shard's too) runs as the one account named.
+    deployments = by_kind(objects, "Deployment").values()
+    schedulers = [
+        d["spec"]["template"]["spec"]
+        for d in deployments
+        if any(
+            "scheduler" in a.split("=", 1)[1].split(",")
+            for a in d["spec"]["template"]["spec"]["containers"][0]["args"]
+            if a.startswith("--controllers=")
+        )
+    ]
+    assert len(schedulers) == len(values.get("shards") or [{}])
+    [account] = {
+        f"system:serviceaccount:{NAMESPACE}:{spec['serviceAccountName']}" for spec in schedulers
+    }
+    assert hook["matchConditions"] == [
+        {"name": "kai-py-scheduler-only", "expression": f"request.userInfo.username == '{account}'"}
+    ]
+    webhooks = by_kind(objects, "Deployment")["kai-py-webhooks"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in webhooks["containers"][0]["env"]}
+    assert env["KAI_PY_SCHEDULER_USERS"] == account
 
 
 def test_the_dashboard_is_in_the_chart(default: list[Json]) -> None:

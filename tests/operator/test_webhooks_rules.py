@@ -1,4 +1,5 @@
-"""The webhooks' rules, as pure functions: device access, Queue, PodGroup and pod checks."""
+"""The webhooks' rules, as pure functions: device access, Queue, PodGroup and pod checks,
+the scheduler's evictions."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from kai_py.api.queue import MAX_QUEUE_DEPTH
 from kai_py.binder import reservation as rsv
-from kai_py.controllers.webhooks import deviceaccess, validation
+from kai_py.controllers.webhooks import deviceaccess, evictions, validation
 from kai_py.controllers.webhooks.validation import Verdict
 
 Json = dict[str, Any]
@@ -432,3 +433,27 @@ def test_a_topology_update_may_change_aliases_only() -> None:
         "was ['example.com/rack', 'kubernetes.io/hostname'], "
         "got ['example.com/zone', 'kubernetes.io/hostname']"
     ]
+
+
+def test_the_scheduler_evicts_only_pods_kai_py_schedules() -> None:
+    ours = {"kai-scheduler"}
+    assert evictions.refusal(_pod(), "team-a", "p", ours) is None
+    other = _pod()
+    other["spec"]["schedulerName"] = "default-scheduler"
+    assert evictions.refusal(other, "kube-system", "coredns", ours) == (
+        "pod kube-system/coredns: spec.schedulerName is 'default-scheduler'; kai-py's "
+        "scheduler evicts only pods it schedules (spec.schedulerName kai-scheduler)"
+    )
+    # No schedulerName is the API server's default scheduler, not kai-py's.
+    del other["spec"]["schedulerName"]
+    assert "spec.schedulerName is 'default-scheduler'" in str(
+        evictions.refusal(other, "team-a", "p", ours)
+    )
+    # A pod that is gone: the eviction answers 404 by itself.
+    assert evictions.refusal(None, "team-a", "gone", ours) is None
+
+
+def test_the_eviction_webhook_checks_the_schedulers_accounts_only() -> None:
+    env = {evictions.USERS_ENV: "system:serviceaccount:kai:kai-py-scheduler, ,x"}
+    assert evictions.scheduler_users(env) == {"system:serviceaccount:kai:kai-py-scheduler", "x"}
+    assert evictions.scheduler_users({}) == frozenset()

@@ -366,7 +366,8 @@ def test_the_scheduler_evicts_no_pod_in_system_namespaces(cluster: Cluster) -> N
     path = "/api/v1/namespaces/kube-system/pods/coredns/eviction"
     message = cluster.refused("scheduler", "POST", path, _eviction("coredns", "kube-system"))
     assert "the scheduler evicts no pod in namespace kube-system" in message, message
-    # A tenant's pod it may evict (the Eviction names no scheduler: see docs/deploy.md).
+    # A tenant's pod it may evict here (the Eviction names no scheduler; the eviction
+    # webhook, not applied here, tells kai-py's pods from others: test_webhook_server.py).
     path = f"/api/v1/namespaces/{TEAM}/pods/kai-pod/eviction"
     cluster.allowed("scheduler", "POST", path, _eviction("kai-pod", TEAM))
 
@@ -511,6 +512,18 @@ def test_a_gpu_container_may_not_ask_for_every_card(cluster: Cluster, tmp_path: 
         fine = _pod("no-cards", TEAM)
         fine["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
         cluster.allowed("tenant", "POST", f"{pods}{DRY}", fine)
+        # Kopf's configuration (no matchConditions) sends every eviction to kai-py: one
+        # not made by a scheduler account it knows is let through.
+        config = server.must(
+            "GET",
+            "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
+            "kai-py.security-test",
+        )
+        assert any(
+            r["resources"] == ["pods/eviction"] for w in config["webhooks"] for r in w["rules"]
+        ), config
+        path = f"/api/v1/namespaces/{TEAM}/pods/other-pod/eviction"
+        cluster.allowed("admin", "POST", path, _eviction("other-pod", TEAM))
     finally:
         stop_operator(running)
         for kind in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):

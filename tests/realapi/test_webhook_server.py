@@ -7,6 +7,8 @@
   default-scheduler pod is still created (the emulator has no CEL, so only the
   real server is asked).
 - Broken reviews are answered 400 with a message, an unknown path 404.
+- The scheduler's token could evict any pod: the eviction webhook refuses its
+  evictions of pods kai-py does not schedule, and sees no one else's.
 
 The server runs with the token of the chart's webhooks ServiceAccount and the
 chart's RBAC for it: Kopf's start-up scan of CRDs was refused (403) before.
@@ -114,13 +116,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         server.apply_crds(kai_crds())
         server.namespace(NS)
         server.namespace(NAMESPACE)
+        # The webhooks' account and the scheduler's (whose evictions the webhook checks).
+        chart = render()
         own = [
             o
-            for o in render()
+            for o in chart
             if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")
-            and o["metadata"]["name"] in ("kai-py-webhooks", "kai-webhooks")
+            and o["metadata"]["name"]
+            in ("kai-py-webhooks", "kai-webhooks", "kai-py-scheduler", "kai-scheduler")
         ]
-        assert len(own) == 3, own
+        assert len(own) == 6, own
+        deployment = by_kind(chart, "Deployment")["kai-py-webhooks"]["spec"]["template"]["spec"]
+        chart_env = {e["name"]: e.get("value") for e in deployment["containers"][0]["env"]}
         server.apply_yaml(yaml.safe_dump_all(own))
         token = server.token_for(NAMESPACE, "kai-py-webhooks")
         kubeconfig = server.write_kubeconfig(
@@ -134,6 +141,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             "KAI_PY_WEBHOOK_PORT": str(port),
             "KAI_PY_WEBHOOK_ADDR": "127.0.0.1",
             "KAI_PY_WEBHOOK_CERT_DIR": str(workdir),
+            "KAI_PY_SCHEDULER_USERS": str(chart_env["KAI_PY_SCHEDULER_USERS"]),
         }
         for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
             env.pop(var, None)
@@ -236,3 +244,46 @@ def test_pods_of_other_schedulers_never_reach_kai_py_webhooks(served: Served) ->
     assert time.monotonic() - started < 2
     status, answer = _create(served, _pod("ours"))
     assert status == 500 and "failed calling webhook" in answer["message"], answer
+
+
+def _evict(served: Served, name: str, token: str | None = None) -> tuple[int, Any]:
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": NS},
+        "deleteOptions": {"dryRun": ["All"]},  # admission runs; the pod stays
+    }
+    path = f"/api/v1/namespaces/{NS}/pods/{name}/eviction"
+    kw = {"token": token} if token else {}
+    return served.server.request("POST", path, eviction, **kw)
+
+
+def test_the_scheduler_evicts_only_pods_kai_py_schedules(served: Served) -> None:
+    _install_webhooks(served, {})  # the chart's defaults: failurePolicy Ignore elsewhere
+    for name, scheduler in (("web", "default-scheduler"), ("train", "kai-scheduler")):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"schedulerName": scheduler, "containers": [{"name": "main", "image": "x"}]},
+        }
+        served.server.must("POST", f"/api/v1/namespaces/{NS}/pods", pod)
+    scheduler = served.server.token_for(NAMESPACE, "kai-py-scheduler")
+    status, answer = _evict(served, "web", scheduler)
+    assert status == 403, (status, answer)
+    assert answer["message"] == (
+        'admission webhook "evictions.kai-py.dev" denied the request: pod team-a/web: '
+        "spec.schedulerName is 'default-scheduler'; kai-py's scheduler evicts only pods "
+        "it schedules (spec.schedulerName kai-scheduler)"
+    )
+    status, answer = _evict(served, "train", scheduler)
+    assert status == 201, (status, answer)
+    status, answer = _evict(served, "gone", scheduler)
+    assert status == 404, (status, answer)
+    # Anyone else's eviction is not sent to the webhook: with nothing listening and
+    # failurePolicy Fail, an admin still evicts, and only the scheduler is held up.
+    _install_webhooks(served, {}, port=free_port())
+    status, answer = _evict(served, "web")
+    assert status == 201, (status, answer)
+    status, answer = _evict(served, "train", scheduler)
+    assert status == 500 and "failed calling webhook" in answer["message"], (status, answer)

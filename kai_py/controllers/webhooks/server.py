@@ -3,7 +3,7 @@
 ``kai-py run --controllers webhooks`` imports this module. Each handler's id
 is its URL path (``/hami-resources``, ``/pods-deviceaccess``,
 ``/pods-queue-admission``, ``/pods-validate``, ``/queues-validate``, ``/podgroups-validate``,
-``/topologies-validate``), the paths
+``/topologies-validate``, ``/pods-eviction``), the paths
 the chart's webhook configurations name. HAMi's resources are translated
 first (``hami.py``): the pod they give is a shared-GPU pod the device-access
 mutation must see.
@@ -19,6 +19,7 @@ Settings (environment; the chart sets them):
 | ``KAI_PY_WEBHOOK_MANAGED`` | none | let Kopf create webhook configurations of this name (``kai-py dev``, tests); the chart makes its own |
 | ``KAI_PY_FRACTION_RUNTIME_CLASS`` | none | ``runtimeClassName`` for pods that share a card |
 | ``KAI_PY_HAMI_CORE`` | off | give HAMi-core's memory cap to containers with a memory share |
+| ``KAI_PY_SCHEDULER_USERS`` | none | user names of kai-py's schedulers, comma-separated: their evictions of pods kai-py does not schedule are refused (``evictions.py``) |
 
 The server answers what is not an admission review with HTTP 400 and a
 message (an API server never sends one; a probe or a broken client may), a
@@ -41,7 +42,14 @@ import kopf
 from kai_py.api import keys
 from kai_py.apiclient.kube import Kube, KubeError, load_api_client, path_of
 from kai_py.controllers import settings as operator_settings
-from kai_py.controllers.webhooks import admissiongate, deviceaccess, hami, tenancy, validation
+from kai_py.controllers.webhooks import (
+    admissiongate,
+    deviceaccess,
+    evictions,
+    hami,
+    tenancy,
+    validation,
+)
 
 log = logging.getLogger(__name__)
 
@@ -329,3 +337,35 @@ def podgroups_validate(
 )
 def topologies_validate(body: kopf.Body, old: kopf.Body | None = None, **_: Any) -> None:
     _deny(validation.validate_topology(dict(body), dict(old) if old else None).errors)
+
+
+@kopf.on.validate(
+    "",
+    "v1",
+    "pods",
+    subresource="eviction",
+    id="pods-eviction",
+    operations=["CREATE"],
+    ignore_failures=True,
+)
+def pods_eviction(
+    body: kopf.Body, userinfo: Mapping[str, Any], namespace: str | None, **_: Any
+) -> None:
+    if userinfo.get("username") not in evictions.scheduler_users(os.environ):
+        return
+    # The API server checks that the Eviction's name is the pod's and fills in its namespace.
+    name = str((body.get("metadata") or {}).get("name") or "")
+    namespace = namespace or ""
+    try:
+        pod: Mapping[str, Any] | None = _api().get(path_of("", "v1", "pods", namespace, name))
+    except KubeError as exc:
+        if exc.code != 404:
+            # Refused, not let through: the scheduler tries again in a later cycle.
+            raise kopf.AdmissionError(
+                f"pod {namespace}/{name}: cannot read it to check its spec.schedulerName: {exc}",
+                code=503,
+            ) from None
+        pod = None
+    problem = evictions.refusal(pod, namespace, name, {operator_settings.current().scheduler_name})
+    if problem is not None:
+        raise kopf.AdmissionError(problem, code=403)
