@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from kai_py.api import keys
 from kai_py.controllers.webhooks.validation import validate_queue
-from kai_py.scheduler.cycle import run_cycle
+from kai_py.scheduler.cycle import open_session, run_cycle
+from kai_py.scheduler.gpumodels.drf import ModelShareOrder
 from kai_py.scheduler.gpumodels.limits import model_usage, node_model
 from kai_py.scheduler.model import Card, Job, Queue
+from kai_py.scheduler.ordering import DOMINANT_WITH_JOB, DOMINANT_WITHOUT_JOB, queue_key
 from kai_py.scheduler.placement import Placer
-from kai_py.scheduler.resources import INF
+from kai_py.scheduler.resources import INF, Res
 from tests.scheduler.builders import job, node, queue, running, session, snapshot, task
 
 H100, A100 = "NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB"
@@ -45,6 +47,25 @@ def test_no_gpu_models_installs_nothing() -> None:
     s = session(snapshot(nodes(), [queue("root"), queue("q", "root")]))
     assert model_usage(s) is None
     assert type(Placer(s).predicates).__name__ != "GpuModelCache"
+    # The built-in queue order, as is: its keys are memoised by the queues' totals.
+    assert open_session(snapshot(nodes(), [queue("q")])).framework.queue_order is queue_key
+
+
+def test_gpu_models_put_the_model_shares_in_the_queue_order() -> None:
+    shares = with_models(
+        queue("a", gpu=8, cpu=-1, memory=-1), **{H100: (4.0, INF), A100: (0.0, 2.0)}
+    )
+    unlimited = with_models(queue("b", gpu=8, cpu=-1, memory=-1), **{H100: (INF, INF)})
+    jobs = [job("ha", "a", [running("h", gpu=2)]), job("hb", "b", [running("h", gpu=4)])]
+    s = open_session(snapshot(nodes(), [shares, unlimited], jobs))
+    order = s.framework.queue_order
+    assert isinstance(order, ModelShareOrder)
+    # 2 of its 4 H100s; the A100 entry has no quota and adds nothing.
+    assert order.share(s.queues["a"]) == 0.5
+    assert order.share(s.queues["b"]) == 0.0  # an unlimited quota is never a share
+    key = order(s.queues["a"], Res())
+    # Its GPU share is 2 of 8 (CPU and memory unlimited): the H100 share is the dominant one.
+    assert key[DOMINANT_WITH_JOB] == key[DOMINANT_WITHOUT_JOB] == 0.5
 
 
 def test_a_parent_model_limit_holds_for_its_children_and_other_models_stay_open() -> None:
