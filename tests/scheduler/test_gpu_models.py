@@ -103,3 +103,45 @@ def test_the_webhook_names_a_bad_entry() -> None:
     assert validate_queue(manifest, None).errors == [
         f"Queue \"team-a\": spec.gpuModels: model '{H100}' is listed twice"
     ]
+
+
+def _reclaimed(victim_queue: Queue) -> list[str]:
+    """team-a (H100 quota 4, holding none) wants 4 H100s; ``victim_queue`` runs 8 pods
+    of 1 H100 in two gangs, at its GPU quota of 8, and the A100s are taken."""
+    plenty = {"gpu": 8.0, "cpu": -1.0, "memory": -1.0}
+    mine = with_models(queue("team-a", **plenty), **{H100: (4.0, INF)})  # type: ignore[arg-type]
+    h100 = {keys.GPU_PRODUCT_NODE_LABEL: H100}
+    jobs = [
+        job(
+            f"old-{g}",
+            victim_queue.name,
+            [running("h", gpu=1, name=f"old-{g}-{i}") for i in range(4)],
+            created=float(g),
+            min_member=4,
+        )
+        for g in range(2)
+    ]
+    jobs.append(job("fill", "other", [running("a", gpu=8, name="fill-0")]))
+    jobs.append(
+        job(
+            "want",
+            "team-a",
+            [task(f"want-{i}", gpu=1, node_selector=h100) for i in range(4)],
+            created=5.0,
+            min_member=4,
+        )
+    )
+    queues = [mine, victim_queue, queue("other", gpu=8, cpu=-1, memory=-1)]
+    d = run_cycle(snapshot(nodes(), queues, jobs))
+    return sorted(e.task.name for e in d.evictions)
+
+
+def test_a_queue_over_its_model_quota_loses_that_model_to_one_under_it() -> None:
+    over = with_models(queue("team-b", gpu=8, cpu=-1, memory=-1), **{H100: (4.0, INF)})
+    assert _reclaimed(over) == [f"old-1-{i}" for i in range(4)]
+
+
+def test_a_queue_without_gpu_models_is_never_a_victim_by_model() -> None:
+    # The same figures, but team-b has no quota of H100 to be over: KAI's rules alone,
+    # and by them team-b (at its GPU quota) keeps its pods.
+    assert _reclaimed(queue("team-b", gpu=8, cpu=-1, memory=-1)) == []
