@@ -145,3 +145,33 @@ def test_a_queue_without_gpu_models_is_never_a_victim_by_model() -> None:
     # The same figures, but team-b has no quota of H100 to be over: KAI's rules alone,
     # and by them team-b (at its GPU quota) keeps its pods.
     assert _reclaimed(queue("team-b", gpu=8, cpu=-1, memory=-1)) == []
+
+
+def test_below_the_compared_level_a_queue_within_its_model_quota_keeps_its_pods() -> None:
+    # dept (H100 quota 6) holds 8 H100s: 4 of b1 (quota 4: within) and 4 of b2 (quota 2:
+    # over, but not preemptible). dept is over its H100 quota, yet b1 keeps its pods:
+    # team-a, beside dept, finds no victim.
+    plenty = {"cpu": -1.0, "memory": -1.0}
+    queues = [
+        with_models(queue("team-a", gpu=8, **plenty), **{H100: (4.0, INF)}),  # type: ignore[arg-type]
+        with_models(queue("dept", gpu=8, **plenty), **{H100: (6.0, INF)}),  # type: ignore[arg-type]
+        with_models(queue("b1", "dept", gpu=4, **plenty), **{H100: (4.0, INF)}),  # type: ignore[arg-type]
+        with_models(queue("b2", "dept", gpu=4, **plenty), **{H100: (2.0, INF)}),  # type: ignore[arg-type]
+        queue("other", gpu=8, cpu=-1, memory=-1),
+    ]
+    h100 = {keys.GPU_PRODUCT_NODE_LABEL: H100}
+    jobs = [
+        job(
+            q,
+            q,
+            [running("h", gpu=1, name=f"{q}-{i}") for i in range(4)],
+            min_member=4,
+            preemptible=q == "b1",
+        )
+        for q in ("b1", "b2")
+    ]
+    jobs.append(job("fill", "other", [running("a", gpu=8, name="fill-0")]))
+    want = [task(f"want-{i}", gpu=1, node_selector=h100) for i in range(4)]
+    jobs.append(job("want", "team-a", want, created=5.0, min_member=4))
+    d = run_cycle(snapshot(nodes(), queues, jobs))
+    assert d.evictions == []
