@@ -13,6 +13,7 @@ from kai_py.scheduler.actions.stalegang import stale_gang_eviction
 from kai_py.scheduler.actions.victims import MOVED_SUFFIX
 from kai_py.scheduler.admission.ungate import ungate
 from kai_py.scheduler.framework import Framework
+from kai_py.scheduler.gpumodels.drf import ModelShareOrder
 from kai_py.scheduler.gpumodels.limits import model_usage
 from kai_py.scheduler.model import (
     ALLOCATED,
@@ -24,6 +25,7 @@ from kai_py.scheduler.model import (
     Snapshot,
     Task,
 )
+from kai_py.scheduler.ordering import queue_key
 from kai_py.scheduler.placement import Placer
 from kai_py.scheduler.plugins import default_framework
 from kai_py.scheduler.reasons import Reason
@@ -63,9 +65,14 @@ def configured_actions(config: Config) -> list[tuple[str, Action]]:
 def open_session(snapshot: Snapshot, framework: Framework | None = None) -> Session:
     """A session over ``snapshot`` with ``framework``, else the built-in plugins as the
     snapshot's config sets them up (KAI's ``OpenSession``)."""
-    return Session(
-        snapshot, framework if framework is not None else default_framework(snapshot.config)
-    )
+    if framework is not None:
+        return Session(snapshot, framework)  # a given framework is used as it is
+    session = Session(snapshot, default_framework(snapshot.config))
+    usage = model_usage(session)  # None unless a queue has spec.gpuModels
+    if usage is not None and session.framework.queue_order is queue_key:
+        # DRF over GPU models in the queue order (gpumodels/drf.py), this session only.
+        session.framework.queue_order = ModelShareOrder(queue_key, usage)
+    return session
 
 
 def run_cycle(

@@ -110,6 +110,11 @@ class WeakerShare:
         return 0
 
 
+#: Where ``queue_key`` keeps the DRF share with the job and without it (both floats):
+#: quota per GPU model puts its own shares there (``gpumodels/drf.py``).
+DOMINANT_WITH_JOB, DOMINANT_WITHOUT_JOB = 4, 5
+
+
 def queue_key(queue: Queue, extra: Res) -> tuple[object, ...]:
     """KAI's queue order, smaller first, for ``queue`` judged with ``extra`` (its next job).
 

@@ -81,6 +81,7 @@ class Placer:
         self._per_queue = usage is not None or self.owned is not None
         if usage is not None:
             self.predicates = GpuModelCache(self.predicates, usage)
+        self.model_usage = usage  # reclaim per model asks it too (gpumodels/reclaim.py)
         self.spread = session.framework.placement == "spread"
         self.card_spread = session.framework.card_placement == "spread"
         self._no_fit: dict[tuple[object, ...], str] = {}

@@ -33,6 +33,8 @@ from kai_py.scheduler.actions.victims import (
     capped_note,
     stopped_note,
 )
+from kai_py.scheduler.gpumodels.limits import ModelUsage
+from kai_py.scheduler.gpumodels.reclaim import ModelReclaim, candidate_models
 from kai_py.scheduler.model import Job, Queue, Unit
 from kai_py.scheduler.ordering import PendingLine
 from kai_py.scheduler.placement import Placer
@@ -162,10 +164,19 @@ def reclaim(session: Session, placer: Placer) -> None:
             session.explain(job, _nothing_to_reclaim(session, job, stopped_note(0), scope))
             continue
         done, note = _reclaim(session, placer, pool, line, budget, job, amount, scope)
+        capped = bool(note)
+        if not done and placer.model_usage is not None:
+            # Only when a queue has spec.gpuModels: a queue under its quota of a model
+            # may take that model back from queues over theirs (gpumodels/reclaim.py).
+            done, said, cut = _reclaim_by_model(
+                session, placer, pool, line, budget, job, amount, scope, placer.model_usage
+            )
+            note += said
+            capped = capped or cut
         if done:
             pool.refresh([job])
         else:
-            if not note:
+            if not capped:
                 fruitless.add(job)
             session.explain(job, _nothing_to_reclaim(session, job, note, scope))
 
@@ -223,6 +234,62 @@ def _reclaim(
     )
     done = search.run(job, pool.units_in_queue_order(session, queues))
     return done, capped_note(search)
+
+
+def _reclaim_by_model(
+    session: Session,
+    placer: Placer,
+    pool: VictimPool,
+    line: PendingLine | None,
+    budget: SearchBudget,
+    job: Job,
+    amount: Res,
+    scope: Queue | None,
+    usage: ModelUsage,
+) -> tuple[bool, str, bool]:
+    """Whether ``job`` reclaimed GPUs of a model its queue is under its quota of, what
+    the per-model rules said when it did not (with the numbers), and whether a search
+    was cut short. The models are tried in name order; the first that works is kept."""
+    if amount.gpu <= EPS:
+        return False, "", False
+    said: list[str] = []
+    cut = False
+    for model in candidate_models(job, session):
+        plan = ModelReclaim(session, usage, job, model, amount.gpu)
+        refusal = plan.under_quota()
+        if refusal is not None:
+            said.append(refusal)
+            continue
+        queues = [
+            q
+            for q in pool.queues
+            if q != job.queue and _below(session, q, scope) and plan.may_be_victim(q)
+        ]
+        if not queues:
+            said.append(
+                f"no other queue is over its {model} quota with preemptible pods (queue "
+                f"{job.queue} holds {plan.held(job.queue):g} of them)"
+            )
+            continue
+        search = VictimSearch(
+            session,
+            placer,
+            "reclaim",
+            plan.validate,
+            admit=plan.admit,
+            moved_give_nothing=session.config.allow_consolidating_reclaim,
+            line=line,
+            budget=budget,
+        )
+        if search.run(job, pool.units_in_queue_order(session, queues)):
+            return True, "", False
+        note = capped_note(search)
+        cut = cut or bool(note)
+        said.append(
+            f"evicting pods on {model} nodes of queues over their {model} quota "
+            f"({', '.join(sorted(queues))}) does not make room for it{note}"
+        )
+    return False, ("; by GPU model: " + "; ".join(said)) if said else "", cut
 
 
 def _below(session: Session, name: str, scope: Queue | None) -> bool:

@@ -150,7 +150,13 @@ def model_usage(session: Session) -> ModelUsage | None:
     """The per-model check for this session, or None when no queue has ``gpuModels``."""
     if not any(q.gpu_models for q in session.queues.values()):
         return None
-    return ModelUsage(session)
+    # One per session: the placer, the queue order, reclaim and the figures share its
+    # counts (each kept with the versions it was counted at).
+    found = session.memo.get(ModelUsage)
+    if isinstance(found, ModelUsage):
+        return found
+    usage = session.memo[ModelUsage] = ModelUsage(session)
+    return usage
 
 
 class GpuModelCache(PredicateCache):
