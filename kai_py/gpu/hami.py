@@ -260,8 +260,8 @@ def unapplied_node_annotations(annotations: Mapping[str, Any]) -> list[tuple[str
     return [
         (
             keys.HAMI_DEVICE_CORDON_ANNOTATION,
-            f"value {cordon!r}: the NVIDIA device plugin, not kai-py, picks the card of an unpinned pod, "
-            "so new pods may still get these cards; take a card out of the device "
-            "plugin to keep pods off it",
+            f"value {cordon!r}: new pods, pinned or not, may still get these cards, since "
+            "the NVIDIA device plugin, not kai-py, picks an unpinned pod's cards; take a "
+            "card out of the device plugin to keep pods off it",
         )
     ]
