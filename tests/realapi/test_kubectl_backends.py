@@ -373,6 +373,27 @@ def test_a_user_bound_only_to_the_charts_viewer_role_runs_queues_and_why(
 
     assert kai("why", "solo-0")[0] == 1  # not bound yet: the pod is not readable
     assert capsys.readouterr().err.startswith("Error from server: 403")
+    # Bound in the namespace only: its pods and PodGroups, not the cluster-scoped Queues,
+    # which `why` says rather than calling the queue missing; `queues` has no tree.
+    local = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "reader-viewer", "namespace": NS},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}],
+    }
+    server.apply_yaml(yaml.safe_dump_all([role, local]))
+    wait_for(lambda: kai("why", "solo-0", "-o", "json")[0] == 0, timeout=30, what="the binding")
+    view = json.loads(kai("why", "solo-0", "-o", "json")[1])
+    assert view["podGroup"]["name"] == f"{NS}/solo"
+    assert view["fit"][0].startswith("Queue 'team-a' cannot be read with your rights"), view
+    capsys.readouterr()
+    assert kai("queues")[0] == 1
+    assert capsys.readouterr().err.startswith("Error from server: 403")
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
@@ -384,7 +405,7 @@ def test_a_user_bound_only_to_the_charts_viewer_role_runs_queues_and_why(
         },
         "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}],
     }
-    server.apply_yaml(yaml.safe_dump_all([role, binding]))
+    server.apply_yaml(yaml.safe_dump(binding))
 
     def granted() -> bool:
         return kai("queues", "-A", "-o", "json")[0] == 0
