@@ -75,6 +75,13 @@ USE_GPU_INDEX_ANNOTATION: Final = "nvidia.com/use-gpuindexes"
 #: HAMi's per-pod placement policies (binpack or spread), of nodes and of cards.
 HAMI_NODE_POLICY_ANNOTATION: Final = "hami.io/node-scheduler-policy"
 HAMI_GPU_POLICY_ANNOTATION: Final = "hami.io/gpu-scheduler-policy"
+#: HAMi v2.10 keys kai-py reads only to say they are not applied (docs/pinning.md):
+#: a pod's NUMA binding, its card mode filter and its card scoring weights, and a
+#: Node's list of cordoned card UUIDs.
+HAMI_NUMA_BIND_ANNOTATION: Final = "nvidia.com/numa-bind"
+HAMI_VGPU_MODE_ANNOTATION: Final = "nvidia.com/vgpu-mode"
+HAMI_SCORING_WEIGHTS_ANNOTATION: Final = "hami.io/device-scoring-weights"
+HAMI_DEVICE_CORDON_ANNOTATION: Final = "hami.io/device-cordon"
 #: kai-py's node inventory: the node's cards as JSON (docs/pinning.md), by ``kai-py node-agent``.
 GPU_INVENTORY_ANNOTATION: Final = "kai.scheduler/gpu-inventory"
 #: HAMi's node registration, read where present (clusters moving from HAMi).

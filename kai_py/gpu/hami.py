@@ -215,3 +215,53 @@ def memory_cap_only(pod: Mapping[str, Any]) -> tuple[Json, str] | None:
     annotations[TRANSLATION_ANNOTATION] = summary
     out.setdefault("metadata", {})["annotations"] = annotations
     return out, summary
+
+
+# strconv.ParseBool's true words: HAMi v2.10 binds to one NUMA node only for these.
+_PARSEBOOL_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+def unapplied_pod_annotations(annotations: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """HAMi v2.10's pod annotations that ask for something kai-py does not do, as
+    (annotation, its value and why): the pod is placed without them, and says so."""
+    out: list[tuple[str, str]] = []
+    numa = annotations.get(keys.HAMI_NUMA_BIND_ANNOTATION)
+    if numa is not None and str(numa) in _PARSEBOOL_TRUE:
+        out.append(
+            (
+                keys.HAMI_NUMA_BIND_ANNOTATION,
+                f"value {numa!r}: cards are not kept on one NUMA node",
+            )
+        )
+    mode = annotations.get(keys.HAMI_VGPU_MODE_ANNOTATION)
+    if mode is not None:
+        out.append(
+            (
+                keys.HAMI_VGPU_MODE_ANNOTATION,
+                f"value {mode!r}: cards are not chosen by their sharing mode (hami-core, mig, mps)",
+            )
+        )
+    weights = annotations.get(keys.HAMI_SCORING_WEIGHTS_ANNOTATION)
+    if weights is not None:
+        out.append(
+            (
+                keys.HAMI_SCORING_WEIGHTS_ANNOTATION,
+                f"value {weights!r}: cards are scored by the pod's card policy only",
+            )
+        )
+    return out
+
+
+def unapplied_node_annotations(annotations: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """HAMi v2.10's Node annotations set by an admin that kai-py does not apply."""
+    cordon = annotations.get(keys.HAMI_DEVICE_CORDON_ANNOTATION)
+    if cordon is None or not str(cordon).strip():
+        return []  # HAMi v2.10: empty means nothing is cordoned
+    return [
+        (
+            keys.HAMI_DEVICE_CORDON_ANNOTATION,
+            f"value {cordon!r}: new pods, pinned or not, may still get these cards, since "
+            "the NVIDIA device plugin, not kai-py, picks an unpinned pod's cards; take a "
+            "card out of the device plugin to keep pods off it",
+        )
+    ]

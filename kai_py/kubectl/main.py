@@ -101,8 +101,10 @@ class Cluster:
             raise
 
 
-def _queues(cluster: Cluster) -> list[Json]:
-    return cluster.list(path_of(keys.GROUP, keys.QUEUE_VERSION, "queues"), forbidden_ok=True) or []
+def _queues(cluster: Cluster, *, forbidden_ok: bool) -> list[Json] | None:
+    return cluster.list(
+        path_of(keys.GROUP, keys.QUEUE_VERSION, "queues"), forbidden_ok=forbidden_ok
+    )
 
 
 def _podgroups(cluster: Cluster, namespace: str | None) -> list[Json] | None:
@@ -145,7 +147,7 @@ def run_why(cluster: Cluster, namespace: str, name: str) -> Json:
             pod=pod,
             podgroup=podgroup,
             group_pods=members,
-            queues=_queues(cluster),
+            queues=_queues(cluster, forbidden_ok=True),
             events=events,
             nodes=cluster.list(path_of("", "v1", "nodes"), forbidden_ok=True),
             all_pods=cluster.list(path_of("", "v1", "pods"), forbidden_ok=True),
@@ -164,7 +166,9 @@ def run_queues(cluster: Cluster, namespace: str | None, own: str) -> list[Json]:
             f"namespace {own} only",
             file=sys.stderr,
         )
-    return queue_rows(_queues(cluster), podgroups or [])
+    # The tree is made of the Queues: without them there is nothing to show, and an
+    # empty table would read as "no queues" (the server's refusal is printed instead).
+    return queue_rows(_queues(cluster, forbidden_ok=False) or [], podgroups or [])
 
 
 def run_cards(cluster: Cluster, node: str | None) -> list[NodeCards]:

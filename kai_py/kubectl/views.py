@@ -231,12 +231,13 @@ def node_room(
 
 @dataclass(slots=True)
 class WhyInput:
-    """What ``why`` reads; ``nodes`` and ``all_pods`` are None where the user may not list them."""
+    """What ``why`` reads; ``queues``, ``nodes`` and ``all_pods`` are None where the user
+    may not list them."""
 
     pod: Mapping[str, Any]
     podgroup: Mapping[str, Any] | None
     group_pods: Sequence[Mapping[str, Any]]
-    queues: Sequence[Mapping[str, Any]]
+    queues: Sequence[Mapping[str, Any]] | None
     events: Sequence[Mapping[str, Any]]
     nodes: Sequence[Mapping[str, Any]] | None = None
     all_pods: Sequence[Mapping[str, Any]] | None = None
@@ -336,6 +337,14 @@ def why(data: WhyInput) -> Json:
     where = position(pg)
     if where is not None:
         out["position"] = dict(where)
+    if data.queues is None:
+        # Not "does not exist": the user may not list the Queues, which are cluster-scoped,
+        # so a RoleBinding in the pod's namespace never reaches them.
+        hints.append(
+            f"Queue {spec.get('queue')!r} cannot be read with your rights (Queues are "
+            "cluster-scoped: list on queues needs a ClusterRoleBinding)"
+        )
+        return out
     queue = _queue_view(str(spec.get("queue") or ""), data.queues)
     out["queue"] = queue
     if queue is None:

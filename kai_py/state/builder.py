@@ -366,12 +366,19 @@ def _dev_cluster_nodes(doc: Document, first_index: int) -> list[Node]:
 
 
 def inventory_warning(doc: Document, name: str, events: list[Event]) -> None:
-    """A Warning on a Node whose GPU inventory cannot be read (it gets no pinned pods)."""
+    """A Warning on a Node whose GPU inventory cannot be read (it gets no pinned pods),
+    and one for each of HAMi's Node annotations kai-py does not apply."""
     try:
         inventory.node_cards(meta(doc.body).get("annotations") or {})
     except inventory.InventoryError as exc:
         message = f"{doc.source}: Node {name}: {exc}; pinned pods will not be placed on it"
         events.append(Event("Node", "", name, "Warning", "InvalidGpuInventory", message))
+    for key, why in hami.unapplied_node_annotations(meta(doc.body).get("annotations") or {}):
+        message = (
+            f"{doc.source}: Node {name}: metadata.annotations[{key}] is not applied by kai-py "
+            f"({why})"
+        )
+        events.append(_not_applied("Node", "", name, message))
 
 
 def hami_as_translated(body: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -757,6 +764,9 @@ def _warn_unapplied(body: Mapping[str, Any], ns: str, name: str, source: str, bu
             if isinstance(term, Mapping) and term.get("namespaceSelector"):
                 path = f"spec.affinity.{key}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
                 unapplied.append((f"{path}.podAffinityTerm.namespaceSelector", no_selectors))
+    annotations = meta(body).get("annotations") or {}
+    for key, why in hami.unapplied_pod_annotations(annotations):
+        unapplied.append((f"metadata.annotations[{key}]", why))
     for path, why in unapplied:
         built.events.append(
             _not_applied(

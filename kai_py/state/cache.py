@@ -146,8 +146,13 @@ _POD_SPEC_KEYS: Final = (
     "schedulingGates",  # a gated pod is never placed (its Binding would be refused)
     "overhead",  # RuntimeClass overhead: part of the pod's request
 )
-#: The node annotations the scheduler reads: its GPU inventory (for pinned pods).
-_NODE_ANNOTATIONS: Final = (keys.GPU_INVENTORY_ANNOTATION, keys.HAMI_NODE_REGISTER_ANNOTATION)
+#: The node annotations the scheduler reads: its GPU inventory (for pinned pods), and
+#: HAMi's card cordon, which it does not apply but must say so on the Node.
+_NODE_ANNOTATIONS: Final = (
+    keys.GPU_INVENTORY_ANNOTATION,
+    keys.HAMI_NODE_REGISTER_ANNOTATION,
+    keys.HAMI_DEVICE_CORDON_ANNOTATION,
+)
 _POD_STATUS_KEYS: Final = ("phase", "startTime", "nominatedNodeName", "conditions")
 
 

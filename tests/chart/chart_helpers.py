@@ -37,6 +37,7 @@ OTHER_VALUES: Json = {
     "webhooks": {"failurePolicy": "Fail", "excludeNamespaces": ["kube-system", "monitoring"]},
     "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
     "nodeAgent": {"enabled": False},
+    "rbac": {"viewerRole": True},
 }
 
 

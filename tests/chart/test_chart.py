@@ -139,9 +139,7 @@ def test_install_objects_are_kai_py_devs(default: list[Json]) -> None:
         or (o["kind"] == "ServiceAccount" and o["metadata"]["name"] == "kai-resource-reservation")
         if o["metadata"]["name"] != "kai-py-critical"  # the chart's own pods' class
     }
-    expected = {
-        (o["kind"], o["metadata"]["name"]): o for o in install.install_objects(NAMESPACE)
-    }
+    expected = {(o["kind"], o["metadata"]["name"]): o for o in install.install_objects(NAMESPACE)}
     assert rendered == expected
     values = {
         name: o["value"]
@@ -537,7 +535,10 @@ def test_staggered_start_and_hami_core_reach_the_binder() -> None:
     assert env["KAI_PY_STAGGERED_START_TIMEOUT"] == "90"
     assert env["KAI_PY_HAMI_CORE"] == "true"
     scheduler = by_kind(render({"metrics": {"cardPods": True}}), "Deployment")["kai-py-scheduler"]
-    env = {e["name"]: e.get("value") for e in scheduler["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {
+        e["name"]: e.get("value")
+        for e in scheduler["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     assert env["KAI_PY_METRICS_CARD_PODS"] == "true"
 
 
@@ -583,6 +584,26 @@ def test_admission_policies_hold_each_role_to_its_own_work(
     single = by_kind(other, "ValidatingAdmissionPolicy")[f"{RELEASE}-pod-metadata"]
     labels = next(v for v in single["spec"]["variables"] if v["name"] == "labelKeys")
     assert "['runai-gpu-group','kai.scheduler/subgroup-name']" in labels["expression"]
+
+
+def test_the_kubectl_viewer_role_reads_only_and_is_opt_in(
+    default: list[Json], other: list[Json]
+) -> None:
+    assert f"{RELEASE}-viewer" not in by_kind(default, "ClusterRole")
+    viewer = by_kind(other, "ClusterRole")[f"{RELEASE}-viewer"]
+    assert _rules(viewer) == {
+        ("", "pods,events,nodes", "get,list"),
+        ("scheduling.run.ai", "queues,podgroups", "get,list"),
+    }
+    # Not aggregated into view/edit/admin: it would give their holders the Nodes.
+    assert not any("aggregate" in k for k in viewer["metadata"].get("labels") or {})
+    # The chart binds nobody to it: the admin binds the users.
+    assert not [
+        b
+        for b in other
+        if b["kind"] in ("ClusterRoleBinding", "RoleBinding")
+        and b["roleRef"]["name"] == f"{RELEASE}-viewer"
+    ]
 
 
 def test_admission_policies_can_be_left_out() -> None:

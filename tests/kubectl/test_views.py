@@ -91,6 +91,21 @@ def test_why_a_pod_whose_queue_does_not_exist() -> None:
     assert view["fit"][0].startswith("Queue 'nowhere' does not exist")
 
 
+def test_why_says_the_queues_are_not_readable_rather_than_missing() -> None:
+    view = why(
+        WhyInput(
+            pod=_pod("g-0", "g"),
+            podgroup=_group("g", "team-a", None),
+            group_pods=[],
+            queues=None,  # the user may not list them
+            events=[],
+        )
+    )
+    assert view["queue"] is None
+    assert view["fit"][0].startswith("Queue 'team-a' cannot be read with your rights"), view
+    assert not any("does not exist" in hint for hint in view["fit"])
+
+
 def test_queues_count_waiting_groups_per_subtree_and_name_the_head() -> None:
     queues = [_queue("root"), _queue("team-a", "root"), _queue("team-b", "root", limit=-1)]
     groups = [

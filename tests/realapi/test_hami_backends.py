@@ -46,3 +46,35 @@ def test_an_empty_pin_is_ignored_with_a_normal_event(
         "Pod team-a/blank: metadata.annotations[nvidia.com/use-gpuuuid]='  ' is empty, so it "
         "is ignored (no constraint, as in HAMi v2.10)" in event.message
     )
+
+
+def test_hami_keys_kai_py_does_not_apply_are_warned_on_the_pod_and_the_node(
+    backend: Backend, operator: Operator, core: k8s.CoreV1Api, custom: k8s.CustomObjectsApi
+) -> None:
+    create_queues(custom, queue("root"), queue("team-a", parent="root"))
+    create_podgroup(custom, podgroup("moded", NS, "team-a"))
+    body = pod("moded", NS, "moded", gpus=1)
+    body["metadata"]["annotations"]["nvidia.com/vgpu-mode"] = "mig"
+    create_pod(core, body)
+    core.patch_node("gpu-0", {"metadata": {"annotations": {"hami.io/device-cordon": "GPU-x"}}})
+    # Placed without the key, as if it were absent.
+    wait_for(lambda: _running(core, "moded"), timeout=40, what=f"moded Running\n{operator.log}")
+
+    def warned(name: str, namespace: str | None) -> list[Any]:
+        if namespace is not None:
+            found = events_of(core, namespace, name)
+        else:
+            selector = f"involvedObject.name={name},involvedObject.kind=Node"
+            found = core.list_event_for_all_namespaces(field_selector=selector).items
+        return [e for e in found if e.reason == "NotApplied" and e.type == "Warning"]
+
+    (event, *_) = wait_for(lambda: warned("moded", NS), timeout=20, what=operator.log)
+    assert (
+        "Pod team-a/moded: metadata.annotations[nvidia.com/vgpu-mode] is not applied by "
+        "kai-py (value 'mig':" in event.message
+    )
+    (event, *_) = wait_for(lambda: warned("gpu-0", None), timeout=30, what=operator.log)
+    assert (
+        "Node gpu-0: metadata.annotations[hami.io/device-cordon] is not applied by kai-py "
+        "(value 'GPU-x':" in event.message
+    )

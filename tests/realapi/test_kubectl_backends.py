@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from chart_helpers import RELEASE, render
 from kubernetes import client as k8s
 from operator_helpers import (
     Operator,
@@ -329,3 +330,97 @@ def test_a_user_of_one_namespace_gets_what_they_may_read(
     code, _ = kai("cards")
     assert code == 1
     assert capsys.readouterr().err.startswith("Error from server: 403")
+
+
+def test_a_user_bound_only_to_the_charts_viewer_role_runs_queues_and_why(
+    real_server: Any,
+    operator: Operator,
+    core: k8s.CoreV1Api,
+    custom: k8s.CustomObjectsApi,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The chart's ``rbac.viewerRole`` ClusterRole, as Helm renders it, bound cluster-wide
+    to a ServiceAccount that has nothing else: every figure of ``queues``, ``why`` (with
+    the node hints) and ``cards`` is readable; without the binding the same user is
+    refused."""
+    server = real_server
+    [role] = [
+        o
+        for o in render({"rbac": {"viewerRole": True}})
+        if o["kind"] == "ClusterRole" and o["metadata"]["name"] == f"{RELEASE}-viewer"
+    ]
+    create_queues(custom, queue("root"), queue("team-a", parent="root", gpu_quota=2))
+    create_podgroup(custom, podgroup("solo", NS, "team-a"))
+    create_pod(core, pod("solo-0", NS, "solo", gpus=5))  # never fits: stays in line
+    wait_for(
+        lambda: (
+            custom.get_namespaced_custom_object(
+                "scheduling.run.ai", "v2alpha2", NS, "podgroups", "solo"
+            ).get("status")
+            or {}
+        ).get("queuePosition"),
+        timeout=30,
+        what=f"solo's place in line\n{operator.log}",
+    )
+    token = server.token_for(NS, "reader")
+    kubeconfig = server.write_kubeconfig(str(tmp_path / "reader"), token, "reader")
+
+    def kai(*args: str) -> tuple[int, str]:
+        out = io.StringIO()
+        code = main(["--kubeconfig", kubeconfig, "-n", NS, *args], out)
+        return code, out.getvalue()
+
+    assert kai("why", "solo-0")[0] == 1  # not bound yet: the pod is not readable
+    assert capsys.readouterr().err.startswith("Error from server: 403")
+    # Bound in the namespace only: its pods and PodGroups, not the cluster-scoped Queues,
+    # which `why` says rather than calling the queue missing; `queues` has no tree.
+    local = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "reader-viewer", "namespace": NS},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}],
+    }
+    server.apply_yaml(yaml.safe_dump_all([role, local]))
+    wait_for(lambda: kai("why", "solo-0", "-o", "json")[0] == 0, timeout=30, what="the binding")
+    view = json.loads(kai("why", "solo-0", "-o", "json")[1])
+    assert view["podGroup"]["name"] == f"{NS}/solo"
+    assert view["fit"][0].startswith("Queue 'team-a' cannot be read with your rights"), view
+    capsys.readouterr()
+    assert kai("queues")[0] == 1
+    assert capsys.readouterr().err.startswith("Error from server: 403")
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "reader-viewer"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": role["metadata"]["name"],
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}],
+    }
+    server.apply_yaml(yaml.safe_dump(binding))
+
+    def granted() -> bool:
+        return kai("queues", "-A", "-o", "json")[0] == 0
+
+    wait_for(granted, timeout=30, what="the binding to take effect")
+    capsys.readouterr()
+    code, text = kai("queues", "-A", "-o", "json")
+    assert code == 0
+    rows = {row["name"]: row for row in json.loads(text)}
+    assert rows["team-a"]["pending"] == 1
+    assert "not readable" not in capsys.readouterr().err  # every namespace's PodGroups
+    code, text = kai("why", "solo-0", "-o", "json")
+    assert code == 0, capsys.readouterr().err
+    view = json.loads(text)
+    assert view["podGroup"]["name"] == f"{NS}/solo" and view["queue"]["name"] == "team-a"
+    # The nodes are readable: the node hint is there.
+    assert any("no node can ever hold this pod" in hint for hint in view["fit"]), view["fit"]
+    assert kai("cards")[0] == 0

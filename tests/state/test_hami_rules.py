@@ -10,8 +10,9 @@ import pytest
 
 from kai_py.conf.schedconfig import parse_config
 from kai_py.scheduler.model import Config
-from kai_py.state.documents import InputError
-from tests.conformance.test_hami_cards import Asks, Gpu, run_pods
+from kai_py.state.builder import build
+from kai_py.state.documents import Document, InputError
+from tests.conformance.test_hami_cards import Asks, Gpu, _node, run_pods
 
 SPREAD_NODES_BINPACK_CARDS = {
     "hami.io/node-scheduler-policy": "spread",
@@ -134,3 +135,56 @@ def test_a_blank_pin_is_ignored_with_a_normal_event() -> None:
         "Pod ml/p: metadata.annotations[nvidia.com/use-gputype]='  ' is empty, so it is "
         "ignored (no constraint, as in HAMi v2.10)",
     ]
+
+
+def _not_applied(result: dict[str, Any], obj: str) -> list[str]:
+    return [
+        e["message"]
+        for e in result["events"]
+        if e["object"] == obj and e["reason"] == "NotApplied" and e["type"] == "Warning"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "why"),
+    [
+        ("nvidia.com/numa-bind", "true", "cards are not kept on one NUMA node"),
+        ("nvidia.com/vgpu-mode", "mig", "not chosen by their sharing mode"),
+        ("hami.io/device-scoring-weights", "slot=1,core=1,memory=3", "scored by the pod's"),
+    ],
+)
+def test_hami_pod_keys_kai_py_does_not_apply_are_said_on_the_pod(
+    key: str, value: str, why: str
+) -> None:
+    # A single card: the pod still runs (placed without the key), and says so.
+    pod = Asks("p", annotations={key: value})
+    result = run_pods({"n1": [Gpu("GPU-a0", 8000)]}, [pod, Asks("other", gpus=2)])
+    assert result["pods"]["ml/p"]["status"] == "Bound"
+    (message,) = _not_applied(result, "ml/p")
+    assert f"Pod ml/p: metadata.annotations[{key}] is not applied by kai-py" in message
+    assert repr(value) in message and why in message
+    assert not _not_applied(result, "ml/other")  # a pending pod without the keys
+
+
+def test_numa_bind_false_asks_for_nothing_and_is_not_warned_about() -> None:
+    result = run_pods(
+        {"n1": [Gpu("GPU-a0", 8000)]}, [Asks("p", annotations={"nvidia.com/numa-bind": "false"})]
+    )
+    assert not _not_applied(result, "ml/p")
+
+
+def _cordoned_node(value: str) -> dict[str, Any]:
+    node = _node("n1", [Gpu("GPU-a0", 8000), Gpu("GPU-a1", 8000)])
+    node["metadata"]["annotations"]["hami.io/device-cordon"] = value
+    return node
+
+
+def test_a_hami_card_cordon_is_said_not_applied_on_the_node() -> None:
+    docs = [Document("nodes.yaml", _cordoned_node("GPU-a1"))]
+    built = build(docs, 0.0)
+    (event,) = [e for e in built.events if e.reason == "NotApplied"]
+    assert (event.kind, event.name, event.type) == ("Node", "n1", "Warning")
+    assert "Node n1: metadata.annotations[hami.io/device-cordon] is not applied" in event.message
+    assert "'GPU-a1'" in event.message
+    # HAMi v2.10 reads an empty or blank value as nothing cordoned: nothing to say.
+    assert not [e for e in build([Document("n", _cordoned_node(" "))], 0.0).events]
