@@ -37,7 +37,7 @@ from kai_py.apiclient.kube import Kube, KubeError, list_paged, load_api_client, 
 from kai_py.apiclient.leader import Leadership
 from kai_py.controllers import kaiconfig, leadership, watches
 from kai_py.controllers.settings import OperatorSettings, current
-from kai_py.controllers.usage import UsageSource, capacity_of
+from kai_py.controllers.usage import UsageSource
 from kai_py.gpu import cards
 from kai_py.scheduler.cycle import configured_actions, run_cycle
 from kai_py.scheduler.model import Config
@@ -61,6 +61,7 @@ from kai_py.state.documents import InputError
 from kai_py.state.gcpause import load_then_freeze, paused_gc
 from kai_py.state.idle import IdleGate
 from kai_py.state.partition import Partition
+from kai_py.state.usage import capacity_of
 from kai_py.writes.writer import (
     BackgroundWriter,
     EventRecorder,

@@ -37,7 +37,7 @@ from kai_py.apiclient.kube import MERGE_PATCH, path_of
 from kai_py.scheduler.model import Snapshot
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.timeshare.settings import UsageDB, window_duration
-from kai_py.state.usage import UsageHistory
+from kai_py.state.usage import UsageHistory, capacity_of
 from kai_py.writes.writer import STATUS, Write, with_uid
 
 log = logging.getLogger("kai_py.usage")
@@ -55,13 +55,6 @@ CAPACITY_METRICS: Final = {
 }
 DEFAULT_PROMETHEUS: Final = "http://prometheus-operated.kai-scheduler.svc.cluster.local:9090"
 
-
-def capacity_of(snapshot: Snapshot) -> Res:
-    total = Res()
-    for node in snapshot.nodes:
-        if node.ready:
-            total.add(node.allocatable)
-    return total
 
 
 # ----------------------------------------------------------------- Prometheus

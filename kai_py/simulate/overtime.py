@@ -28,7 +28,7 @@ from kai_py.scheduler.resources import Res
 from kai_py.simulate.inputs import load_documents
 from kai_py.simulate.simulation import Simulation, parse_now, scheduler_config
 from kai_py.state.documents import Document, InputError
-from kai_py.state.usage import UsageHistory
+from kai_py.state.usage import UsageHistory, capacity_of
 
 DURATION_ANNOTATION: Final = "kai-py.dev/duration"
 #: Steps when --step is not given: the run is cut into this many.
@@ -95,13 +95,6 @@ def held_by_queue(snapshot: Snapshot) -> dict[str, Res]:
                 name = parents.get(name)
     return held
 
-
-def capacity_of(snapshot: Snapshot) -> Res:
-    total = Res()
-    for node in snapshot.nodes:
-        if node.ready:
-            total.add(node.allocatable)
-    return total
 
 
 def run_over_time(

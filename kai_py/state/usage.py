@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from kai_py.scheduler.model import Snapshot
 from kai_py.scheduler.resources import Res
 from kai_py.scheduler.timeshare.settings import UsageDB
 
@@ -177,3 +178,13 @@ def _slots(rows: object) -> dict[int, Res]:
             raise ValueError(f"expected [bucket, gpu, cpu, memory], got {row!r}")
         out[int(row[0])] = Res(float(row[2]), float(row[3]), float(row[1]))
     return out
+
+
+def capacity_of(snapshot: Snapshot) -> Res:
+    """What the cluster could give: the allocatable of its ready nodes (usage is
+    normalised to it, by the operator's usage source and by ``simulate --over-time``)."""
+    total = Res()
+    for node in snapshot.nodes:
+        if node.ready:
+            total.add(node.allocatable)
+    return total

@@ -24,10 +24,11 @@ import yaml
 from realapi_server import REPO, free_port
 
 from kai_py import metrics
-from kai_py.controllers.usage import PrometheusUsage, UsageSource, capacity_of, fetch_prometheus
+from kai_py.controllers.usage import PrometheusUsage, UsageSource, fetch_prometheus
 from kai_py.scheduler.timeshare.settings import UsageDB
 from kai_py.simulate.simulation import Simulation
 from kai_py.state.documents import Document
+from kai_py.state.usage import capacity_of
 
 NODE_AND_QUEUES = """
 apiVersion: v1

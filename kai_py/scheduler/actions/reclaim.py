@@ -11,6 +11,7 @@ fit elsewhere after the reclaimer is placed are moved rather than evicted.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 from kai_py.scheduler import reasons
 from kai_py.scheduler.actions.allocate import pending_jobs
@@ -222,16 +223,7 @@ def _reclaim(
     queues = [q for q in others if plan.rules.may_be_victim(q)]
     if not queues:
         return False, ""
-    search = VictimSearch(
-        session,
-        placer,
-        "reclaim",
-        plan.validate,
-        admit=plan.admit,
-        moved_give_nothing=session.config.allow_consolidating_reclaim,
-        line=line,
-        budget=budget,
-    )
+    search = _search(session, placer, plan, line, budget)
     done = search.run(job, pool.units_in_queue_order(session, queues))
     return done, capped_note(search)
 
@@ -271,16 +263,7 @@ def _reclaim_by_model(
                 f"{job.queue} holds {plan.held(job.queue):g} of them)"
             )
             continue
-        search = VictimSearch(
-            session,
-            placer,
-            "reclaim",
-            plan.validate,
-            admit=plan.admit,
-            moved_give_nothing=session.config.allow_consolidating_reclaim,
-            line=line,
-            budget=budget,
-        )
+        search = _search(session, placer, plan, line, budget)
         if search.run(job, pool.units_in_queue_order(session, queues)):
             return True, "", False
         note = capped_note(search)
@@ -310,4 +293,27 @@ def _nothing_to_reclaim(
         f"{format_quantity('gpu', queue.allocated.gpu)} with a fair share of "
         f"{format_quantity('gpu', queue.fair_share.gpu)}){note}{capped}",
         {"queue": queue.name},
+    )
+
+
+class _Plan(Protocol):
+    """What a reclaim search asks of its plan (the queue-level one, or a model's)."""
+
+    def admit(self, unit: Unit) -> bool: ...
+
+    def validate(self, chosen: Sequence[Unit]) -> bool: ...
+
+
+def _search(
+    session: Session, placer: Placer, plan: _Plan, line: PendingLine | None, budget: SearchBudget
+) -> VictimSearch:
+    return VictimSearch(
+        session,
+        placer,
+        "reclaim",
+        plan.validate,
+        admit=plan.admit,
+        moved_give_nothing=session.config.allow_consolidating_reclaim,
+        line=line,
+        budget=budget,
     )
