@@ -21,7 +21,8 @@ from chart_helpers import CHART, NAMESPACE
 from realapi_backends import SimulatedNodes, require_binaries
 from realapi_server import ADMIN_TOKEN, RealApiServer
 
-from kai_py.api import keys
+from kai_py.api import install, keys
+from kai_py.binder.reservation import reservation_pod_manifest
 from kai_py.emulator.cluster_spec import parse_cluster
 
 Json = dict[str, Any]
@@ -89,14 +90,15 @@ def test_helm_uninstall_leaves_nothing_that_blocks_pods(tmp_path: Path) -> None:
         )
         assert status >= 400 and "failed calling webhook" in answer["message"], answer
 
-        # Two cards held by reservation pods, as the binder leaves them for shared pods.
+        # Two cards held by reservation pods, as the binder makes them for shared pods
+        # (the chart's admission policy lets nothing else into that namespace).
         for index in range(2):
-            held = _pod(
-                f"gpu-reservation-gpu-0-{index}",
-                RESERVATION,
-                gpus=1,
-                nodeName="gpu-0",
-                serviceAccountName="kai-resource-reservation",
+            held = reservation_pod_manifest(
+                "gpu-0",
+                f"group-{index}",
+                image=install.DEFAULT_IMAGE,
+                namespace=RESERVATION,
+                service_account="kai-resource-reservation",
             )
             server.must("POST", f"/api/v1/namespaces/{RESERVATION}/pods", held)
 
