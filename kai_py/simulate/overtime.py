@@ -13,7 +13,6 @@ table and, with ``--plot``, as an SVG picture written by the small code below.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from kai_py.api.objects import meta
 from kai_py.scheduler.model import RUNNING, Config, Job, Queue, Snapshot
 from kai_py.scheduler.resources import Res
 from kai_py.simulate.inputs import load_documents
-from kai_py.simulate.simulation import Simulation, parse_now, scheduler_config
+from kai_py.simulate.simulation import Simulation, parse_now, scheduler_config, to_stdout
 from kai_py.state.documents import Document, InputError
 from kai_py.state.usage import UsageHistory, capacity_of
 
@@ -255,13 +254,7 @@ def run_cli(
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2
-    try:
-        write_table(timeline, sys.stdout)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`... | head`): no traceback, as plain `simulate`.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    to_stdout(lambda out: write_table(timeline, out))
     if plot is not None:
         with plot.open("w", encoding="utf-8") as out:
             write_svg(timeline, out)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -542,16 +542,19 @@ def run_cli(
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2
+    if output == "json":
+        to_stdout(lambda out: out.write(json.dumps(to_json(outcome), indent=2) + "\n"))
+    else:
+        to_stdout(lambda out: write_text(outcome, out))
+    return 0
+
+
+def to_stdout(write: Callable[[TextIO], object]) -> None:
+    """``write(sys.stdout)``, then flush. When the reader goes away (`kai-py simulate
+    ... | head`): no traceback, and no second error when Python flushes stdout at exit."""
     try:
-        if output == "json":
-            json.dump(to_json(outcome), sys.stdout, indent=2)
-            sys.stdout.write("\n")
-        else:
-            write_text(outcome, sys.stdout)
+        write(sys.stdout)
         sys.stdout.flush()
     except BrokenPipeError:
-        # The reader went away (`kai-py simulate ... | head`): no traceback, and
-        # no second error when Python flushes stdout at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    return 0
